@@ -1,0 +1,5 @@
+import sys
+
+from overlapscope.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Capture (profiler schedule, atomic trace files) and loading of Kineto traces."""
