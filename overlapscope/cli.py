@@ -12,6 +12,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from overlapscope.errors import UserError
 
@@ -39,15 +40,20 @@ def _available() -> dict[str, object]:
     return mods
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Argument errors as one line naming the flag, and where to look for the fix."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="overlapscope",
         description="Profile, analyse and visualise communication/compute overlap in "
         "FSDP-style training.",
     )
-    parser.add_argument(
-        "--traceback", action="store_true", help="show full tracebacks on errors"
-    )
+    parser.add_argument("--traceback", action="store_true", help="show full tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     mods = _available()

@@ -1,0 +1,166 @@
+"""``overlapscope run``: profile N local ranks of the engine on a built-in workload."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+from pathlib import Path
+
+from overlapscope.engine.config import EngineConfig, MixedPrecision, Policy, Sharding
+from overlapscope.engine.launch import launch
+from overlapscope.engine.recipe import DEFAULT_LIMIT_WINDOW, RunConfig
+from overlapscope.engine.workloads import ModelConfig, ModelKind
+from overlapscope.errors import UserError
+from overlapscope.trace.capture import RUN_MANIFEST, ProfileWindow
+
+
+def _values(e: type) -> list[str]:
+    return [m.value for m in e]  # type: ignore[attr-defined]
+
+
+def add_engine_flags(p: argparse.ArgumentParser, *, with_policy: bool = True) -> None:
+    """Flags shared by ``run`` and ``sweep``."""
+    g = p.add_argument_group("engine")
+    if with_policy:
+        g.add_argument("--policy", choices=_values(Policy), default="backward_pre")
+    g.add_argument("--forward-prefetch", action="store_true", help="prefetch in forward too")
+    g.add_argument(
+        "--limit-all-gathers",
+        type=int,
+        nargs="?",
+        const=DEFAULT_LIMIT_WINDOW,
+        default=None,
+        metavar="K",
+        help=f"rate limiter: hold prefetches while K units are alive (K={DEFAULT_LIMIT_WINDOW} "
+        "if omitted; off by default)",
+    )
+    g.add_argument("--sharding", choices=_values(Sharding), default="full_shard")
+    g.add_argument("--mixed-precision", choices=_values(MixedPrecision), default="none")
+    g.add_argument(
+        "--no-instrument", action="store_true", help="no profiler ranges (overhead baseline)"
+    )
+    m = p.add_argument_group("workload")
+    m.add_argument("--model", choices=_values(ModelKind), default="gpt")
+    m.add_argument("--layers", type=int, default=4)
+    m.add_argument("--dim", type=int, default=256)
+    m.add_argument("--heads", type=int, default=4)
+    m.add_argument("--seq-len", type=int, default=128)
+    m.add_argument("--vocab", type=int, default=1024)
+    t = p.add_argument_group("training and capture")
+    t.add_argument("--nproc", type=int, default=2, help="local ranks (default 2)")
+    t.add_argument("--steps", type=int, default=6)
+    t.add_argument("--global-batch", type=int, default=8, help="split evenly across ranks")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--lr", type=float, default=1e-3)
+    t.add_argument("--profile-wait", type=int, default=1)
+    t.add_argument("--profile-warmup", type=int, default=1)
+    t.add_argument("--profile-active", type=int, default=2)
+    t.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    t.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto")
+    t.add_argument(
+        "--threads-per-rank", type=int, default=None, help="torch threads per rank (cores/N)"
+    )
+    t.add_argument(
+        "--link-gbit",
+        type=float,
+        default=None,
+        metavar="R",
+        help="run each rank in its own network namespace over a link shaped to R Gbit/s "
+        "(needs root and iproute2)",
+    )
+
+
+def config_from_args(args: argparse.Namespace, policy: str | None = None) -> RunConfig:
+    import torch
+
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    elif device == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda: no CUDA device is available here; use --device cpu")
+    backend = args.backend
+    if backend == "auto":
+        backend = "nccl" if device == "cuda" else "gloo"
+    elif backend == "nccl" and device != "cuda":
+        raise UserError("--backend nccl needs --device cuda; use --backend gloo on CPU")
+    threads = args.threads_per_rank or max(1, (os.cpu_count() or 1) // max(1, args.nproc))
+    try:
+        return RunConfig(
+            engine=EngineConfig(
+                policy=Policy(policy or args.policy),
+                forward_prefetch=args.forward_prefetch,
+                limit_all_gathers=args.limit_all_gathers,
+                sharding=Sharding(args.sharding),
+                mixed_precision=MixedPrecision(args.mixed_precision),
+                instrument=not args.no_instrument,
+            ),
+            model=ModelConfig(
+                kind=ModelKind(args.model),
+                layers=args.layers,
+                dim=args.dim,
+                heads=args.heads,
+                seq_len=args.seq_len,
+                vocab=args.vocab,
+            ),
+            window=ProfileWindow(args.profile_wait, args.profile_warmup, args.profile_active),
+            nproc=args.nproc,
+            steps=args.steps,
+            global_batch=args.global_batch,
+            seed=args.seed,
+            lr=args.lr,
+            device=device,
+            backend=backend,
+            link_gbit=args.link_gbit,
+            threads_per_rank=threads,
+        )
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "run",
+        help="profile N local ranks of the instrumented engine",
+        description="Train a built-in workload on N local ranks (torchrun) with the sharded "
+        "engine, profile a window of steps, and write one Kineto trace per rank plus run.json.",
+    )
+    add_engine_flags(p)
+    p.add_argument("--out", type=Path, required=True, help="run directory to create")
+    p.add_argument("--force", action="store_true", help="replace --out if it is a run")
+    p.set_defaults(func=run)
+    return p
+
+
+def summarize(run_dir: Path) -> str:
+    m = json.loads((run_dir / RUN_MANIFEST).read_text())
+    cfg = m["config"]
+    eng = cfg["engine"]
+    prof = m["profiled_steps"]
+    lines = [
+        f"run: {run_dir}",
+        f"  {m['world_size']} ranks, {m['device']}/{m['backend']}, policy {eng['policy']}"
+        + (" +forward_prefetch" if eng["forward_prefetch"] else "")
+        + (f" +limit {eng['limit_all_gathers']}" if eng["limit_all_gathers"] else "")
+        + f", {eng['sharding']}, model {cfg['model']['kind']} x{cfg['model']['layers']}"
+        + (f", link {cfg['link_gbit']} Gbit/s" if cfg.get("link_gbit") else ""),
+        f"  loss {m['losses'][0]:.4f} -> {m['losses'][-1]:.4f}",
+        "  rank  step time (median of profiled steps)  peak memory  max units alive",
+    ]
+    for r in range(m["world_size"]):
+        med = statistics.median(m["step_time_us"][r][s] for s in prof) / 1e3
+        lines.append(
+            f"  {r:>4}  {med:>10.1f} ms{'':>26}{m['peak_mem_bytes'][r] / 2**20:>8.1f} MiB"
+            f"  {m['max_alive_units'][r]:>5}"
+        )
+    lines.append(f"  traces: {', '.join(m['traces'])} (steps {prof})")
+    lines.append(f"  next: overlapscope analyze {run_dir}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
+    out = launch(cfg, args.out, force=args.force)
+    print(summarize(out))
+    return 0

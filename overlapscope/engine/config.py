@@ -1,0 +1,79 @@
+"""Engine configuration: closed vocabularies as enums, one validated frozen dataclass."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Policy(enum.Enum):
+    """When the backward all-gather of the next unit is issued.
+
+    ``none``           on demand, when the unit's backward starts (nothing hides it).
+    ``backward_post``  after the current unit's gradient compute (before its reduce-scatter).
+    ``backward_pre``   before the current unit's gradient compute (two units alive).
+    """
+
+    NONE = "none"
+    BACKWARD_POST = "backward_post"
+    BACKWARD_PRE = "backward_pre"
+
+
+class Sharding(enum.Enum):
+    """``full_shard``: reshard after forward, re-gather in backward, reduce-scatter grads.
+    ``shard_grad_op``: keep full params from forward to backward, reduce-scatter grads.
+    ``no_shard``: every rank keeps full params, all-reduce grads (DDP-like)."""
+
+    FULL_SHARD = "full_shard"
+    SHARD_GRAD_OP = "shard_grad_op"
+    NO_SHARD = "no_shard"
+
+
+class MixedPrecision(enum.Enum):
+    """``none``: fp32 everywhere. ``bf16``: bf16 full params for compute and all-gather,
+    fp32 shards, fp32 gradient reduction."""
+
+    NONE = "none"
+    BF16 = "bf16"
+
+
+def _enum_value(enum_cls: type[enum.Enum], value: object, field: str) -> enum.Enum:
+    if isinstance(value, enum_cls):
+        return value
+    try:
+        return enum_cls(value)
+    except ValueError:
+        choices = ", ".join(str(m.value) for m in enum_cls)
+        raise ValueError(f"{field}={value!r} is not one of: {choices}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """How the sharded engine schedules communication.
+
+    ``limit_all_gathers``: the rate limiter's window, the most units (root excluded) whose
+    full parameters may be alive when a *prefetch* is issued; ``None`` disables it. On-demand
+    all-gathers are never held back (the data is needed now).
+    ``instrument``: emit profiler/NVTX ranges (off for overhead measurements).
+    """
+
+    policy: Policy = Policy.BACKWARD_PRE
+    forward_prefetch: bool = False
+    limit_all_gathers: int | None = None
+    sharding: Sharding = Sharding.FULL_SHARD
+    mixed_precision: MixedPrecision = MixedPrecision.NONE
+    instrument: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "policy", _enum_value(Policy, self.policy, "policy"))
+        object.__setattr__(self, "sharding", _enum_value(Sharding, self.sharding, "sharding"))
+        object.__setattr__(
+            self,
+            "mixed_precision",
+            _enum_value(MixedPrecision, self.mixed_precision, "mixed_precision"),
+        )
+        if self.limit_all_gathers is not None and self.limit_all_gathers < 1:
+            raise ValueError(
+                f"limit_all_gathers={self.limit_all_gathers} must be >= 1 "
+                "(or None to disable the rate limiter)"
+            )

@@ -1,0 +1,86 @@
+"""Profiler (and NVTX) ranges for engine phases, named by :mod:`overlapscope.trace.names`.
+
+Ranges are context managers that always close (``try/finally``); with ``enabled=False`` they
+cost one branch. NVTX ranges are emitted only where CUDA is available (``torch.cuda.nvtx``
+raises on a CPU build).
+
+Compute ranges are opened in one hook and closed in another (a unit's forward runs between
+its forward pre- and post-hook), so they follow a stack discipline: only the innermost
+active unit has an open compute range, and a parent unit's range (the root's forward) is
+split around the children it calls, never enclosing them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from torch.autograd.profiler import record_function
+
+from overlapscope.trace.names import Phase, format_range
+
+
+class Instrument:
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.nvtx = enabled and torch.cuda.is_available()
+        self._stack: list[tuple[Phase, str]] = []  # compute spans; only the top may be open
+        self._open: record_function | None = None
+
+    @contextmanager
+    def phase(self, phase: Phase, unit: str) -> Iterator[None]:
+        """A range around a block of code (issue, wait, optimizer step)."""
+        if not self.enabled:
+            yield
+            return
+        name = format_range(phase, unit)
+        if self.nvtx:
+            torch.cuda.nvtx.range_push(name)
+        try:
+            with record_function(name):
+                yield
+        finally:
+            if self.nvtx:
+                torch.cuda.nvtx.range_pop()
+
+    # -- compute spans across hooks ------------------------------------------------------
+    def pause(self) -> None:
+        """Close the open compute range (a hook is about to issue or wait)."""
+        if self._open is not None:
+            self._open.__exit__(None, None, None)
+            self._open = None
+            if self.nvtx:
+                torch.cuda.nvtx.range_pop()
+
+    def resume(self) -> None:
+        """Re-open the innermost compute span, if any and not open."""
+        if not self.enabled or self._open is not None or not self._stack:
+            return
+        name = format_range(*self._stack[-1])
+        if self.nvtx:
+            torch.cuda.nvtx.range_push(name)
+        rf = record_function(name)
+        rf.__enter__()
+        self._open = rf
+
+    def push(self, phase: Phase, unit: str) -> None:
+        """Start ``unit``'s compute span (the enclosing span is closed first)."""
+        if not self.enabled:
+            return
+        self.pause()
+        self._stack.append((phase, unit))
+        self.resume()
+
+    def pop(self, phase: Phase, unit: str) -> None:
+        """End ``unit``'s compute span; call :meth:`resume` to continue the enclosing one."""
+        if not self.enabled:
+            return
+        self.pause()
+        key = (phase, unit)
+        if key in self._stack:
+            self._stack.remove(key)
+
+    def close_all(self) -> None:
+        self.pause()
+        self._stack.clear()

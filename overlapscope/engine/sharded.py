@@ -1,0 +1,439 @@
+"""The sharded engine: units, their hooks, and the prefetch schedule.
+
+Timeline of one unit's backward on the compute lane (C) and the communication lane (N),
+for units 3 -> 2 in backward order (``AG`` all-gather, ``RS`` reduce-scatter)::
+
+    none           C: ....wait AG3|bwd 3|......wait AG2|bwd 2|
+                   N: AG3---------|     RS3----AG2-----|     RS2
+    backward_post  C: ....wait AG3|bwd 3|wait AG2|bwd 2|
+                   N: AG3---------|     AG2-----RS3    RS2          (AG2 before RS3)
+    backward_pre   C: ....wait AG3|bwd 3.........|bwd 2|
+                   N: AG3---------AG2----|RS3     RS2                (AG2 under bwd 3)
+
+Memory: ``none`` and ``backward_post`` hold one unit's full parameters during a unit's
+backward; ``backward_pre`` holds two (the current one and the prefetched next one).
+``forward_prefetch`` issues the next unit's forward all-gather before the current unit's
+forward compute (two units alive in forward). The rate limiter (``limit_all_gathers=K``)
+holds back a *prefetch* while K units are alive: on CPU the prefetch is issued when the
+next unit is freed; on CUDA the CPU also waits for the oldest free to complete on the GPU.
+
+The root unit (parameters outside every named unit: embeddings, head) is gathered at the
+start of forward and kept until its gradients are reduced at the end of backward (it is
+needed again at once by the loss), as torch FSDP2 does for its root; it is not counted in
+the limiter's window.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils._pytree import tree_flatten
+
+from overlapscope.engine.comm import Collectives, PendingGrad, new_comm_group
+from overlapscope.engine.config import EngineConfig, MixedPrecision, Policy, Sharding
+from overlapscope.engine.flat_param import FlatParam
+from overlapscope.engine.instrument import Instrument
+from overlapscope.trace.names import OPTIM_UNIT, ROOT_UNIT, Phase
+
+
+@dataclass(eq=False)
+class Unit:
+    name: str
+    module: nn.Module
+    flat: FlatParam | None
+    is_root: bool = False
+    ag_work: dist.Work | None = None  # all-gather in flight
+    ag_phase: Phase | None = None
+    ag_src: torch.Tensor | None = None  # the all-gather's input, alive until it is done
+    pending_grad: PendingGrad | None = None
+    grad_phase: Phase | None = None
+    bwd_started: bool = False
+    fresh: bool = False  # no_shard: full buffer already refreshed from the shard this step
+
+
+@dataclass
+class EngineStats:
+    """Counters the tests and run.json read (per rank, whole run)."""
+
+    max_alive_units: int = 0
+    max_alive_in_backward: int = 0
+    deferred_prefetches: int = 0
+    alive_log: list[tuple[str, int]] = field(default_factory=list)  # (event, alive) if logging
+
+
+class ShardedModel(nn.Module):
+    """Wrap ``model``; each name in ``units`` (a submodule path) becomes one sharded unit.
+
+    Parameters outside every named unit form the ``root`` unit. After wrapping, the model's
+    parameters are the per-rank shards: build the optimizer on ``sharded.parameters()``.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        units: list[str],
+        config: EngineConfig | None = None,
+        *,
+        group: Any = None,
+        device: torch.device | None = None,
+        log_alive: bool = False,
+    ) -> None:
+        super().__init__()
+        if not dist.is_initialized():
+            raise RuntimeError("initialise torch.distributed before wrapping a model")
+        self.config = config or EngineConfig()
+        self.module = model
+        self.device = device or next(model.parameters()).device
+        backend = dist.get_backend()
+        self.comm = Collectives(group or new_comm_group(backend), backend)
+        self.instrument = Instrument(self.config.instrument)
+        self.stats = EngineStats()
+        self._log_alive = log_alive
+        self._compute_dtype = (
+            torch.bfloat16 if self.config.mixed_precision is MixedPrecision.BF16 else torch.float32
+        )
+        self.units = self._build_units(model, units)
+        self._shards = nn.ParameterList(u.flat.shard for u in self.units if u.flat is not None)
+        self._by_module = {id(u.module): u for u in self.units}
+        self._fwd_order: list[Unit] = []  # recorded in the first forward (static graph)
+        self._order_frozen = False
+        self._alive: set[str] = set()
+        self._deferred: tuple[Unit, Phase] | None = None
+        self._free_events: collections.deque[torch.cuda.Event] = collections.deque()
+        self._in_backward = False
+        self._install_hooks()
+
+    # ------------------------------------------------------------------ construction
+    def _build_units(self, model: nn.Module, names: list[str]) -> list[Unit]:
+        modules: dict[str, nn.Module] = {}
+        for name in names:
+            if name in ("", ROOT_UNIT) or "/" in name:
+                raise ValueError(f"unit name {name!r}: name a submodule path such as 'blocks.0'")
+            try:
+                modules[name] = model.get_submodule(name)
+            except AttributeError:
+                raise ValueError(f"unit {name!r} is not a submodule of the model") from None
+        owner: dict[int, str] = {}
+        for name in sorted(modules, key=lambda n: n.count(".")):  # outer units first
+            for p in modules[name].parameters():
+                owner[id(p)] = name  # inner units override outer ones
+        seen: set[int] = set()
+        per_unit: dict[str, list[tuple[str, nn.Module, str, nn.Parameter]]] = {
+            n: [] for n in [ROOT_UNIT, *names]
+        }
+        for mod_name, mod in model.named_modules(remove_duplicate=False):
+            for attr, p in list(mod._parameters.items()):
+                if p is None:
+                    continue
+                if id(p) in seen:
+                    raise ValueError(
+                        f"parameter {mod_name}.{attr} is shared (tied); overlapscope's engine "
+                        "does not support tied parameters: untie them"
+                    )
+                seen.add(id(p))
+                fqn = f"{mod_name}.{attr}" if mod_name else attr
+                per_unit[owner.get(id(p), ROOT_UNIT)].append((fqn, mod, attr, p))
+        rank, world = self.comm.rank, self.comm.world_size
+        if self.config.sharding is Sharding.NO_SHARD:
+            rank, world = 0, 1  # every rank keeps everything
+        units: list[Unit] = []
+        for name, params in per_unit.items():
+            flat = None
+            if params:
+                flat = FlatParam(
+                    params,
+                    rank=rank,
+                    world_size=world,
+                    compute_dtype=self._compute_dtype,
+                    device=self.device,
+                )
+                self._sync_initial_shard(flat)
+            module = model if name == ROOT_UNIT else modules[name]
+            units.append(Unit(name, module, flat, is_root=name == ROOT_UNIT))
+        return units
+
+    def _sync_initial_shard(self, flat: FlatParam) -> None:
+        # One-time, before training: every rank starts from rank 0's parameters.
+        full = flat.take_initial_flat()
+        dist.broadcast(full, src=0)
+        start = flat.rank * flat.shard_numel
+        with torch.no_grad():
+            flat.shard.copy_(full[start : start + flat.shard_numel])
+
+    def _install_hooks(self) -> None:
+        for u in self.units:
+            u.module.register_forward_pre_hook(self._make_pre_forward(u))
+            u.module.register_forward_hook(self._make_post_forward(u))
+            if u.flat is not None:
+                u.flat.full.register_post_accumulate_grad_hook(self._make_post_backward(u))
+
+    # ------------------------------------------------------------------ public
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.module(*args, **kwargs)
+
+    @property
+    def root(self) -> Unit:
+        return self.units[0]
+
+    def optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        with self.instrument.phase(Phase.OPTIM, OPTIM_UNIT):
+            optimizer.step()
+
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        """Unsharded fp32 parameters ``{fqn: tensor}`` (a blocking collective; not for hot paths)."""
+        out: dict[str, torch.Tensor] = {}
+        for u in self.units:
+            if u.flat is None:
+                continue
+            flat = u.flat
+            full = torch.empty(flat.padded_numel, dtype=torch.float32, device=self.device)
+            if self.config.sharding is Sharding.NO_SHARD:
+                full.copy_(flat.shard.detach())
+            else:
+                self.comm.all_gather(full, flat.shard.detach()).wait()
+            out.update(flat.unflatten(full))
+        return out
+
+    def unit_sizes(self) -> list[dict[str, int | str]]:
+        return [
+            {
+                "name": u.name,
+                "numel": u.flat.numel,
+                "full_bytes": u.flat.full_bytes,
+                "shard_bytes": u.flat.shard_bytes,
+            }
+            for u in self.forward_order()
+            if u.flat is not None
+        ]
+
+    def forward_order(self) -> list[Unit]:
+        return self._fwd_order if self._order_frozen else self.units
+
+    # ------------------------------------------------------------------ schedule helpers
+    def _next_forward(self, u: Unit) -> Unit | None:
+        if not self._order_frozen:
+            return None  # order unknown in the first step: no forward prefetch yet
+        order = self._fwd_order
+        i = order.index(u)
+        return order[i + 1] if i + 1 < len(order) else None
+
+    def _next_backward(self, u: Unit) -> Unit | None:
+        if not self._order_frozen:
+            return None
+        # backward order: root first (its head gradient), then units in reverse forward order
+        order = [self.root, *reversed([x for x in self._fwd_order if not x.is_root])]
+        i = order.index(u)
+        return order[i + 1] if i + 1 < len(order) else None
+
+    def _note_alive(self, event: str) -> None:
+        n = len(self._alive)
+        self.stats.max_alive_units = max(self.stats.max_alive_units, n)
+        if self._in_backward:
+            self.stats.max_alive_in_backward = max(self.stats.max_alive_in_backward, n)
+        if self._log_alive:
+            self.stats.alive_log.append((event, n))
+
+    def _needs_gather(self, u: Unit) -> bool:
+        return u.flat is not None and u.ag_work is None and not u.flat.is_gathered
+
+    def _issue_all_gather(self, u: Unit, phase: Phase) -> None:
+        """Issue ``u``'s all-gather into its (re-grown) full buffer; returns at once."""
+        flat = u.flat
+        assert flat is not None
+        out = flat.alloc_full()
+        with self.instrument.phase(phase, u.name):
+            src = flat.shard.detach()
+            if src.dtype != self._compute_dtype:
+                src = src.to(self._compute_dtype)  # bf16: gather half the bytes
+            u.ag_src = src
+            u.ag_work = self.comm.all_gather(out, src)  # ISSUE all-gather (async)
+            u.ag_phase = phase
+        if self._deferred is not None and self._deferred[0] is u:
+            self._deferred = None  # gathered on demand before the held-back prefetch
+        if not u.is_root:
+            self._alive.add(u.name)
+            self._note_alive(f"gather {u.name}")
+
+    def _ensure_gathered(self, u: Unit, phase: Phase) -> None:
+        """On-demand gather (never held back by the limiter: the data is needed now)."""
+        if u.flat is None:
+            return
+        if self.config.sharding is Sharding.NO_SHARD:
+            if not u.fresh:  # local copy of the updated parameters, no communication
+                with torch.no_grad():
+                    u.flat.alloc_full().copy_(u.flat.shard.detach())
+                u.fresh = True
+            return
+        if self._needs_gather(u):
+            self._issue_all_gather(u, phase)
+
+    def _wait_all_gather(self, u: Unit) -> None:
+        if u.ag_work is None:
+            return
+        assert u.ag_phase is not None
+        with self.instrument.phase(u.ag_phase.wait, u.name):
+            u.ag_work.wait()  # WAIT all-gather (CPU: blocks; CUDA: compute stream waits)
+        u.ag_work = None
+        u.ag_src = None
+
+    def _prefetch(self, u: Unit | None, phase: Phase) -> None:
+        if u is None or self.config.sharding is Sharding.NO_SHARD or not self._needs_gather(u):
+            return
+        limit = self.config.limit_all_gathers
+        if limit is not None and not u.is_root:
+            if len(self._alive) >= limit:
+                # Hold the prefetch back; _free() issues it when a unit is freed.
+                self._deferred = (u, phase)
+                self.stats.deferred_prefetches += 1
+                return
+            self._throttle_on_device_frees(u, limit)
+        self._issue_all_gather(u, phase)
+
+    def _throttle_on_device_frees(self, u: Unit, limit: int) -> None:
+        """CUDA only: the CPU may have freed units whose last kernels still run."""
+        while self._free_events and self._free_events[0].query():
+            self._free_events.popleft()
+        if self._free_events and len(self._alive) + len(self._free_events) >= limit:
+            with self.instrument.phase(Phase.LIMITER, u.name):
+                # Deliberate CPU-GPU sync: the rate limiter blocks the issuing thread until
+                # the oldest freed unit's memory is really free on the device.
+                self._free_events.popleft().synchronize()
+
+    def _free(self, u: Unit) -> None:
+        """Reshard: drop ``u``'s full parameters; then release a held-back prefetch."""
+        if u.flat is None or self.config.sharding is Sharding.NO_SHARD:
+            return
+        if u.flat.full.is_cuda:
+            ev = torch.cuda.Event()
+            ev.record()  # marks the last use of the freed memory on the compute stream
+            self._free_events.append(ev)
+        u.flat.free_full()
+        self._alive.discard(u.name)
+        self._note_alive(f"free {u.name}")
+        if self._deferred is not None:
+            deferred, phase = self._deferred
+            self._deferred = None
+            self._prefetch(deferred, phase)
+
+    # ------------------------------------------------------------------ hooks: forward
+    def _make_pre_forward(self, u: Unit) -> Callable[..., None]:
+        def hook(module: nn.Module, args: Any) -> None:
+            if u.is_root:
+                self._start_step()
+            elif not self._order_frozen:
+                self._fwd_order.append(u)
+            self.instrument.pause()
+            self._ensure_gathered(u, Phase.AG_FWD)  # ISSUE on demand (if not prefetched)
+            if self.config.forward_prefetch:
+                self._prefetch(self._next_forward(u), Phase.AG_FWD)  # PREFETCH next unit
+            self._wait_all_gather(u)  # WAIT: this unit's parameters are needed now
+            if u.flat is not None:
+                u.flat.bind_views()
+            self.instrument.push(Phase.FWD, u.name)
+
+        return hook
+
+    def _make_post_forward(self, u: Unit) -> Callable[..., None]:
+        def hook(module: nn.Module, args: Any, output: Any) -> None:
+            self.instrument.pop(Phase.FWD, u.name)
+            if u.is_root:
+                self._deferred = None  # forward is over: a held-back forward prefetch is moot
+                if not self._order_frozen:
+                    self._fwd_order.insert(0, u)
+                    self._order_frozen = True
+            elif self.config.sharding is Sharding.FULL_SHARD:
+                self._free(u)  # reshard after forward
+            if torch.is_grad_enabled():
+                self._register_pre_backward(u, output)
+            self.instrument.resume()
+
+        return hook
+
+    def _start_step(self) -> None:
+        for x in self.units:
+            x.bwd_started = False
+            x.fresh = False
+        self._in_backward = False
+
+    # ------------------------------------------------------------------ hooks: backward
+    def _register_pre_backward(self, u: Unit, output: Any) -> None:
+        tensors = [t for t in tree_flatten(output)[0] if torch.is_tensor(t) and t.requires_grad]
+
+        def hook(grad: torch.Tensor) -> None:
+            if not u.bwd_started:
+                u.bwd_started = True
+                self._pre_backward(u)
+
+        for t in tensors:
+            t.register_hook(hook)
+
+    def _pre_backward(self, u: Unit) -> None:
+        self.instrument.pause()
+        if u.is_root:
+            self._in_backward = True
+            # Runs once when the whole backward pass is done: wait for the gradient
+            # reductions so the optimizer sees reduced shards.
+            torch.autograd.Variable._execution_engine.queue_callback(self._finish_backward)
+        if self.config.sharding is Sharding.FULL_SHARD:
+            self._ensure_gathered(u, Phase.AG_BWD)  # ISSUE on demand (if not prefetched)
+        if self.config.policy is Policy.BACKWARD_PRE:
+            self._prefetch(self._next_backward(u), Phase.AG_BWD)  # PREFETCH before compute
+        self._wait_all_gather(u)  # WAIT: gradient compute needs the full parameters
+        self._note_alive(f"bwd {u.name}")
+        self.instrument.push(Phase.BWD, u.name)
+
+    def _make_post_backward(self, u: Unit) -> Callable[[torch.Tensor], None]:
+        def hook(full: torch.Tensor) -> None:
+            self.instrument.pop(Phase.BWD, u.name)
+            flat = u.flat
+            assert flat is not None and full.grad is not None
+            grad = full.grad
+            full.grad = None
+            if not u.is_root:
+                self._free(u)  # reshard after backward
+            if self.config.policy is Policy.BACKWARD_POST and not u.is_root:
+                # (the root's gradients complete last: nothing is left to prefetch)
+                self._prefetch(self._next_backward(u), Phase.AG_BWD)  # PREFETCH after compute
+            grad32 = grad.float() if grad.dtype != torch.float32 else grad  # fp32 reduction
+            if self.config.sharding is Sharding.NO_SHARD:
+                with self.instrument.phase(Phase.AR, u.name):
+                    u.pending_grad = self.comm.all_reduce_mean(grad32)  # ISSUE all-reduce
+                u.grad_phase = Phase.AR
+            else:
+                with self.instrument.phase(Phase.RS, u.name):
+                    # ISSUE reduce-scatter (async)
+                    u.pending_grad = self.comm.reduce_scatter_mean(grad32, flat.shard_numel)
+                u.grad_phase = Phase.RS
+            if u.is_root:
+                self._free(u)
+            self.instrument.resume()
+
+        return hook
+
+    def _finish_backward(self) -> None:
+        self.instrument.close_all()
+        for u in self._units_in_reduce_order():
+            if u.pending_grad is None or u.flat is None:
+                continue
+            assert u.grad_phase is not None
+            with self.instrument.phase(u.grad_phase.wait, u.name):
+                reduced = u.pending_grad.wait()  # WAIT reduce-scatter before the optimizer
+            u.pending_grad = None
+            u.flat.shard.grad = reduced
+        self._in_backward = False
+        self._deferred = None  # a prefetch still held back has no unit left to serve
+        for u in self.units:  # a unit not used in this backward must not keep stale params
+            if not u.is_root and u.flat is not None and (u.ag_work or u.flat.is_gathered):
+                self._wait_all_gather(u)
+                self._free(u)
+
+    def _units_in_reduce_order(self) -> Iterator[Unit]:
+        # wait in issue order: unit reductions complete in that order on one queue
+        yield from reversed([x for x in self.forward_order() if not x.is_root])
+        yield self.root

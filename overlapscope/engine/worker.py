@@ -1,0 +1,160 @@
+"""One rank of ``overlapscope run`` (started by torchrun): train, profile, write outputs.
+
+Usage (what the launcher runs, also usable under a multi-node ``torchrun``)::
+
+    torchrun ... -m overlapscope.engine.worker RUN_DIR
+
+``RUN_DIR/config.json`` holds the :class:`RunConfig`. Outputs in ``RUN_DIR``: the rank's
+trace, ``logs/rank-<K>.log`` (everything the rank printed), ``logs/rank-<K>.error`` (one line)
+if it failed, and, from rank 0 once every rank is done, ``run.json``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from overlapscope.engine.recipe import RunConfig
+from overlapscope.engine.sharded import ShardedModel
+from overlapscope.engine.workloads import build_model, global_batch, local_rows
+from overlapscope.trace.capture import (
+    RUN_MANIFEST,
+    RUN_SCHEMA_VERSION,
+    RankProfiler,
+    trace_name,
+    versions,
+    write_json_atomic,
+)
+
+FAIL_ENV = "OVERLAPSCOPE_FAIL_AT"  # "RANK:STEP": raise at that step (tests of failure paths)
+
+
+def _redirect_output(run_dir: Path, rank: int) -> None:
+    """Send this rank's stderr (and stdout except rank 0's progress) to its log file."""
+    log = (run_dir / "logs" / f"rank-{rank}.log").open("ab", buffering=0)
+    os.dup2(log.fileno(), 2)
+    if rank != 0:
+        os.dup2(log.fileno(), 1)
+
+
+def _maybe_fail(rank: int, step: int) -> None:
+    spec = os.environ.get(FAIL_ENV)
+    if spec and spec == f"{rank}:{step}":
+        raise RuntimeError(f"injected failure at step {step} ({FAIL_ENV}={spec})")
+
+
+def train(cfg: RunConfig, run_dir: Path) -> None:
+    rank = int(os.environ["RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    if world != cfg.nproc:
+        raise RuntimeError(f"torchrun started {world} ranks but the config asks for {cfg.nproc}")
+    torch.set_num_threads(cfg.threads_per_rank)
+    cuda = cfg.device == "cuda"
+    if cuda:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    device = torch.device("cuda") if cuda else torch.device("cpu")
+    dist.init_process_group(cfg.backend)
+
+    model, units = build_model(cfg.model, cfg.seed)
+    sharded = ShardedModel(model.to(device), units, cfg.engine, device=device)
+    optimizer = torch.optim.AdamW(sharded.parameters(), lr=cfg.lr)
+    active = set(cfg.window.active_steps())
+
+    losses: list[torch.Tensor] = []
+    step_us: list[float] = []
+    with RankProfiler(run_dir, rank, cfg.window, cuda) as prof:
+        for step in range(cfg.steps):
+            _maybe_fail(rank, step)
+            t0 = time.perf_counter()
+            x, y = global_batch(cfg.model, cfg.global_batch, step, cfg.seed)
+            x, y = local_rows(x, rank, world).to(device), local_rows(y, rank, world).to(device)
+            loss = sharded(x, y)
+            loss.backward()  # reductions are waited for at the end of backward
+            sharded.optimizer_step(optimizer)
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(loss.detach())
+            if cuda:
+                # Deliberate CPU-GPU sync at the step boundary (outside the communication
+                # path) so the step's wall time is the device's, not the CPU's issue time.
+                torch.cuda.synchronize()
+            step_us.append((time.perf_counter() - t0) * 1e6)
+            prof.step()
+            if rank == 0:
+                # .item() is a sync on CUDA; the step is already synchronised above.
+                tag = " [profiled]" if step in active else ""
+                print(
+                    f"step {step + 1}/{cfg.steps}  loss {loss.item():.4f}  "
+                    f"{step_us[-1] / 1e3:8.1f} ms{tag}",
+                    flush=True,
+                )
+
+    # After the profiled window: gather what run.json needs (blocking, deliberately).
+    loss_t = torch.stack(losses).to(device)
+    dist.all_reduce(loss_t)
+    loss_t /= world
+    peak = (
+        torch.cuda.max_memory_allocated() if cuda else prof.peak_mem_bytes
+    )  # CUDA allocator peak / profiler memory events
+    mine: dict[str, Any] = {
+        "step_time_us": step_us,
+        "peak_mem_bytes": int(peak),
+        "max_alive_units": sharded.stats.max_alive_units,
+        "max_alive_in_backward": sharded.stats.max_alive_in_backward,
+        "deferred_prefetches": sharded.stats.deferred_prefetches,
+    }
+    per_rank: list[Any] = [None] * world
+    dist.all_gather_object(per_rank, mine)
+    if rank == 0:
+        manifest = {
+            "schema_version": RUN_SCHEMA_VERSION,
+            "tool": "overlapscope",
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "host": socket.gethostname(),
+            "config": cfg.to_dict(),
+            "world_size": world,
+            "backend": cfg.backend,
+            "device": cfg.device,
+            "versions": versions(),
+            "units": sharded.unit_sizes(),
+            "losses": [float(v) for v in loss_t.cpu()],
+            "profiled_steps": cfg.window.active_steps(),
+            "traces": [trace_name(r) for r in range(world)],
+            **{k: [r[k] for r in per_rank] for k in mine},
+        }
+        write_json_atomic(run_dir / RUN_MANIFEST, manifest)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m overlapscope.engine.worker RUN_DIR", file=sys.stderr)
+        return 2
+    run_dir = Path(argv[0])
+    rank = int(os.environ.get("RANK", "0"))
+    (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+    _redirect_output(run_dir, rank)
+    try:
+        import json
+
+        cfg = RunConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
+        train(cfg, run_dir)
+    except BaseException as e:
+        traceback.print_exc()
+        msg = f"{type(e).__name__}: {e}".splitlines()[0] if str(e) else type(e).__name__
+        (run_dir / "logs" / f"rank-{rank}.error").write_text(msg + "\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

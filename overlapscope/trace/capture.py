@@ -1,0 +1,133 @@
+"""Capture: a torch.profiler schedule per rank and atomic trace/manifest files.
+
+Each rank writes ``rank-<K>.pt.trace.json.gz`` (Kineto JSON from ``export_chrome_trace``,
+with ``distributedInfo`` and ``baseTimeNanoseconds``, readable by HTA and Perfetto). Every
+file is written to ``<name>.partial`` and renamed when complete, so a rank that dies leaves
+no file that looks complete; ``run.json`` is written last by rank 0, once every rank is done.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import torch
+from torch.profiler import ProfilerActivity, profile, schedule
+
+RUN_MANIFEST = "run.json"
+RUN_SCHEMA_VERSION = 1
+
+
+def trace_name(rank: int) -> str:
+    return f"rank-{rank}.pt.trace.json.gz"
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileWindow:
+    """torch.profiler schedule: skip ``wait`` steps, warm up ``warmup``, record ``active``."""
+
+    wait: int = 1
+    warmup: int = 1
+    active: int = 2
+
+    def __post_init__(self) -> None:
+        if self.wait < 0 or self.warmup < 0 or self.active < 1:
+            raise ValueError("--profile-wait/--profile-warmup must be >= 0, --profile-active >= 1")
+
+    @property
+    def steps_needed(self) -> int:
+        return self.wait + self.warmup + self.active
+
+    def active_steps(self) -> list[int]:
+        start = self.wait + self.warmup
+        return list(range(start, start + self.active))
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    write_atomic(path, json.dumps(obj, indent=1).encode() + b"\n")
+
+
+def peak_memory_from_trace(trace_json: Path) -> int:
+    """Peak ``Total Allocated`` of the profiler's ``[memory]`` events (CPU runs), bytes."""
+    doc = orjson.loads(trace_json.read_bytes())
+    peak = 0
+    for ev in doc.get("traceEvents", ()):
+        if ev.get("name") == "[memory]":
+            peak = max(peak, int(ev.get("args", {}).get("Total Allocated", 0)))
+    return peak
+
+
+class RankProfiler:
+    """Profiles one rank's active window and writes its gzipped trace atomically."""
+
+    def __init__(self, out_dir: Path, rank: int, window: ProfileWindow, cuda: bool) -> None:
+        self.out_dir = out_dir
+        self.rank = rank
+        self.cuda = cuda
+        self.peak_mem_bytes = 0
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        self.profiler = profile(
+            activities=activities,
+            schedule=schedule(
+                wait=window.wait, warmup=window.warmup, active=window.active, repeat=1
+            ),
+            on_trace_ready=self._on_ready,
+            record_shapes=True,
+            profile_memory=True,
+            with_stack=False,
+        )
+
+    def _on_ready(self, prof: profile) -> None:
+        final = self.out_dir / trace_name(self.rank)
+        with tempfile.TemporaryDirectory(dir=self.out_dir) as tmp:
+            raw = Path(tmp) / "trace.json"
+            prof.export_chrome_trace(str(raw))
+            if not self.cuda:
+                self.peak_mem_bytes = peak_memory_from_trace(raw)
+            part = final.with_name(final.name + ".partial")
+            with raw.open("rb") as src, gzip.open(part, "wb", compresslevel=6) as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        os.replace(part, final)
+
+    def __enter__(self) -> RankProfiler:
+        self.profiler.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.profiler.__exit__(None, None, None)
+
+    def step(self) -> None:
+        self.profiler.step()
+
+
+def versions() -> dict[str, str]:
+    import platform
+
+    import overlapscope
+
+    v = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "overlapscope": overlapscope.__version__,
+    }
+    if torch.cuda.is_available():
+        v["cuda"] = str(torch.version.cuda)
+        v["gpu"] = torch.cuda.get_device_name()
+    return v
+
+
+ProgressFn = Callable[[int, float, float], None]
