@@ -79,6 +79,7 @@ class RankProfiler:
         self.rank = rank
         self.cuda = cuda
         self.peak_mem_bytes = 0
+        self._aborted = False
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
         self.profiler = profile(
             activities=activities,
@@ -92,6 +93,8 @@ class RankProfiler:
         )
 
     def _on_ready(self, prof: profile) -> None:
+        if self._aborted:
+            return  # the rank failed mid-window: write no trace that would look complete
         final = self.out_dir / trace_name(self.rank)
         with tempfile.TemporaryDirectory(dir=self.out_dir) as tmp:
             raw = Path(tmp) / "trace.json"
@@ -107,7 +110,8 @@ class RankProfiler:
         self.profiler.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self._aborted = exc_type is not None
         self.profiler.__exit__(None, None, None)
 
     def step(self) -> None:

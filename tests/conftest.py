@@ -1,0 +1,48 @@
+"""Shared test helpers: real multi-process gloo runs on CPU."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch.multiprocessing as mp
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+EXTERNAL_TRACES = SHARED / "external-traces"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _entry(rank: int, fn: Callable[..., Any], world: int, port: int, args: tuple[Any, ...]) -> None:
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        fn(rank, world, *args)
+    finally:
+        dist.destroy_process_group()
+
+
+def spawn(fn: Callable[..., Any], world: int, *args: Any) -> None:
+    """Run ``fn(rank, world, *args)`` in ``world`` real processes joined by gloo."""
+    mp.spawn(_entry, args=(fn, world, free_port(), args), nprocs=world, join=True)
+
+
+def overlapscope_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "overlapscope", *args]
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO

@@ -1,0 +1,182 @@
+"""The engine's traces, read on their own ranges: overlap is real, memory is bounded, and
+every unit's every phase is named by the contract on every rank.
+
+Runs the real CLI (torchrun, 2 gloo ranks) once per configuration for the whole module.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from overlapscope.trace.names import COMM_PHASES, Phase, parse_range
+from tests.conftest import overlapscope_cmd
+
+pytestmark = pytest.mark.multirank
+
+LAYERS = 3
+COMMON = [
+    "--nproc", "2", "--model", "gpt", "--layers", str(LAYERS), "--dim", "128",
+    "--heads", "4", "--seq-len", "256", "--global-batch", "8", "--steps", "4",
+    "--profile-wait", "1", "--profile-warmup", "1", "--profile-active", "2",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Interval:
+    name: str
+    start: float
+    end: float
+    tid: int
+
+    def overlap(self, other: Interval) -> float:
+        return max(0.0, min(self.end, other.end) - max(self.start, other.start))
+
+
+def load_rank(run: Path, rank: int) -> list[Interval]:
+    doc = json.loads(gzip.open(run / f"rank-{rank}.pt.trace.json.gz").read())
+    assert doc["distributedInfo"]["rank"] == rank
+    return sorted(
+        (
+            Interval(e["name"], e["ts"], e["ts"] + e["dur"], e["tid"])
+            for e in doc["traceEvents"]
+            if e.get("ph") == "X" and (e["name"].startswith(("ovs/", "gloo:", "ProfilerStep")))
+        ),
+        key=lambda i: i.start,
+    )
+
+
+def comm_ops(events: list[Interval]) -> list[tuple[Interval, Interval]]:
+    """Pair each comm issue range with its gloo op: the comm group runs them in issue order."""
+    issues = [e for e in events if (r := parse_range(e.name)) and r.phase in COMM_PHASES]
+    gloo_tids = {e.tid for e in events if e.name.startswith("gloo:")}
+    assert len(gloo_tids) == 1, "the comm group must have one gloo thread"
+    ops = [e for e in events if e.name.startswith("gloo:")]
+    assert len(issues) == len(ops)
+    return list(zip(issues, ops, strict=True))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("runs")
+    variants = {
+        "none": ["--policy", "none"],
+        "backward_pre": ["--policy", "backward_pre"],
+        "backward_pre_limit1": ["--policy", "backward_pre", "--limit-all-gathers", "1"],
+        "backward_pre_limit_default": [
+            "--policy", "backward_pre", "--forward-prefetch", "--limit-all-gathers",
+        ],  # fmt: skip
+    }
+    out = {}
+    for name, flags in variants.items():
+        run = base / name
+        proc = subprocess.run(
+            overlapscope_cmd("run", *COMMON, *flags, "--out", str(run)),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr
+        out[name] = run
+    return out
+
+
+def _bwd_pairs(events: list[Interval]) -> list[tuple[Interval, Interval, Interval]]:
+    """Per step: (bwd range of unit i, issue range and gloo op of unit i-1's all-gather)."""
+    pairs = []
+    ops = comm_ops(events)
+    for step in (e for e in events if e.name.startswith("ProfilerStep#")):
+        ag_bwd = {
+            i.name.split("/")[2]: (i, o)
+            for i, o in ops
+            if "/ag_bwd/" in i.name and step.start <= i.start < step.end
+        }
+        for e in events:
+            if e.name.startswith("ovs/bwd/blocks.") and step.start <= e.start < step.end:
+                i = int(e.name.rsplit(".", 1)[1])
+                if i > 0:
+                    pairs.append((e, *ag_bwd[f"blocks.{i - 1}"]))
+    return pairs
+
+
+def test_backward_pre_overlaps_next_all_gather_with_backward(runs: dict[str, Path]) -> None:
+    """Issued before unit i's gradient compute (every time, every rank), and transferred
+    while it runs. A collective may start late when a slow peer holds up the one queued
+    before it (the trace then shows that rank waiting for its peer), so the transfer overlap
+    is required for most pairs, not all; a synchronous all-gather would overlap none."""
+    overlapped = total = 0
+    for rank in (0, 1):
+        pairs = _bwd_pairs(load_rank(runs["backward_pre"], rank))
+        assert len(pairs) == 2 * (LAYERS - 1)  # two profiled steps
+        for bwd, issue, ag in pairs:
+            assert issue.end <= bwd.start, (bwd, issue)
+            overlapped += bwd.overlap(ag) > 0
+            total += 1
+    assert overlapped >= total / 2, f"only {overlapped}/{total} prefetches overlapped"
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_none_does_not_overlap(runs: dict[str, Path], rank: int) -> None:
+    pairs = _bwd_pairs(load_rank(runs["none"], rank))
+    assert len(pairs) == 2 * (LAYERS - 1)
+    for bwd, issue, ag in pairs:
+        assert issue.start >= bwd.end, (bwd, issue)  # issued on demand, after
+        assert bwd.overlap(ag) == 0, (bwd, ag)
+
+
+def _manifest(run: Path) -> dict:  # type: ignore[type-arg]
+    return json.loads((run / "run.json").read_text())  # type: ignore[no-any-return]
+
+
+def test_memory_two_units_alive_in_backward_pre_without_limit(runs: dict[str, Path]) -> None:
+    assert _manifest(runs["backward_pre"])["max_alive_in_backward"] == [2, 2]
+    assert _manifest(runs["none"])["max_alive_in_backward"] == [1, 1]
+
+
+def test_limiter_caps_alive_units_at_its_window(runs: dict[str, Path]) -> None:
+    m1 = _manifest(runs["backward_pre_limit1"])
+    assert m1["max_alive_units"] == [1, 1]
+    assert min(m1["deferred_prefetches"]) > 0
+    m2 = _manifest(runs["backward_pre_limit_default"])
+    assert m2["config"]["engine"]["limit_all_gathers"] == 2
+    assert max(m2["max_alive_units"]) <= 2
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_limiter_is_visible_in_the_trace(runs: dict[str, Path], rank: int) -> None:
+    """With window 1, the prefetch of unit i-1 is issued only after unit i is freed, i.e.
+    after its gradient compute; without the limiter it is issued before."""
+    for bwd, issue, _ in _bwd_pairs(load_rank(runs["backward_pre_limit1"], rank)):
+        assert issue.start >= bwd.end, (bwd, issue)
+
+
+def _expected_phases() -> set[str]:
+    per_block = ["ag_fwd", "ag_fwd.wait", "fwd", "ag_bwd", "ag_bwd.wait", "bwd", "rs", "rs.wait"]
+    names = {f"ovs/{p}/blocks.{i}" for p in per_block for i in range(LAYERS)}
+    names |= {f"ovs/{p}/root" for p in ["ag_fwd", "ag_fwd.wait", "fwd", "bwd", "rs", "rs.wait"]}
+    names.add("ovs/optim/all")
+    return names
+
+
+@pytest.mark.parametrize("variant", ["none", "backward_pre"])
+@pytest.mark.parametrize("rank", [0, 1])
+def test_every_phase_of_every_unit_on_every_rank(
+    runs: dict[str, Path], variant: str, rank: int
+) -> None:
+    events = load_rank(runs[variant], rank)
+    steps = [e for e in events if e.name.startswith("ProfilerStep#")]
+    assert len(steps) == 2
+    for step in steps:
+        inside = {e.name for e in events if step.start <= e.start < step.end}
+        missing = _expected_phases() - inside
+        assert not missing, f"step {step.name}: missing {sorted(missing)}"
+    for e in events:
+        if e.name.startswith("ovs/"):
+            assert parse_range(e.name) is not None, e.name
+    waits = [e for e in events if (r := parse_range(e.name)) and r.phase is Phase.AG_BWD_WAIT]
+    assert waits
