@@ -119,7 +119,7 @@ def config_from_args(args: argparse.Namespace, policy: str | None = None) -> Run
         raise UserError(str(e)) from None
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "run",
         help="profile N local ranks of the instrumented engine",

@@ -44,7 +44,7 @@ def new_comm_group(backend: str) -> Any:
     # group the same fresh store prefix on every rank (a reused prefix hangs the rendezvous).
     prefix = f"overlapscope-comm-{next(_GROUP_IDS)}"
     store = dist.PrefixStore(prefix, dist.distributed_c10d._get_default_store())
-    opts = dist.ProcessGroupGloo._Options()
+    opts = dist.ProcessGroupGloo._Options()  # type: ignore[attr-defined]
     opts._threads = 1  # one worker thread: collectives run in issue order, like a stream
     ifname = os.environ.get("GLOO_SOCKET_IFNAME")  # the lab pins each rank to its veth
     opts._devices = [
@@ -84,14 +84,14 @@ class Collectives:
     def all_gather(self, out: torch.Tensor, shard: torch.Tensor) -> dist.Work:
         """Issue: gather every rank's ``shard`` into ``out`` (returns at once)."""
         if self.gloo:
-            return self.group._allgather_base(out, shard)  # type: ignore[no-any-return]
+            return self.group._allgather_base(out, shard)
         work = dist.all_gather_single(out, shard, group=self.group, async_op=True)
         assert work is not None
         return work
 
     def _all_reduce(self, t: torch.Tensor) -> dist.Work:
         if self.gloo:
-            return self.group.allreduce([t])  # type: ignore[no-any-return]
+            return self.group.allreduce([t])
         work = dist.all_reduce(t, group=self.group, async_op=True)
         assert work is not None
         return work

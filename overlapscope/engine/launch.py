@@ -62,14 +62,14 @@ def _run_local(cfg: RunConfig, staging: Path) -> int:
 
 
 def _run_in_lab(cfg: RunConfig, staging: Path) -> int:
-    from overlapscope.lab import check_lab_available, shaped_network
+    """One torchrun per rank, each in its own network namespace behind the shaped link
+    (the same worker a multi-node ``torchrun --nnodes N --node-rank K`` starts)."""
+    from overlapscope.lab import RankSlot, check_lab_available, shaped_network
 
     check_lab_available()
-    port = "29400"
     with shaped_network(cfg.nproc, cfg.link_gbit) as lab:
 
-        def argv(slot: object) -> list[str]:
-            rank = slot.rank  # type: ignore[attr-defined]
+        def argv(slot: RankSlot) -> list[str]:
             return [
                 sys.executable,
                 "-m",
@@ -77,20 +77,20 @@ def _run_in_lab(cfg: RunConfig, staging: Path) -> int:
                 "--nnodes",
                 str(cfg.nproc),
                 "--node-rank",
-                str(rank),
+                str(slot.rank),
                 "--nproc-per-node",
                 "1",
                 "--master-addr",
                 lab.master_addr,
                 "--master-port",
-                port,
+                str(lab.master_port),
                 "-m",
                 WORKER,
                 str(staging),
             ]
 
         codes = lab.run_ranks(argv, _env(cfg), staging / "logs")
-    return max(codes, default=1)
+    return 0 if all(c == 0 for c in codes) else 1
 
 
 def launch(cfg: RunConfig, out: Path, *, force: bool = False) -> Path:

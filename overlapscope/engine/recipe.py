@@ -58,7 +58,7 @@ class RunConfig:
                 return {f.name: plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
             return v
 
-        return plain(self)  # type: ignore[no-any-return]
+        return plain(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:

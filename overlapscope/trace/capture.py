@@ -74,8 +74,9 @@ def peak_memory_from_trace(trace_json: Path) -> int:
 class RankProfiler:
     """Profiles one rank's active window and writes its gzipped trace atomically."""
 
-    def __init__(self, out_dir: Path, rank: int, window: ProfileWindow, cuda: bool) -> None:
-        self.out_dir = out_dir
+    def __init__(self, out_dir: Path | str, rank: int, window: ProfileWindow, cuda: bool) -> None:
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
         self.rank = rank
         self.cuda = cuda
         self.peak_mem_bytes = 0

@@ -11,8 +11,24 @@ import pytest
 
 from tests.conftest import overlapscope_cmd
 
-TINY = ["--layers", "2", "--dim", "32", "--heads", "2", "--seq-len", "16", "--steps", "3",
-        "--profile-wait", "0", "--profile-warmup", "1", "--profile-active", "1"]  # fmt: skip
+TINY = [
+    "--layers",
+    "2",
+    "--dim",
+    "32",
+    "--heads",
+    "2",
+    "--seq-len",
+    "16",
+    "--steps",
+    "3",
+    "--profile-wait",
+    "0",
+    "--profile-warmup",
+    "1",
+    "--profile-active",
+    "1",
+]
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -47,8 +63,15 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], *needles: str)
         (["--device", "cuda"], ["--device cuda"]),
         (["--dim", "30", "--heads", "4"], ["--dim 30", "--heads 4"]),
     ],
-    ids=["unknown-flag", "bad-policy", "batch-not-divisible", "too-few-steps", "bad-limit",
-         "no-cuda", "heads-not-dividing-dim"],  # fmt: skip
+    ids=[
+        "unknown-flag",
+        "bad-policy",
+        "batch-not-divisible",
+        "too-few-steps",
+        "bad-limit",
+        "no-cuda",
+        "heads-not-dividing-dim",
+    ],
 )
 def test_bad_flags_one_line(tmp_path: Path, args: list[str], needles: list[str]) -> None:
     out = tmp_path / "run"

@@ -21,10 +21,29 @@ pytestmark = pytest.mark.multirank
 
 LAYERS = 3
 COMMON = [
-    "--nproc", "2", "--model", "gpt", "--layers", str(LAYERS), "--dim", "128",
-    "--heads", "4", "--seq-len", "256", "--global-batch", "8", "--steps", "4",
-    "--profile-wait", "1", "--profile-warmup", "1", "--profile-active", "2",
-]  # fmt: skip
+    "--nproc",
+    "2",
+    "--model",
+    "gpt",
+    "--layers",
+    str(LAYERS),
+    "--dim",
+    "128",
+    "--heads",
+    "4",
+    "--seq-len",
+    "256",
+    "--global-batch",
+    "8",
+    "--steps",
+    "4",
+    "--profile-wait",
+    "1",
+    "--profile-warmup",
+    "1",
+    "--profile-active",
+    "2",
+]
 
 
 @dataclass(frozen=True)
@@ -39,7 +58,8 @@ class Interval:
 
 
 def load_rank(run: Path, rank: int) -> list[Interval]:
-    doc = json.loads(gzip.open(run / f"rank-{rank}.pt.trace.json.gz").read())
+    with gzip.open(run / f"rank-{rank}.pt.trace.json.gz") as f:
+        doc = json.loads(f.read())
     assert doc["distributedInfo"]["rank"] == rank
     return sorted(
         (
@@ -69,8 +89,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "backward_pre": ["--policy", "backward_pre"],
         "backward_pre_limit1": ["--policy", "backward_pre", "--limit-all-gathers", "1"],
         "backward_pre_limit_default": [
-            "--policy", "backward_pre", "--forward-prefetch", "--limit-all-gathers",
-        ],  # fmt: skip
+            "--policy",
+            "backward_pre",
+            "--forward-prefetch",
+            "--limit-all-gathers",
+        ],
     }
     out = {}
     for name, flags in variants.items():

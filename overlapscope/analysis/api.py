@@ -1,0 +1,156 @@
+"""The analysis facade: ``analyze(run) -> RunAnalysis``.
+
+:class:`RunAnalysis` holds every table the CLI and the dashboard show; nothing downstream
+re-derives a metric. ``to_json_dict()`` gives the versioned JSON document described in
+``docs/ANALYSIS.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from overlapscope.analysis.bound import bound_summary, bound_table
+from overlapscope.analysis.collectives import collective_tables
+from overlapscope.analysis.findings import Finding, find
+from overlapscope.analysis.hta_report import HtaReport, HtaStatus, run_hta
+from overlapscope.analysis.metrics import (
+    comm_exposure,
+    compute_by_unit,
+    counted_mask,
+    exposed_intervals,
+    rank_table,
+    step_table,
+    timeline_table,
+    unit_table,
+)
+from overlapscope.trace.loader import RunTraces
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    world_size: int
+    ranks: tuple[int, ...]
+    has_gpu: bool
+    frameworks: dict[int, str]
+    completed_run: bool
+    sources: tuple[str, ...]
+    run_config: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunAnalysis:
+    """Everything ``overlapscope analyze`` reports (see ``docs/ANALYSIS.md`` for columns).
+
+    ranks: one row per rank (totals over counted steps). steps: one row per (rank, step).
+    units: per (rank, unit, phase, kind) of collectives. collectives: one row per collective
+    matched across ranks; collective_ranks: its per-rank rows. bound: per-rank overlap bound;
+    bound_summary: its mean over ranks. timeline: drawable intervals; exposed: exposed
+    communication intervals per rank. counted_steps: the profiler steps counted per rank.
+    """
+
+    summary: RunSummary
+    ranks: pd.DataFrame
+    steps: pd.DataFrame
+    units: pd.DataFrame
+    collectives: pd.DataFrame
+    collective_ranks: pd.DataFrame
+    bound: pd.DataFrame
+    bound_summary: dict[str, float]
+    findings: tuple[Finding, ...]
+    timeline: pd.DataFrame
+    exposed: pd.DataFrame
+    counted_steps: dict[int, tuple[int, ...]]
+    warnings: tuple[str, ...]
+    hta: HtaReport | None = None
+
+    def exposed_intervals(self, rank: int) -> pd.DataFrame:
+        """Exposed-communication intervals of one rank: ``start_us, end_us, dur_us``."""
+        rows = self.exposed[self.exposed["rank"] == rank]
+        return rows[["start_us", "end_us", "dur_us"]].reset_index(drop=True)
+
+    def with_hta(self, report: HtaReport) -> RunAnalysis:
+        return dataclasses.replace(self, hta=report)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        s = self.summary
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "run": {
+                "world_size": s.world_size,
+                "ranks": list(s.ranks),
+                "has_gpu": s.has_gpu,
+                "frameworks": {str(k): v for k, v in s.frameworks.items()},
+                "completed_overlapscope_run": s.completed_run,
+                "sources": list(s.sources),
+                "config": s.run_config,
+            },
+            "counted_steps": {str(k): list(v) for k, v in self.counted_steps.items()},
+            "ranks": _records(self.ranks),
+            "steps": _records(self.steps),
+            "units": _records(self.units),
+            "collectives": _records(self.collectives),
+            "bound": {"per_rank": _records(self.bound), "summary": _clean(self.bound_summary)},
+            "findings": [f.to_dict() for f in self.findings],
+            "hta": (self.hta or HtaReport(_hta_default(s.has_gpu))).to_dict(),
+            "warnings": list(self.warnings),
+        }
+
+
+def _hta_default(has_gpu: bool) -> str:
+    return "not run (pass --hta)" if has_gpu else HtaStatus.NOT_APPLICABLE
+
+
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """JSON-ready records (NaN -> null, numpy scalars -> Python)."""
+    out: list[dict[str, Any]] = json.loads(df.to_json(orient="records", double_precision=15))
+    return out
+
+
+def _clean(d: dict[str, float]) -> dict[str, float | None]:
+    return {k: (None if v != v else v) for k, v in d.items()}
+
+
+def analyze(run: RunTraces, *, hta: bool = False) -> RunAnalysis:
+    """Analyse a loaded run. ``hta=True`` also runs HTA (slow, offline only)."""
+    counted = counted_mask(run)
+    steps = step_table(run, counted)
+    ranks = rank_table(run, counted, steps)
+    exposure = comm_exposure(run, counted)
+    units = unit_table(run, counted, exposure)
+    comm = run.events.loc[exposure.index].assign(exposed_us=exposure.to_numpy())
+    collectives, collective_ranks = collective_tables(comm, run.world_size)
+    bound = bound_table(units, compute_by_unit(run, counted), ranks)
+    findings = find(ranks, units, collectives, run.run_meta)
+    result = RunAnalysis(
+        summary=RunSummary(
+            world_size=run.world_size,
+            ranks=tuple(r.rank for r in run.ranks),
+            has_gpu=run.has_gpu,
+            frameworks={r.rank: r.framework.value for r in run.ranks},
+            completed_run=run.completed_run,
+            sources=tuple(str(p) for p in run.sources),
+            run_config=(run.run_meta or {}).get("config") if run.run_meta else None,
+        ),
+        ranks=ranks,
+        steps=steps,
+        units=units,
+        collectives=collectives,
+        collective_ranks=collective_ranks,
+        bound=bound,
+        bound_summary=bound_summary(bound),
+        findings=findings,
+        timeline=timeline_table(run, counted, exposure),
+        exposed=exposed_intervals(run, counted),
+        counted_steps={r.rank: r.steps for r in run.ranks},
+        warnings=run.warnings,
+    )
+    if hta:
+        result = result.with_hta(run_hta(run))
+    return result

@@ -1,0 +1,237 @@
+"""Diagnosis: findings ranked by the time at stake, each with its evidence and what to try.
+
+Every finding's ``stake_us`` is time per step (mean over ranks) that the suggested change
+could win back at most. Rules (thresholds are constants below):
+
+* backward all-gathers exposed -> prefetch them (``backward_pre``);
+* forward all-gathers exposed -> ``forward_prefetch``;
+* time held by the all-gather rate limiter -> relax it where memory allows;
+* one rank arriving last at most collectives -> look at that rank;
+* bus bandwidth far below the link (when the link speed is known) -> the network.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from overlapscope.trace.names import Phase
+
+# A finding needs at least this share of the mean step time at stake.
+MIN_STAKE_FRACTION = 0.01
+# A straggler is the last to arrive at more than this share of matched collectives.
+STRAGGLER_SHARE = 0.5
+# Bus bandwidth below this share of the link speed points at the network.
+LINK_SHARE = 0.5
+# Only collectives at least this large say anything about bandwidth.
+MIN_BANDWIDTH_BYTES = 1 << 20
+
+
+class FindingKind(enum.Enum):
+    BACKWARD_ALL_GATHER_EXPOSED = "backward_all_gather_exposed"
+    FORWARD_ALL_GATHER_EXPOSED = "forward_all_gather_exposed"
+    RATE_LIMITER = "rate_limiter"
+    STRAGGLER = "straggler"
+    NETWORK = "network"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    kind: FindingKind
+    stake_us: float  # per step, mean over ranks
+    title: str
+    evidence: str
+    change: str
+    rank: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "stake_us": self.stake_us,
+            "title": self.title,
+            "evidence": self.evidence,
+            "change": self.change,
+            "rank": self.rank,
+        }
+
+
+def _config(run_meta: dict[str, Any] | None) -> dict[str, Any]:
+    """The run's config, flattened: engine settings may sit under ``config.engine``."""
+    cfg = (run_meta or {}).get("config")
+    if not isinstance(cfg, dict):
+        return {}
+    flat = dict(cfg)
+    for section in ("engine", "model"):
+        sub = cfg.get(section)
+        if isinstance(sub, dict):
+            flat.update({k: v for k, v in sub.items() if k not in flat})
+    return flat
+
+
+def _phase_exposure(
+    units: pd.DataFrame, ranks: pd.DataFrame, phase: Phase
+) -> tuple[float, pd.DataFrame]:
+    rows = units[units["phase"] == phase.value]
+    per_rank = rows.groupby("rank")["exposed_us_per_step"].sum()
+    stake = float(per_rank.reindex(ranks["rank"], fill_value=0.0).mean()) if len(ranks) else 0.0
+    top = (
+        rows.groupby("unit", dropna=False)["exposed_us_per_step"]
+        .mean()
+        .sort_values(ascending=False)
+    )
+    return stake, top.reset_index()
+
+
+def _top_text(top: pd.DataFrame, n: int = 3) -> str:
+    parts = [
+        f"{u if isinstance(u, str) else '?'} {v:.0f} µs"
+        for u, v in top.head(n).itertuples(index=False)
+    ]
+    return ", ".join(parts)
+
+
+def find(
+    ranks: pd.DataFrame,
+    units: pd.DataFrame,
+    collectives: pd.DataFrame,
+    run_meta: dict[str, Any] | None,
+) -> tuple[Finding, ...]:
+    """All findings whose stake passes the threshold, largest stake first."""
+    if ranks.empty:
+        return ()
+    step_us = float(ranks["mean_step_time_us"].mean())
+    floor = MIN_STAKE_FRACTION * step_us if np.isfinite(step_us) else 0.0
+    cfg = _config(run_meta)
+    policy = cfg.get("policy")
+    out: list[Finding] = []
+
+    stake, top = _phase_exposure(units, ranks, Phase.AG_BWD)
+    if stake > floor:
+        if policy == "backward_pre":
+            change = (
+                "already backward_pre: prefetch deeper (FSDP2 set_modules_to_backward_prefetch) "
+                "or use larger units so each backward hides its successor's all-gather"
+            )
+        else:
+            change = (
+                "prefetch the next unit's all-gather before each unit's backward: "
+                "--policy backward_pre (FSDP1 BackwardPrefetch.BACKWARD_PRE)"
+            )
+        out.append(
+            Finding(
+                FindingKind.BACKWARD_ALL_GATHER_EXPOSED,
+                stake,
+                "backward all-gathers are exposed",
+                f"{stake:.0f} µs/step of backward all-gather runs with no compute; "
+                f"most exposed units: {_top_text(top)}",
+                change,
+            )
+        )
+
+    stake, top = _phase_exposure(units, ranks, Phase.AG_FWD)
+    if stake > floor:
+        change = (
+            "already forward_prefetch: make units larger or overlap the first all-gather with "
+            "the data loading"
+            if cfg.get("forward_prefetch") is True
+            else "issue the next unit's all-gather during the current unit's forward: "
+            "forward_prefetch=True"
+        )
+        out.append(
+            Finding(
+                FindingKind.FORWARD_ALL_GATHER_EXPOSED,
+                stake,
+                "forward all-gathers are exposed",
+                f"{stake:.0f} µs/step of forward all-gather runs with no compute; "
+                f"most exposed units: {_top_text(top)}",
+                change,
+            )
+        )
+
+    limiter = float((ranks["limiter_us"] / ranks["num_steps"].clip(lower=1)).mean())
+    if limiter > floor:
+        peaks = (run_meta or {}).get("peak_mem_bytes")
+        mem = (
+            f"; peak memory {max(peaks) / 2**20:.0f} MiB"
+            if isinstance(peaks, list) and peaks
+            else ""
+        )
+        out.append(
+            Finding(
+                FindingKind.RATE_LIMITER,
+                limiter,
+                "the rate limiter holds all-gathers back",
+                f"{limiter:.0f} µs/step waiting in the all-gather rate limiter{mem}",
+                "if there is memory headroom, relax the rate limiter: limit_all_gathers=False "
+                "(or allow more in-flight all-gathers)",
+            )
+        )
+
+    out.extend(_straggler(collectives, ranks, floor))
+    out.extend(_network(collectives, ranks, cfg, floor))
+    return tuple(sorted(out, key=lambda f: f.stake_us, reverse=True))
+
+
+def _straggler(collectives: pd.DataFrame, ranks: pd.DataFrame, floor: float) -> list[Finding]:
+    multi = collectives[collectives["num_ranks"] >= 2]
+    if multi.empty:
+        return []
+    counts = multi["straggler_rank"].value_counts()
+    rank = int(counts.index[0])
+    share = float(counts.iloc[0]) / len(multi)
+    if share <= STRAGGLER_SHARE or len(ranks) < 2:
+        return []
+    mine = multi[multi["straggler_rank"] == rank]
+    steps = float(ranks["num_steps"].clip(lower=1).mean())
+    # The others' waiting caused by this rank, per step, averaged over ranks.
+    stake = float(mine["peer_wait_us"].sum()) / steps / len(ranks)
+    if stake <= floor:
+        return []
+    return [
+        Finding(
+            FindingKind.STRAGGLER,
+            stake,
+            f"rank {rank} arrives last",
+            f"rank {rank} starts last in {share:.0%} of {len(multi)} matched collectives, "
+            f"{float(mine['straggler_lag_us'].median()):.0f} µs late (median); peers wait "
+            f"{stake:.0f} µs/step on average",
+            f"look at rank {rank}: its host (CPU contention, data loading), its GPU clocks, "
+            "or extra work it does before the collectives",
+            rank=rank,
+        )
+    ]
+
+
+def _network(
+    collectives: pd.DataFrame, ranks: pd.DataFrame, cfg: dict[str, Any], floor: float
+) -> list[Finding]:
+    link = cfg.get("link_gbit")
+    if not isinstance(link, (int, float)) or link <= 0:
+        return []
+    big = collectives[
+        (collectives["bytes"] >= MIN_BANDWIDTH_BYTES) & collectives["busbw_gbps"].notna()
+    ]
+    if big.empty:
+        return []
+    busbw_gbit = float(big["busbw_gbps"].median()) * 8.0
+    if busbw_gbit >= LINK_SHARE * link:
+        return []
+    steps = float(ranks["num_steps"].clip(lower=1).mean())
+    stake = float(big["transfer_us"].sum()) / steps * (1.0 - busbw_gbit / link)
+    if stake <= floor:
+        return []
+    return [
+        Finding(
+            FindingKind.NETWORK,
+            stake,
+            "bus bandwidth far below the link",
+            f"median bus bandwidth {busbw_gbit:.2f} Gbit/s over {len(big)} collectives of "
+            f">= 1 MiB, link {link:g} Gbit/s ({busbw_gbit / link:.0%})",
+            "check the network: interface and route used by the backend (GLOO_SOCKET_IFNAME / "
+            "NCCL_SOCKET_IFNAME), link speed, competing traffic; larger units amortise latency",
+        )
+    ]

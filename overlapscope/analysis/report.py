@@ -1,0 +1,171 @@
+"""Text renderings of a :class:`RunAnalysis` (plain strings; the CLI prints them)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from overlapscope.analysis.api import RunAnalysis
+
+TOP_N = 10
+
+
+def _fmt(v: object, digits: int = 0) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.{digits}f}"
+    return str(v)
+
+
+def _table(df: pd.DataFrame, columns: dict[str, tuple[str, int]]) -> list[list[str]]:
+    return [
+        [_fmt(getattr(row, col), digits) for col, (_, digits) in columns.items()]
+        for row in df.itertuples(index=False)
+    ]
+
+
+RANK_COLUMNS = {
+    "rank": ("rank", 0),
+    "num_steps": ("steps", 0),
+    "mean_step_time_us": ("step µs", 0),
+    "compute_us": ("compute µs", 0),
+    "comm_us": ("comm µs", 0),
+    "exposed_comm_us": ("exposed µs", 0),
+    "overlap_pct": ("overlap %", 2),
+    "nccl_wait_us": ("wait µs", 0),
+    "idle_us": ("idle µs", 0),
+}
+UNIT_COLUMNS = {
+    "rank": ("rank", 0),
+    "unit": ("unit", 0),
+    "phase": ("phase", 0),
+    "kind": ("kind", 0),
+    "num_ops": ("ops", 0),
+    "comm_us_per_step": ("comm µs/step", 0),
+    "exposed_us_per_step": ("exposed µs/step", 0),
+}
+COLLECTIVE_COLUMNS = {
+    "step": ("step", 0),
+    "seq": ("seq", 0),
+    "kind": ("kind", 0),
+    "unit": ("unit", 0),
+    "bytes": ("bytes", 0),
+    "num_ranks": ("ranks", 0),
+    "transfer_us": ("transfer µs", 0),
+    "peer_wait_us": ("peer wait µs", 0),
+    "straggler_rank": ("straggler", 0),
+    "busbw_gbps": ("busbw GB/s", 3),
+}
+
+
+def sections(a: RunAnalysis) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, headers, rows) of each table of the default report."""
+    out = [
+        (
+            "Per rank (totals over counted steps)",
+            [h for h, _ in RANK_COLUMNS.values()],
+            _table(a.ranks, RANK_COLUMNS),
+        ),
+    ]
+    units = a.units[a.units["exposed_us"] > 0].head(TOP_N)
+    if len(units):
+        out.append(
+            (
+                "Top exposed units",
+                [h for h, _ in UNIT_COLUMNS.values()],
+                _table(units, UNIT_COLUMNS),
+            )
+        )
+    if len(a.collectives):
+        coll = a.collectives.sort_values("peer_wait_us", ascending=False, na_position="last")
+        if coll["peer_wait_us"].isna().all():
+            coll = a.collectives.sort_values("transfer_us", ascending=False)
+        out.append(
+            (
+                "Top collectives",
+                [h for h, _ in COLLECTIVE_COLUMNS.values()],
+                _table(coll.head(TOP_N), COLLECTIVE_COLUMNS),
+            )
+        )
+    return out
+
+
+def notes(a: RunAnalysis) -> list[str]:
+    """One-line facts under the tables: steps counted, bound, HTA, warnings."""
+    lines = [
+        "steps counted: "
+        + "; ".join(
+            f"rank {r}: {list(s) if s else 'whole trace'}" for r, s in a.counted_steps.items()
+        )
+    ]
+    b = a.bound_summary
+    lines.append(
+        f"overlap bound (mean over ranks, per step): serial {_fmt(b['serial_us'])} µs, ideal "
+        f"{_fmt(b['ideal_us'])} µs, actual {_fmt(b['actual_us'])} µs, efficiency "
+        f"{_fmt(b['overlap_efficiency'], 2)}"
+    )
+    hta = a.hta
+    if hta is None:
+        lines.append(
+            "HTA: "
+            + ("not run (pass --hta)" if a.summary.has_gpu else "not applicable: CPU-only traces")
+        )
+    elif hta.status == "ran":
+        ours = dict(zip(a.ranks["rank"], a.ranks["overlap_pct"], strict=False))
+        pairs = ", ".join(
+            f"rank {r}: HTA {v:.2f}% vs ours {ours.get(r, float('nan')):.2f}%"
+            for r, v in hta.overlap_pct.items()
+        )
+        lines.append(
+            f"HTA comm/comp overlap ({'with' if hta.include_last_profiler_step else 'without'} the "
+            f"last step; steps {hta.counted_steps}): {pairs}"
+        )
+        if hta.temporal is not None:
+            for row in hta.temporal.to_dict("records"):
+                lines.append(
+                    "HTA temporal breakdown rank {}: idle {} µs, compute {} µs, non-compute {} µs".format(
+                        row.get("rank"),
+                        _fmt(row.get("idle_time_us")),
+                        _fmt(row.get("compute_time_us")),
+                        _fmt(row.get("non_compute_time_us")),
+                    )
+                )
+    else:
+        lines.append(f"HTA: {hta.status}")
+    lines.extend(f"warning: {w}" for w in a.warnings)
+    return lines
+
+
+def text(a: RunAnalysis) -> str:
+    """The default report as plain aligned text."""
+    parts: list[str] = []
+    for title, headers, rows in sections(a):
+        widths = [
+            max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+            for i, h in enumerate(headers)
+        ]
+        parts.append(title)
+        parts.append("  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=False)))
+        parts.extend("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=False)) for r in rows)
+        parts.append("")
+    parts.extend(notes(a))
+    return "\n".join(parts) + "\n"
+
+
+def markdown(a: RunAnalysis) -> str:
+    parts = ["# overlapscope analysis", ""]
+    for title, headers, rows in sections(a):
+        parts += [f"## {title}", "", "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+        parts += ["| " + " | ".join(r) + " |" for r in rows]
+        parts.append("")
+    if a.findings:
+        parts += ["## Findings", ""]
+        parts += [
+            f"1. **{f.title}** ({f.stake_us:,.0f} µs/step): {f.evidence}. Try: {f.change}"
+            for f in a.findings
+        ]
+        parts.append("")
+    parts += ["## Notes", ""] + [f"- {n}" for n in notes(a)]
+    return "\n".join(parts) + "\n"

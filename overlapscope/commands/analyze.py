@@ -1,0 +1,82 @@
+"""``overlapscope analyze PATH...``: exposed communication, overlap, NCCL wait, bandwidth."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import orjson
+
+from overlapscope.analysis.api import RunAnalysis, analyze
+from overlapscope.analysis.report import markdown, text
+from overlapscope.errors import UserError
+from overlapscope.trace.loader import load_run
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "analyze",
+        help="exposed communication, overlap %%, NCCL wait and bandwidth from traces",
+        description="Analyse a run directory or Kineto trace files (.json / .json.gz).",
+    )
+    p.add_argument(
+        "paths", nargs="+", type=Path, metavar="PATH", help="run directory or trace files"
+    )
+    p.add_argument("--json", metavar="FILE", help="write the JSON report to FILE ('-': stdout)")
+    p.add_argument("--csv", metavar="DIR", type=Path, help="write every table as CSV into DIR")
+    p.add_argument("--markdown", metavar="FILE", type=Path, help="write a Markdown report")
+    p.add_argument(
+        "--hta",
+        action="store_true",
+        help="also run Holistic Trace Analysis on GPU traces and show its figures (slow)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress display while loading")
+    p.set_defaults(func=run)
+    return p
+
+
+def load_and_analyze(args: argparse.Namespace) -> RunAnalysis:
+    run_traces = load_run(args.paths, progress=False if args.no_progress else None)
+    return analyze(run_traces, hta=getattr(args, "hta", False))
+
+
+def write_csv(result: RunAnalysis, out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"{out}: cannot create the CSV directory ({e.strerror})") from e
+    tables = {
+        "ranks": result.ranks,
+        "steps": result.steps,
+        "units": result.units,
+        "collectives": result.collectives,
+        "collective_ranks": result.collective_ranks,
+        "bound": result.bound,
+        "exposed": result.exposed,
+        "timeline": result.timeline,
+    }
+    for name, df in tables.items():
+        df.to_csv(out / f"{name}.csv", index=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    result = load_and_analyze(args)
+    to_stdout = args.json == "-"
+    if args.json:
+        doc = orjson.dumps(
+            result.to_json_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+        )
+        if to_stdout:
+            sys.stdout.buffer.write(doc + b"\n")
+            sys.stdout.flush()
+        else:
+            Path(args.json).write_bytes(doc + b"\n")
+    if args.csv:
+        write_csv(result, args.csv)
+    if args.markdown:
+        args.markdown.write_text(markdown(result))
+    report = text(result)
+    # With --json - the report goes to stderr so stdout stays valid JSON.
+    (sys.stderr if to_stdout else sys.stdout).write(report)
+    return 0

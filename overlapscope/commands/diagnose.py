@@ -1,0 +1,43 @@
+"""``overlapscope diagnose PATH``: findings ranked by the time at stake, with what to try."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from overlapscope.analysis.api import analyze
+from overlapscope.trace.loader import load_run
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "diagnose",
+        help="rank what costs time (exposed all-gathers, limiter, stragglers, network)",
+        description="Findings ranked by time at stake, each with evidence and the change to try.",
+    )
+    p.add_argument(
+        "paths", nargs="+", type=Path, metavar="PATH", help="run directory or trace files"
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress display while loading")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    result = analyze(load_run(args.paths, progress=False if args.no_progress else None))
+    out = sys.stdout
+    for w in result.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if not result.findings:
+        out.write(
+            "no findings: no exposed all-gathers, limiter time, straggler or slow link above "
+            "1% of the step time\n"
+        )
+        return 0
+    for i, f in enumerate(result.findings, 1):
+        where = f" (rank {f.rank})" if f.rank is not None else ""
+        out.write(f"{i}. {f.title}{where}: {f.stake_us:,.0f} µs/step at stake\n")
+        out.write(f"   evidence: {f.evidence}\n")
+        out.write(f"   try: {f.change}\n")
+    return 0

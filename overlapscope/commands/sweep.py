@@ -1,0 +1,145 @@
+"""``overlapscope sweep``: run several prefetch configurations, repeated, and compare them.
+
+Every configuration runs the same model, seed and batch through the same launcher as
+``overlapscope run``; each run is analysed, and the sweep writes ``summary.json``,
+``summary.csv``, ``summary.md`` and ``tradeoff.html`` (step time vs peak memory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from overlapscope.commands.run import add_engine_flags, config_from_args
+from overlapscope.engine.recipe import DEFAULT_LIMIT_WINDOW, RunConfig
+from overlapscope.errors import UserError
+from overlapscope.sweep import (
+    RunEvent,
+    parse_points,
+    points_table,
+    run_sweep,
+    summarize,
+    write_outputs,
+)
+from overlapscope.sweep.report import SUMMARY_JSON
+
+DEFAULT_POLICIES = "none,backward_post,backward_pre,backward_pre+limit"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "sweep",
+        help="run prefetch configurations side by side and compare them",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--policies",
+        default=DEFAULT_POLICIES,
+        help="comma-separated configs, each <policy>[+limit[=K]][+fwd] "
+        f"(default {DEFAULT_POLICIES})",
+    )
+    p.add_argument("--repeats", type=int, default=3, help="runs per config (default 3)")
+    p.add_argument("--out", type=Path, required=True, help="sweep directory to create")
+    p.add_argument("--force", action="store_true", help="replace --out if it is a sweep")
+    add_engine_flags(p, with_policy=False)
+    p.set_defaults(func=run)
+    return p
+
+
+def _prepare_out(out: Path, force: bool) -> None:
+    if out.exists():
+        is_sweep = (out / SUMMARY_JSON).exists() or (out / "runs").is_dir()
+        if not force:
+            raise UserError(f"--out {out} already exists: pick a new directory or add --force")
+        if not is_sweep and any(out.iterdir()):
+            raise UserError(f"--out {out} exists and is not an overlapscope sweep: refusing")
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+
+
+def _meta(base: RunConfig, repeats: int) -> dict[str, Any]:
+    m = base.model
+    return {
+        "command": shlex.join(["overlapscope", *sys.argv[1:]]),
+        "nproc": base.nproc,
+        "device": base.device,
+        "backend": base.backend,
+        "model": f"{m.kind.value} layers={m.layers} dim={m.dim} seq_len={m.seq_len}",
+        "global_batch": base.global_batch,
+        "seed": base.seed,
+        "steps": base.steps,
+        "link_gbit": base.link_gbit,
+        "repeats": repeats,
+        "base_config": base.to_dict(),
+    }
+
+
+_SHOWN = {
+    "config": "config",
+    "repeats": "n",
+    "step_time_ms": "step ms",
+    "step_time_spread_pct": "spread %",
+    "throughput_samples_s": "samples/s",
+    "exposed_comm_ms": "exposed ms",
+    "nccl_wait_ms": "wait ms",
+    "overlap_pct": "overlap %",
+    "peak_mem_mib": "peak MiB",
+}
+
+
+def _table(summary: Any) -> Table:
+    t = Table(title="sweep: medians over repeats (all columns in summary.csv)")
+    for c, head in _SHOWN.items():
+        t.add_column(head, justify="left" if c == "config" else "right", no_wrap=c == "config")
+    for row in summary[list(_SHOWN)].itertuples(index=False):
+        t.add_row(*(f"{v:,.1f}" if isinstance(v, float) else str(v) for v in row))
+    return t
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        # --forward-prefetch applies to every point; --limit-all-gathers K is the window of a
+        # bare "+limit" (a point without +limit runs without the rate limiter).
+        points = parse_points(
+            args.policies,
+            forward_prefetch=args.forward_prefetch,
+            default_limit=args.limit_all_gathers or DEFAULT_LIMIT_WINDOW,
+        )
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    if args.repeats < 1:
+        raise UserError(f"--repeats must be >= 1, got {args.repeats}")
+    base = config_from_args(args, policy=points[0].policy.value)
+    out = args.out.resolve()
+    _prepare_out(out, args.force)
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} runs"),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
+        task = progress.add_task("sweep", total=len(points) * args.repeats)
+
+        def on_event(e: RunEvent) -> None:
+            what = {"run": "running", "analyze": "analysing", "done": "done"}[e.stage]
+            progress.update(task, description=f"{e.point.label} rep {e.repeat}: {what}")
+            if e.stage == "done":
+                progress.advance(task)
+
+        runs = run_sweep(base, points, args.repeats, out, on_event)
+    summary = summarize(runs, points_table(points))
+    paths = write_outputs(out, summary, runs, _meta(base, args.repeats))
+    Console().print(_table(summary))
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0

@@ -1,0 +1,161 @@
+"""Collective benchmark: configuration, bus-bandwidth arithmetic and the result table.
+
+Byte counts and factors follow nccl-tests (``doc/PERFORMANCE.md`` there): for a message of
+``size_bytes`` (the *full* buffer: the gathered output of all-gather, the input of
+reduce-scatter) timed at ``t`` seconds on ``n`` ranks,
+
+    algbw = size_bytes / t
+    busbw = algbw * (n - 1) / n        all-gather, reduce-scatter
+    busbw = algbw * 2 (n - 1) / n      all-reduce
+
+On gloo, reduce-scatter is done the way overlapscope's engine does it: an ``async_op=True``
+all-reduce of the full buffer, then keeping the local chunk. Its row therefore reports two
+bus bandwidths over the same ``size_bytes``: ``busbw`` with the all-reduce factor
+``2(n-1)/n`` (what really crossed each rank's link, comparable to the link rate) and
+``rs_busbw`` with the reduce-scatter factor ``(n-1)/n`` (what a native reduce-scatter would
+have to beat; half of ``busbw``).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+# Rank 0 of the bench worker prefixes its machine-readable lines with this tag.
+TAG = "OVS-BENCH "
+
+
+class Collective(enum.Enum):
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"  # via all_reduce of the full buffer (gloo)
+
+
+def bus_factor(kind: Collective, num_ranks: int) -> float:
+    """The nccl-tests factor from algbw to busbw for the collective that actually ran."""
+    n = num_ranks
+    match kind:
+        case Collective.ALL_GATHER:
+            return (n - 1) / n
+        case Collective.REDUCE_SCATTER:
+            return 2 * (n - 1) / n  # the all-reduce that implements it
+        case _:
+            raise ValueError(f"unknown collective {kind!r}")
+
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]i?B?|B)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def parse_size(text: str) -> int:
+    """``"16MB"`` -> 16 * 2**20. K/M/G are binary (as in nccl-tests); ``KiB``/``MB`` alike."""
+    m = _SIZE_RE.match(text)
+    if m is None:
+        raise ValueError(f"cannot read size {text!r}; write e.g. 4MB, 512KB or 1048576")
+    unit = (m[2] or "").upper()[:1]
+    return int(float(m[1]) * _UNITS[unit])
+
+
+def format_size(num_bytes: int) -> str:
+    for unit, scale in (("GB", 2**30), ("MB", 2**20), ("KB", 2**10)):
+        if num_bytes >= scale and num_bytes % scale == 0:
+            return f"{num_bytes // scale}{unit}"
+    return f"{num_bytes}B"
+
+
+def aligned_size(size_bytes: int, num_ranks: int, elem_bytes: int = 4) -> int:
+    """Largest size <= ``size_bytes`` that splits into ``num_ranks`` equal float32 chunks."""
+    unit = num_ranks * elem_bytes
+    return max(unit, size_bytes // unit * unit)
+
+
+@dataclass(frozen=True, slots=True)
+class BenchConfig:
+    num_ranks: int
+    link_gbit: float | None
+    sizes_bytes: tuple[int, ...]
+    iters: int
+    warmup: int
+
+    def __post_init__(self) -> None:
+        if self.num_ranks < 2:
+            raise ValueError(
+                f"--nproc must be >= 2 for a collective benchmark, got {self.num_ranks}"
+            )
+        if self.iters < 1:
+            raise ValueError(f"--iters must be >= 1, got {self.iters}")
+        if self.warmup < 0:
+            raise ValueError(f"--warmup must be >= 0, got {self.warmup}")
+        if not self.sizes_bytes:
+            raise ValueError("--sizes must name at least one size")
+        if self.link_gbit is not None and not self.link_gbit > 0:
+            raise ValueError(f"--link-gbit must be > 0, got {self.link_gbit}")
+
+
+@dataclass(frozen=True, slots=True)
+class BenchRow:
+    """One (collective, size) measurement; times are medians over ``iters``, max over ranks."""
+
+    collective: Collective
+    size_bytes: int
+    num_ranks: int
+    iters: int
+    time_us: float
+    time_min_us: float
+    time_max_us: float
+    algbw_gbit: float
+    busbw_gbit: float
+    rs_busbw_gbit: float | None  # reduce-scatter only: (n-1)/n factor
+    link_ratio: float | None  # busbw / link rate; None when unshaped
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "collective": self.collective.value,
+            "implementation": (
+                "all_reduce(async_op=True) of full buffer, keep local chunk"
+                if self.collective is Collective.REDUCE_SCATTER
+                else "all_gather_into_tensor(async_op=True)"
+            ),
+            "size_bytes": self.size_bytes,
+            "num_ranks": self.num_ranks,
+            "iters": self.iters,
+            "time_us_median": self.time_us,
+            "time_us_min": self.time_min_us,
+            "time_us_max": self.time_max_us,
+            "algbw_gbit_s": self.algbw_gbit,
+            "busbw_gbit_s": self.busbw_gbit,
+            "busbw_factor": bus_factor(self.collective, self.num_ranks),
+            "rs_busbw_gbit_s": self.rs_busbw_gbit,
+            "busbw_over_link": self.link_ratio,
+        }
+
+
+def summarize(
+    collective: Collective,
+    size_bytes: int,
+    num_ranks: int,
+    times_s: np.ndarray,
+    link_gbit: float | None,
+) -> BenchRow:
+    """Turn per-iteration times (seconds, already max over ranks) into one row."""
+    t = float(np.median(times_s))
+    algbw = size_bytes * 8 / t / 1e9
+    busbw = algbw * bus_factor(collective, num_ranks)
+    rs_busbw = (
+        algbw * (num_ranks - 1) / num_ranks if collective is Collective.REDUCE_SCATTER else None
+    )
+    return BenchRow(
+        collective=collective,
+        size_bytes=size_bytes,
+        num_ranks=num_ranks,
+        iters=len(times_s),
+        time_us=t * 1e6,
+        time_min_us=float(times_s.min()) * 1e6,
+        time_max_us=float(times_s.max()) * 1e6,
+        algbw_gbit=algbw,
+        busbw_gbit=busbw,
+        rs_busbw_gbit=rs_busbw,
+        link_ratio=None if link_gbit is None else busbw / link_gbit,
+    )

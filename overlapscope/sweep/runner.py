@@ -1,0 +1,75 @@
+"""Run every configuration of a sweep ``repeats`` times and analyse each run.
+
+Order: round-robin (repeat 0 of every config, then repeat 1, ...), so slow drift of the
+machine spreads over all configurations instead of biasing the last one. Each run goes
+through the same launcher as ``overlapscope run`` (``overlapscope.engine.launch.launch``)
+into ``<out>/runs/<config>/rep-<k>/`` and is analysed with ``overlapscope.analysis.analyze``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from overlapscope.analysis import analyze
+from overlapscope.engine.launch import launch
+from overlapscope.engine.recipe import RunConfig
+from overlapscope.sweep.metrics import RUN_COLUMNS, run_metrics
+from overlapscope.sweep.spec import SweepPoint
+from overlapscope.trace.loader import load_run
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    """Progress report: ``stage`` is ``"run"`` (starting), ``"analyze"`` or ``"done"``."""
+
+    index: int  # 0-based position in the whole sweep
+    total: int
+    point: SweepPoint
+    repeat: int
+    stage: str
+
+
+def run_dir(out: Path, point: SweepPoint, repeat: int) -> Path:
+    return out / "runs" / point.label / f"rep-{repeat}"
+
+
+def run_sweep(
+    base: RunConfig,
+    points: Sequence[SweepPoint],
+    repeats: int,
+    out: Path,
+    on_event: Callable[[RunEvent], None] = lambda e: None,
+) -> pd.DataFrame:
+    """Run and analyse every (point, repeat); return one metrics row per run."""
+    if repeats < 1:
+        raise ValueError(f"--repeats must be >= 1, got {repeats}")
+    records = []
+    total = len(points) * repeats
+    order = [(rep, point) for rep in range(repeats) for point in points]
+    for i, (rep, point) in enumerate(order):
+        on_event(RunEvent(i, total, point, rep, "run"))
+        cfg = point.apply(base)
+        done = launch(cfg, run_dir(out, point, rep), force=True)
+        on_event(RunEvent(i, total, point, rep, "analyze"))
+        traces = load_run(done, progress=False)
+        if traces.run_meta is None:
+            raise RuntimeError(f"{done}: the launcher wrote no run.json")
+        metrics = run_metrics(analyze(traces), traces.run_meta["peak_mem_bytes"], cfg.global_batch)
+        records.append({"config": point.label, "repeat": rep, **metrics})
+        on_event(RunEvent(i, total, point, rep, "done"))
+    return pd.DataFrame.from_records(records, columns=RUN_COLUMNS)
+
+
+def points_table(points: Sequence[SweepPoint]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "config": [p.label for p in points],
+            "policy": [p.policy.value for p in points],
+            "forward_prefetch": [p.forward_prefetch for p in points],
+            "limit_all_gathers": pd.array([p.limit_all_gathers for p in points], dtype="Int64"),
+        }
+    )

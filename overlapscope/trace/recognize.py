@@ -1,0 +1,419 @@
+"""Turn one rank's raw columns into the event table: lanes, steps, phases, units, collectives.
+
+All classification is done once per distinct name (categories), then broadcast to rows by
+category code; range lookups (which step, which enclosing label) are ``searchsorted`` calls.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from overlapscope.trace.attribution import (
+    Labels,
+    RowContext,
+    label_fsdp1,
+    label_fsdp2,
+    label_overlapscope,
+)
+from overlapscope.trace.labels import (
+    GLOO_PREFIX,
+    GPU_NON_COMPUTE_RE,
+    ISSUE_OP_RE,
+    MEMORY_RE,
+    NCCL_KERNEL_RE,
+    STEP_RE,
+    LabelRole,
+    collective_kind,
+    parse_fsdp1,
+    parse_fsdp2,
+)
+from overlapscope.trace.names import Lane, Phase, parse_range
+from overlapscope.trace.parse import RawTrace, dtype_bytes
+from overlapscope.trace.schema import (
+    KIND_CATEGORIES,
+    LANE_CATEGORIES,
+    CollectiveKind,
+    EventLane,
+    Framework,
+)
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+ObjArray = npt.NDArray[np.object_]
+
+GLOO_GROUP = "gloo"
+NCCL_GROUP = "nccl"
+PHASE_CATEGORIES = [p.value for p in Phase]
+
+
+class ComputeSource(enum.Enum):
+    """What the ``compute`` lane of a rank is made of."""
+
+    GPU_KERNELS = "gpu_kernels"
+    OVS_RANGES = "ovs_ranges"
+    CPU_OPS = "cpu_ops"
+
+
+@dataclass(frozen=True, slots=True)
+class RankTable:
+    events: pd.DataFrame  # schema columns except ``rank`` (added by the loader)
+    framework: Framework
+    compute_source: ComputeSource
+    steps: tuple[int, ...]
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _NameClasses:
+    """Per-category facts, indexed by category code."""
+
+    is_step: BoolArray
+    step_no: IntArray
+    is_gloo: BoolArray
+    is_nccl_kernel: BoolArray
+    is_memory: BoolArray
+    gpu_non_compute: BoolArray
+    is_issue_op: BoolArray
+    is_wait_name: BoolArray
+    ovs_phase: list[Phase | None]
+    ovs_unit: list[str | None]
+    fsdp2: list[tuple[LabelRole, str | None] | None]
+    fsdp1: list[LabelRole | None]
+
+
+def _classify_names(cats: list[str]) -> _NameClasses:
+    def mask(pred: list[bool]) -> BoolArray:
+        return np.asarray(pred, dtype=bool).reshape(len(cats))
+
+    steps = [STEP_RE.match(c) for c in cats]
+    ovs = [parse_range(c) if c.startswith("ovs/") else None for c in cats]
+    return _NameClasses(
+        is_step=mask([m is not None for m in steps]),
+        step_no=np.asarray([int(m.group(1)) if m else -1 for m in steps], dtype=np.int64),
+        is_gloo=mask([c.startswith(GLOO_PREFIX) for c in cats]),
+        is_nccl_kernel=mask([NCCL_KERNEL_RE.match(c) is not None for c in cats]),
+        is_memory=mask([MEMORY_RE.match(c) is not None for c in cats]),
+        gpu_non_compute=mask([GPU_NON_COMPUTE_RE.match(c) is not None for c in cats]),
+        is_issue_op=mask([ISSUE_OP_RE.match(c) is not None for c in cats]),
+        is_wait_name=mask(["wait" in c.lower() for c in cats]),
+        ovs_phase=[r.phase if r else None for r in ovs],
+        ovs_unit=[r.unit if r else None for r in ovs],
+        fsdp2=[parse_fsdp2(c) if c.startswith("FSDP::") else None for c in cats],
+        fsdp1=[parse_fsdp1(c) for c in cats],
+    )
+
+
+def _assign_steps(
+    ts: FloatArray, step_rows: IntArray, frame: pd.DataFrame, step_no: IntArray
+) -> IntArray:
+    out = np.full(len(ts), -1, dtype=np.int64)
+    if len(step_rows) == 0:
+        return out
+    s = frame["ts_us"].to_numpy()[step_rows]
+    e = s + frame["dur_us"].to_numpy()[step_rows]
+    order = np.argsort(s, kind="stable")
+    s, e, nos = s[order], e[order], step_no[order]
+    i = np.searchsorted(s, ts, side="right") - 1
+    ok = i >= 0
+    ok[ok] = ts[ok] < e[i[ok]]
+    out[ok] = nos[i[ok]]
+    return out
+
+
+def _launch_anchor(frame: pd.DataFrame) -> tuple[FloatArray, IntArray, BoolArray]:
+    """For each row: ts and tid of the CPU event with the same correlation id (the launch);
+    a row without one anchors on itself. Third: GPU rows whose launch is not in the trace
+    while the trace does record launches (they belong to no profiled step, as in HTA)."""
+    ts = frame["ts_us"].to_numpy()
+    tid = frame["tid"].to_numpy()
+    corr = frame["correlation"].to_numpy()
+    on_gpu = frame["on_gpu"].to_numpy()
+    cpu = np.flatnonzero(~on_gpu & (corr >= 0))
+    anchor_ts, anchor_tid = ts.copy(), np.full(len(ts), -1, dtype=np.int64)
+    anchor_tid[~on_gpu] = tid[~on_gpu]
+    orphan = np.zeros(len(ts), dtype=bool)
+    if len(cpu) == 0:
+        return anchor_ts, anchor_tid, orphan
+    launch = pd.Series(cpu, index=corr[cpu])
+    launch = launch[~launch.index.duplicated(keep="first")]
+    gpu = np.flatnonzero(on_gpu & (corr >= 0))
+    pos = pd.Index(launch.index).get_indexer(corr[gpu])
+    found = pos >= 0
+    rows = launch.to_numpy()[pos[found]]
+    anchor_ts[gpu[found]] = ts[rows]
+    anchor_tid[gpu[found]] = tid[rows]
+    orphan[on_gpu] = True
+    orphan[gpu[found]] = False
+    return anchor_ts, anchor_tid, orphan
+
+
+def _encloses(
+    ts: FloatArray, end: FloatArray, tid: IntArray, rows: BoolArray, inner: BoolArray
+) -> BoolArray:
+    """For each row in ``rows``: does it start at or before, and end after, the start of some
+    ``inner`` row on the same thread (and is not that row)."""
+    out = np.zeros(len(ts), dtype=bool)
+    for t in np.unique(tid[inner]):
+        starts = np.sort(ts[inner & (tid == t)])
+        q = np.flatnonzero(rows & (tid == t))
+        lo = np.searchsorted(starts, ts[q], side="left")
+        hi = np.searchsorted(starts, end[q], side="left")
+        out[q] = hi > lo
+    return out
+
+
+def _framework(nc: _NameClasses, present: BoolArray) -> Framework:
+    if any(p is not None and present[i] for i, p in enumerate(nc.ovs_phase)):
+        return Framework.OVERLAPSCOPE
+    if any(f is not None and present[i] for i, f in enumerate(nc.fsdp2)):
+        return Framework.FSDP2
+    if any(f is not None and present[i] for i, f in enumerate(nc.fsdp1)):
+        return Framework.FSDP1
+    return Framework.GENERIC
+
+
+def _compute_source(on_gpu: BoolArray, is_ovs_compute: BoolArray) -> ComputeSource:
+    if on_gpu.any():
+        return ComputeSource.GPU_KERNELS
+    if (is_ovs_compute & ~on_gpu).any():
+        return ComputeSource.OVS_RANGES
+    return ComputeSource.CPU_OPS
+
+
+@dataclass(frozen=True, slots=True)
+class _RowClasses:
+    """Per-row booleans derived from the name classes."""
+
+    is_ovs: BoolArray
+    ovs_lane: ObjArray
+    ovs_phase: ObjArray
+    ovs_unit: ObjArray
+    gloo_op: BoolArray
+    framework_issue: BoolArray
+    limiter_label: BoolArray
+    issue_op: BoolArray
+    wait_name: BoolArray
+    step: BoolArray
+
+
+def _row_classes(nc: _NameClasses, codes: IntArray, on_gpu: BoolArray) -> _RowClasses:
+    ncat = len(nc.is_step)
+    ovs_lane = np.asarray([p.lane.value if p else "" for p in nc.ovs_phase], dtype=object)
+    ovs_phase = np.asarray([p.value if p else None for p in nc.ovs_phase], dtype=object)
+    fsdp2_roles = [f[0] if f else None for f in nc.fsdp2]
+    framework_issue = np.asarray(
+        [
+            (r is not None and r is not LabelRole.LIMITER)
+            or (f in (LabelRole.ISSUE_AG, LabelRole.ISSUE_RS))
+            for r, f in zip(nc.fsdp1, fsdp2_roles, strict=True)
+        ],
+        dtype=bool,
+    ).reshape(ncat)
+    limiter = np.asarray([r is LabelRole.LIMITER for r in nc.fsdp1], dtype=bool).reshape(ncat)
+    cpu = ~on_gpu
+    return _RowClasses(
+        is_ovs=np.asarray([p is not None for p in nc.ovs_phase], dtype=bool).reshape(ncat)[codes],
+        ovs_lane=ovs_lane[codes],
+        ovs_phase=ovs_phase[codes],
+        ovs_unit=np.asarray(nc.ovs_unit, dtype=object).reshape(ncat)[codes],
+        gloo_op=nc.is_gloo[codes] & cpu,
+        framework_issue=framework_issue[codes] & cpu,
+        limiter_label=limiter[codes] & cpu,
+        issue_op=nc.is_issue_op[codes] & cpu,
+        wait_name=nc.is_wait_name[codes],
+        step=nc.is_step[codes] & cpu,
+    )
+
+
+def _lanes(
+    nc: _NameClasses,
+    codes: IntArray,
+    rc: _RowClasses,
+    frame: pd.DataFrame,
+    source: ComputeSource,
+    on_gloo_thread: BoolArray,
+) -> ObjArray:
+    """The ``lane`` of every row (see the schema); later assignments win."""
+    on_gpu = frame["on_gpu"].to_numpy()
+    ts = frame["ts_us"].to_numpy()
+    end = ts + frame["dur_us"].to_numpy()
+    tid = frame["tid"].to_numpy()
+    lane = np.full(len(frame), EventLane.OTHER.value, dtype=object)
+    # GPU: HTA's kernel classes.
+    gpu_comm = on_gpu & nc.is_nccl_kernel[codes]
+    gpu_mem = on_gpu & ~gpu_comm & nc.is_memory[codes]
+    lane[on_gpu & ~nc.gpu_non_compute[codes] & ~gpu_mem] = EventLane.COMPUTE.value
+    lane[gpu_mem] = EventLane.MEMORY.value
+    lane[gpu_comm] = EventLane.COMM.value
+    cpu = ~on_gpu
+    if source is ComputeSource.CPU_OPS:
+        cat = frame["cat"].astype(str).to_numpy()
+        compute = (
+            cpu & (cat == "cpu_op") & ~on_gloo_thread & ~rc.issue_op & ~rc.wait_name & ~rc.is_ovs
+        )
+        blocking = rc.framework_issue | rc.issue_op | rc.limiter_label
+        # An op that encloses a collective's issue (autograd hook wrappers, module calls)
+        # also encloses the thread's wait on it: only its children count as compute.
+        compute &= ~_encloses(ts, end, tid, compute, blocking)
+        lane[compute] = EventLane.COMPUTE.value
+    lane[rc.framework_issue | rc.issue_op] = EventLane.ISSUE.value
+    lane[rc.limiter_label] = EventLane.WAIT.value
+    ovs_cpu = cpu & rc.is_ovs
+    lane[ovs_cpu & (rc.ovs_lane == Lane.COMM.value)] = EventLane.ISSUE.value
+    lane[ovs_cpu & (rc.ovs_lane == Lane.WAIT.value)] = EventLane.WAIT.value
+    if source is ComputeSource.OVS_RANGES:
+        lane[ovs_cpu & (rc.ovs_lane == Lane.COMPUTE.value)] = EventLane.COMPUTE.value
+    lane[rc.gloo_op] = EventLane.COMM.value
+    lane[rc.step] = EventLane.STEP.value
+    return lane
+
+
+def _collective_columns(
+    raw: RawTrace,
+    cats: list[str],
+    codes: IntArray,
+    comm_rows: IntArray,
+    out: Labels,
+    on_gpu: BoolArray,
+    world_size: int,
+) -> IntArray:
+    """Fill ``kind`` and ``group`` of the comm rows; return the per-row ``bytes``."""
+    nbytes = np.full(len(codes), -1, dtype=np.int64)
+    kinds_by_cat = np.asarray([collective_kind(c).value for c in cats], dtype=object)
+    out.kind[comm_rows] = kinds_by_cat[codes[comm_rows]]
+    args = raw.comm_args.reindex(comm_rows)
+    coll = args["coll_name"].to_numpy(dtype=object)
+    has_coll = np.asarray([isinstance(c, str) and c != "" for c in coll], dtype=bool)
+    if has_coll.any():  # the argument beats the name (ncclDevKernel_Generic)
+        out.kind[comm_rows[has_coll]] = [collective_kind(str(c)).value for c in coll[has_coll]]
+    elem = np.asarray([dtype_bytes(d) for d in args["dtype"].to_numpy(dtype=object)])
+    nel = np.fmax(args["in_nelems"].to_numpy(), args["out_nelems"].to_numpy())
+    nccl_bytes = np.where(np.isfinite(nel) & (elem > 0), nel * elem, -1.0)
+    # gloo: Input Dims is the shard of an all-gather, the whole buffer otherwise.
+    dims_bytes = args["dims_bytes"].fillna(-1).to_numpy(dtype=np.float64)
+    is_ag = out.kind[comm_rows] == CollectiveKind.ALL_GATHER.value
+    gloo_bytes = np.where(dims_bytes > 0, dims_bytes * np.where(is_ag, max(world_size, 1), 1), -1.0)
+    nbytes[comm_rows] = np.where(nccl_bytes > 0, nccl_bytes, gloo_bytes).astype(np.int64)
+    pg = args["pg_name"].to_numpy(dtype=object)
+    has_pg = np.asarray([isinstance(p, str) and p != "" for p in pg], dtype=bool)
+    out.group[comm_rows] = np.where(has_pg, pg, np.where(on_gpu[comm_rows], NCCL_GROUP, GLOO_GROUP))
+    return nbytes
+
+
+def _sequence(comm_rows: IntArray, group: ObjArray, step: IntArray, ts: FloatArray) -> IntArray:
+    """Order of each collective within its (group, step) on this rank."""
+    seq = np.full(len(step), -1, dtype=np.int64)
+    if len(comm_rows):
+        keyed = pd.DataFrame(
+            {"g": group[comm_rows], "s": step[comm_rows], "t": ts[comm_rows]}, index=comm_rows
+        ).sort_values(["t"], kind="stable")
+        seq[keyed.index.to_numpy()] = keyed.groupby(["g", "s"], sort=False).cumcount().to_numpy()
+    return seq
+
+
+def recognize(raw: RawTrace, world_size: int) -> RankTable:
+    """Build one rank's event table (without the ``rank`` column) from its raw columns."""
+    frame = raw.events
+    n = len(frame)
+    warnings: list[str] = []
+    name_cat = pd.Categorical(frame["name"])
+    cats = [str(c) for c in name_cat.categories]
+    codes = np.asarray(name_cat.codes, dtype=np.int64)
+    nc = _classify_names(cats)
+    present = np.bincount(codes[codes >= 0], minlength=len(cats)) > 0
+    framework = _framework(nc, present)
+    on_gpu = frame["on_gpu"].to_numpy()
+    tid = frame["tid"].to_numpy()
+    ts = frame["ts_us"].to_numpy()
+    end = ts + frame["dur_us"].to_numpy()
+    rc = _row_classes(nc, codes, on_gpu)
+    source = _compute_source(on_gpu, rc.is_ovs & (rc.ovs_lane == Lane.COMPUTE.value))
+    gloo_tids = set(np.unique(tid[rc.gloo_op]).tolist()) | {
+        t for t, name in raw.thread_names.items() if "gloo" in name
+    }
+    on_gloo_thread = np.isin(tid, np.asarray(sorted(gloo_tids), dtype=np.int64))
+
+    out = Labels(
+        lane=_lanes(nc, codes, rc, frame, source, on_gloo_thread),
+        phase=rc.ovs_phase.copy(),  # None where the name is not an ovs range
+        unit=rc.ovs_unit.copy(),
+        kind=np.full(n, None, dtype=object),
+        group=np.full(n, None, dtype=object),
+    )
+    out.phase[rc.limiter_label] = Phase.LIMITER.value
+
+    # Steps: CPU events by time, GPU events by the step of their launch.
+    step_rows = np.flatnonzero(rc.step)
+    step_nos = nc.step_no[codes][step_rows]
+    anchor_ts, anchor_tid, orphan = _launch_anchor(frame)
+    step = _assign_steps(anchor_ts, step_rows, frame, step_nos)
+    step[orphan] = -1
+    step[step_rows] = step_nos
+    steps = tuple(sorted(set(step_nos.tolist())))
+    if len(steps) != len(step_nos):
+        warnings.append("repeated ProfilerStep numbers; steps were merged by number")
+
+    comm_rows = np.flatnonzero(out.lane == EventLane.COMM.value)
+    nbytes = _collective_columns(raw, cats, codes, comm_rows, out, on_gpu, world_size)
+    ctx = RowContext(
+        ts=ts,
+        end=end,
+        tid=tid,
+        on_gpu=on_gpu,
+        on_gloo_thread=on_gloo_thread,
+        anchor_ts=anchor_ts,
+        anchor_tid=anchor_tid,
+        step=step,
+        comm_rows=comm_rows,
+    )
+    match framework:
+        case Framework.OVERLAPSCOPE:
+            label_overlapscope(ctx, out, rc.is_ovs, warnings)
+        case Framework.FSDP2:
+            roles = np.asarray([f[0].value if f else "" for f in nc.fsdp2], dtype=object)
+            fqns = np.asarray([f[1] if f else None for f in nc.fsdp2], dtype=object)
+            label_fsdp2(ctx, out, roles[codes], fqns[codes])
+        case Framework.FSDP1:
+            roles = np.asarray([r.value if r else "" for r in nc.fsdp1], dtype=object)
+            label_fsdp1(ctx, out, roles[codes])
+        case Framework.GENERIC:
+            pass
+        case _:
+            raise ValueError(f"unhandled framework {framework!r}")
+
+    if len(comm_rows) == 0:
+        warnings.append(
+            "no communication found (no NCCL kernels, no gloo ops): "
+            "only compute and idle time can be reported"
+        )
+    if not steps:
+        warnings.append("no ProfilerStep ranges: the whole trace is counted as one step")
+
+    table = pd.DataFrame(
+        {
+            "step": step,
+            "tid": tid,
+            "stream": frame["stream"].to_numpy(),
+            "on_gpu": on_gpu,
+            "cat": frame["cat"],
+            "name": frame["name"],
+            "ts_us": ts,
+            "dur_us": frame["dur_us"].to_numpy(),
+            "end_us": end,
+            "lane": pd.Categorical(out.lane, categories=LANE_CATEGORIES),
+            "phase": pd.Categorical(out.phase, categories=PHASE_CATEGORIES),
+            "unit": pd.Categorical(out.unit),
+            "kind": pd.Categorical(out.kind, categories=KIND_CATEGORIES),
+            "bytes": nbytes,
+            "group": pd.Categorical(out.group),
+            "seq": _sequence(comm_rows, out.group, step, ts),
+            "correlation": frame["correlation"].to_numpy(),
+        }
+    )
+    return RankTable(table, framework, source, steps, tuple(warnings))

@@ -1,0 +1,102 @@
+"""Diagnosis rules on small tables: each finding fires on its evidence and names its change."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from overlapscope.analysis.findings import FindingKind, find
+
+
+def ranks(limiter_us: float = 0.0) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "rank": [0, 1],
+            "num_steps": [2, 2],
+            "mean_step_time_us": [1000.0, 1000.0],
+            "limiter_us": [limiter_us] * 2,
+        }
+    )
+
+
+def units(phase: str, exposed_per_step: float) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "rank": [0, 1],
+            "unit": ["b.0", "b.0"],
+            "phase": [phase] * 2,
+            "exposed_us_per_step": [exposed_per_step] * 2,
+        }
+    )
+
+
+NO_COLL = pd.DataFrame(
+    columns=[
+        "num_ranks",
+        "straggler_rank",
+        "peer_wait_us",
+        "straggler_lag_us",
+        "bytes",
+        "busbw_gbps",
+        "transfer_us",
+    ]
+)
+
+
+def kinds(findings) -> list[FindingKind]:
+    return [f.kind for f in findings]
+
+
+def test_backward_all_gather_points_to_backward_pre():
+    f = find(ranks(), units("ag_bwd", 200.0), NO_COLL, None)
+    assert kinds(f) == [FindingKind.BACKWARD_ALL_GATHER_EXPOSED]
+    assert f[0].stake_us == 200.0 and "backward_pre" in f[0].change and "b.0" in f[0].evidence
+
+
+def test_backward_finding_when_already_backward_pre():
+    f = find(
+        ranks(), units("ag_bwd", 200.0), NO_COLL, {"config": {"engine": {"policy": "backward_pre"}}}
+    )
+    assert "already backward_pre" in f[0].change
+
+
+def test_forward_all_gather_points_to_forward_prefetch():
+    f = find(ranks(), units("ag_fwd", 50.0), NO_COLL, None)
+    assert (
+        kinds(f) == [FindingKind.FORWARD_ALL_GATHER_EXPOSED] and "forward_prefetch" in f[0].change
+    )
+
+
+def test_below_one_percent_of_the_step_is_not_a_finding():
+    assert find(ranks(), units("ag_fwd", 5.0), NO_COLL, None) == ()
+
+
+def test_rate_limiter_with_memory_evidence():
+    f = find(
+        ranks(limiter_us=600.0), units("ag_fwd", 0.0), NO_COLL, {"peak_mem_bytes": [2**30, 2**29]}
+    )
+    assert kinds(f) == [FindingKind.RATE_LIMITER]
+    assert (
+        f[0].stake_us == 300.0
+        and "1024 MiB" in f[0].evidence
+        and "limit_all_gathers" in f[0].change
+    )
+
+
+def test_straggler_and_network_ranked_by_stake():
+    coll = pd.DataFrame(
+        {
+            "num_ranks": [2, 2, 2],
+            "straggler_rank": [1, 1, 0],
+            "peer_wait_us": [400.0, 400.0, 10.0],
+            "straggler_lag_us": [400.0, 400.0, 10.0],
+            "bytes": [8 << 20] * 3,
+            "busbw_gbps": [0.01] * 3,  # 0.08 Gbit/s on a 10 Gbit/s link
+            "transfer_us": [100.0] * 3,
+        }
+    )
+    f = find(ranks(), units("ag_fwd", 0.0), coll, {"config": {"link_gbit": 10}})
+    assert kinds(f) == [FindingKind.STRAGGLER, FindingKind.NETWORK]
+    assert f[0].rank == 1 and f[0].stake_us == 800 / 2 / 2
+    assert f[1].stake_us < f[0].stake_us
+    # no link speed known: no network finding
+    assert FindingKind.NETWORK not in kinds(find(ranks(), units("ag_fwd", 0.0), coll, None))

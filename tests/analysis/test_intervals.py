@@ -1,0 +1,81 @@
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from overlapscope.analysis.intervals import (
+    Intervals,
+    clip,
+    covered,
+    gaps,
+    intersect,
+    subtract,
+    union,
+    union_of,
+)
+
+
+def pairs(iv: Intervals) -> list[tuple[float, float]]:
+    return list(zip(iv.starts.tolist(), iv.ends.tolist(), strict=False))
+
+
+def test_union_merges_overlapping_touching_and_nested():
+    u = union([5, 0, 1, 10, 12, 20], [6, 2, 4, 12, 13, 20])
+    assert pairs(u) == [(0, 4), (5, 6), (10, 13)]  # [20,20) is empty
+    assert u.total == 8
+
+
+def test_docstring_example():
+    a = union([0, 6], [4, 8])
+    b = union([2], [7])
+    assert pairs(intersect(a, b)) == [(2, 4), (6, 7)]
+    assert pairs(subtract(a, b)) == [(0, 2), (7, 8)]
+    assert pairs(union_of(a, b)) == [(0, 8)]
+
+
+@pytest.mark.parametrize(
+    ("starts", "ends", "qs", "qe", "want"),
+    [
+        ([0, 10], [5, 20], [0, 3, 4, 25, 8], [30, 12, 6, 30, 9], [15, 4, 1, 0, 0]),
+        ([], [], [0], [10], [0]),
+    ],
+    ids=["mixed", "empty-set"],
+)
+def test_covered_known_answers(starts, ends, qs, qe, want):
+    np.testing.assert_allclose(covered(union(starts, ends), qs, qe), want)
+
+
+def test_gaps_and_clip():
+    a = union([1, 5], [2, 7])
+    assert pairs(gaps(a, 0, 10)) == [(0, 1), (2, 5), (7, 10)]
+    assert pairs(clip(a, 1.5, 6)) == [(1.5, 2), (5, 6)]
+    assert pairs(subtract(a, Intervals.empty())) == pairs(a)
+    assert len(intersect(a, Intervals.empty())) == 0
+
+
+ivs = st.lists(
+    st.tuples(st.integers(0, 50), st.integers(0, 10)).map(lambda t: (t[0], t[0] + t[1])),
+    max_size=12,
+)
+
+
+def mask(iv_list: list[tuple[int, int]]) -> np.ndarray:
+    m = np.zeros(70, dtype=bool)
+    for s, e in iv_list:
+        m[s:e] = True
+    return m
+
+
+@settings(max_examples=150, deadline=None)
+@given(ivs, ivs)
+def test_set_ops_match_a_brute_force_grid(a_list, b_list):
+    a = union([s for s, _ in a_list], [e for _, e in a_list])
+    b = union([s for s, _ in b_list], [e for _, e in b_list])
+    ma, mb = mask(a_list), mask(b_list)
+    assert a.total == ma.sum()
+    assert intersect(a, b).total == (ma & mb).sum()
+    assert subtract(a, b).total == (ma & ~mb).sum()
+    assert union_of(a, b).total == (ma | mb).sum()
+    got = covered(a, [s for s, _ in b_list], [e for _, e in b_list])
+    want = [ma[s:e].sum() for s, e in b_list]
+    np.testing.assert_allclose(got, want)

@@ -1,0 +1,94 @@
+"""``overlapscope sweep`` end to end: tiny GPT, 2 gloo ranks on CPU, real runs, real analysis."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from overlapscope.sweep import SUMMARY_COLUMNS
+from tests.lab.support import needs_lab
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = ["--model", "gpt", "--layers", "2", "--dim", "64", "--heads", "2", "--seq-len", "32"]
+TINY += ["--vocab", "256", "--nproc", "2", "--steps", "4", "--global-batch", "4"]
+TINY += ["--device", "cpu", "--threads-per-rank", "1"]
+
+
+def _sweep(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "overlapscope", "sweep", "--out", str(out), *TINY, *extra],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.multirank
+@pytest.mark.slow
+def test_sweep_writes_every_output_with_every_column_filled(tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    proc = _sweep(out, "--policies", "none,backward_pre+limit", "--repeats", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    csv = pd.read_csv(out / "summary.csv")
+    assert list(csv.columns) == SUMMARY_COLUMNS
+    assert list(csv["config"]) == ["none", "backward_pre+limit=2"]
+    assert list(csv["repeats"]) == [2, 2]
+    filled = [c for c in SUMMARY_COLUMNS if c != "limit_all_gathers"]
+    assert not csv[filled].isna().any().any(), csv.to_string()
+    # The rate-limiter column is filled exactly where the limiter is on.
+    assert csv["limit_all_gathers"].isna().tolist() == [True, False]
+    assert (csv["step_time_ms"] > 0).all() and (csv["peak_mem_mib"] > 0).all()
+    assert (csv["step_time_min_ms"] <= csv["step_time_ms"]).all()
+    assert ((csv["overlap_pct"] >= 0) & (csv["overlap_pct"] <= 100)).all()
+
+    doc = json.loads((out / "summary.json").read_text())
+    assert len(doc["runs"]) == 4 and len(doc["summary"]) == 2
+    assert all(v is not None for r in doc["runs"] for v in r.values())
+    assert doc["sweep"]["nproc"] == 2 and doc["sweep"]["seed"] == 0
+
+    md = (out / "summary.md").read_text()
+    assert "| none |" in md and "| backward_pre+limit=2 |" in md and "n/a" not in md
+    html = (out / "tradeoff.html").read_text()
+    assert "plotly" in html and "backward_pre+limit=2" in html
+    for cfg in ("none", "backward_pre+limit=2"):
+        for rep in (0, 1):
+            assert (out / "runs" / cfg / f"rep-{rep}" / "run.json").exists()
+
+
+def test_sweep_refuses_existing_out_without_force(tmp_path: Path) -> None:
+    (tmp_path / "keep.txt").write_text("mine")
+    proc = _sweep(tmp_path, "--policies", "none", "--repeats", "1")
+    assert proc.returncode == 2
+    assert "already exists" in proc.stderr
+    assert (tmp_path / "keep.txt").exists()
+
+
+def test_sweep_bad_policy_is_one_line(tmp_path: Path) -> None:
+    proc = _sweep(tmp_path / "s", "--policies", "none,eager")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "overlapscope: error: --policies: 'eager' is not a policy; use one of none, "
+        "backward_post, backward_pre, optionally with +limit[=K] and +fwd"
+    ]
+
+
+@pytest.mark.root
+@pytest.mark.multirank
+@needs_lab
+def test_sweep_over_the_lab_link(tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    proc = _sweep(out, "--policies", "backward_pre", "--repeats", "1", "--link-gbit", "0.5")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((out / "summary.json").read_text())
+    assert doc["sweep"]["link_gbit"] == 0.5
+    run = json.loads((out / "runs" / "backward_pre" / "rep-0" / "run.json").read_text())
+    assert run["config"]["link_gbit"] == 0.5
