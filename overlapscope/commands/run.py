@@ -8,12 +8,18 @@ import os
 import statistics
 from pathlib import Path
 
-from overlapscope.engine.config import EngineConfig, MixedPrecision, Policy, Sharding
+from overlapscope.engine.config import (
+    EngineConfig,
+    MixedPrecision,
+    ModelConfig,
+    ModelKind,
+    Policy,
+    Sharding,
+)
 from overlapscope.engine.launch import launch
-from overlapscope.engine.recipe import DEFAULT_LIMIT_WINDOW, RunConfig
-from overlapscope.engine.workloads import ModelConfig, ModelKind
+from overlapscope.engine.recipe import DEFAULT_LIMIT_WINDOW, ProfileWindow, RunConfig
 from overlapscope.errors import UserError
-from overlapscope.trace.capture import RUN_MANIFEST, ProfileWindow
+from overlapscope.trace.files import RUN_MANIFEST
 
 
 def _values(e: type) -> list[str]:

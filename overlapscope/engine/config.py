@@ -77,3 +77,26 @@ class EngineConfig:
                 f"limit_all_gathers={self.limit_all_gathers} must be >= 1 "
                 "(or None to disable the rate limiter)"
             )
+
+
+class ModelKind(enum.Enum):
+    GPT = "gpt"
+    MLP = "mlp"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    kind: ModelKind = ModelKind.GPT
+    layers: int = 4
+    dim: int = 256
+    heads: int = 4
+    seq_len: int = 128
+    vocab: int = 1024
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", ModelKind(self.kind))
+        for name in ("layers", "dim", "heads", "seq_len", "vocab"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
+        if self.kind is ModelKind.GPT and self.dim % self.heads:
+            raise ValueError(f"--dim {self.dim} must be divisible by --heads {self.heads}")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from overlapscope.engine.recipe import RunConfig
 from overlapscope.errors import UserError
-from overlapscope.trace.capture import RUN_MANIFEST
+from overlapscope.trace.files import RUN_MANIFEST
 
 WORKER = "overlapscope.engine.worker"
 

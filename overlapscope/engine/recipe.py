@@ -11,9 +11,29 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from overlapscope.engine.config import EngineConfig
-from overlapscope.engine.workloads import ModelConfig
-from overlapscope.trace.capture import ProfileWindow
+from overlapscope.engine.config import EngineConfig, ModelConfig
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileWindow:
+    """torch.profiler schedule: skip ``wait`` steps, warm up ``warmup``, record ``active``."""
+
+    wait: int = 1
+    warmup: int = 1
+    active: int = 2
+
+    def __post_init__(self) -> None:
+        if self.wait < 0 or self.warmup < 0 or self.active < 1:
+            raise ValueError("--profile-wait/--profile-warmup must be >= 0, --profile-active >= 1")
+
+    @property
+    def steps_needed(self) -> int:
+        return self.wait + self.warmup + self.active
+
+    def active_steps(self) -> list[int]:
+        start = self.wait + self.warmup
+        return list(range(start, start + self.active))
+
 
 DEFAULT_LIMIT_WINDOW = 2  # full units alive when --limit-all-gathers is given without K
 

@@ -8,36 +8,13 @@ Each model's ``forward(inputs, targets)`` returns the mean loss over its local b
 
 from __future__ import annotations
 
-import enum
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-
-class ModelKind(enum.Enum):
-    GPT = "gpt"
-    MLP = "mlp"
-
-
-@dataclass(frozen=True, slots=True)
-class ModelConfig:
-    kind: ModelKind = ModelKind.GPT
-    layers: int = 4
-    dim: int = 256
-    heads: int = 4
-    seq_len: int = 128
-    vocab: int = 1024
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "kind", ModelKind(self.kind))
-        for name in ("layers", "dim", "heads", "seq_len", "vocab"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
-        if self.kind is ModelKind.GPT and self.dim % self.heads:
-            raise ValueError(f"--dim {self.dim} must be divisible by --heads {self.heads}")
+from overlapscope.engine.config import ModelConfig, ModelKind
 
 
 class Block(nn.Module):

@@ -14,7 +14,6 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,33 +21,17 @@ import orjson
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
-RUN_MANIFEST = "run.json"
-RUN_SCHEMA_VERSION = 1
+from overlapscope.engine.recipe import ProfileWindow
+from overlapscope.trace.files import RUN_MANIFEST, RUN_SCHEMA_VERSION, trace_name
 
-
-def trace_name(rank: int) -> str:
-    return f"rank-{rank}.pt.trace.json.gz"
-
-
-@dataclass(frozen=True, slots=True)
-class ProfileWindow:
-    """torch.profiler schedule: skip ``wait`` steps, warm up ``warmup``, record ``active``."""
-
-    wait: int = 1
-    warmup: int = 1
-    active: int = 2
-
-    def __post_init__(self) -> None:
-        if self.wait < 0 or self.warmup < 0 or self.active < 1:
-            raise ValueError("--profile-wait/--profile-warmup must be >= 0, --profile-active >= 1")
-
-    @property
-    def steps_needed(self) -> int:
-        return self.wait + self.warmup + self.active
-
-    def active_steps(self) -> list[int]:
-        start = self.wait + self.warmup
-        return list(range(start, start + self.active))
+__all__ = [
+    "RUN_MANIFEST",
+    "RUN_SCHEMA_VERSION",
+    "ProfileWindow",
+    "RankProfiler",
+    "trace_name",
+    "write_json_atomic",
+]
 
 
 def write_atomic(path: Path, data: bytes) -> None:

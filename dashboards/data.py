@@ -1,0 +1,248 @@
+"""Run discovery, the run registry the browser picks from, and the cached analysis loader.
+
+The browser only ever sends a run *key* (``RunSource.key``); keys are assigned here, from the
+runs the app was started with, and an unknown key is refused (``UnknownRunError``).
+
+Analysis is computed once per run content and cached twice: in memory, and on disk as a pickle
+under ``$OVERLAPSCOPE_CACHE_DIR`` (default ``$XDG_CACHE_HOME/overlapscope`` or
+``~/.cache/overlapscope``), in ``dashboard/<key>.pkl``, where the key hashes the analysis
+schema version, this module's cache version and each input file's (path, size, mtime). Nothing
+is written into run directories.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import re
+import tempfile
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from overlapscope.analysis.api import SCHEMA_VERSION, RunAnalysis, analyze
+from overlapscope.errors import UserError
+from overlapscope.trace.loader import load_run
+
+RUN_MANIFEST = "run.json"
+# Bump when what is pickled changes shape.
+CACHE_VERSION = 1
+
+
+class UnknownRunError(UserError):
+    """The browser asked for a run key the app was not started with."""
+
+
+class RunLoadError(UserError):
+    """A run directory disappeared or its traces failed to load."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunSource:
+    """One run the dashboard may show: ``key`` is all the browser ever sends back."""
+
+    key: str
+    path: Path
+    label: str
+    policy: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedRun:
+    source: RunSource
+    analysis: RunAnalysis
+    run_meta: dict[str, Any] | None
+
+
+def _read_manifest(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        doc = json.loads((run_dir / RUN_MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _policy(manifest: dict[str, Any] | None) -> str | None:
+    engine = ((manifest or {}).get("config") or {}).get("engine") or {}
+    policy = engine.get("policy")
+    return str(policy) if policy is not None else None
+
+
+def _run_dirs(root: Path) -> list[Path]:
+    """``root`` itself when it is a run (or a trace file); else every run directory below it."""
+    if root.is_file() or (root / RUN_MANIFEST).is_file():
+        return [root]
+    found = sorted(p.parent for p in root.rglob(RUN_MANIFEST))
+    # A directory of bare traces (no run.json anywhere) is one run.
+    if not found and any(root.glob("*.json*")):
+        return [root]
+    return found
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "run"
+
+
+def discover_runs(paths: Sequence[Path]) -> list[RunSource]:
+    """The runs under ``paths`` (run directories, trace files, or folders holding runs).
+
+    Raises ``UserError`` naming a path that does not exist or holds no run.
+    """
+    runs: list[RunSource] = []
+    keys: set[str] = set()
+    for root in paths:
+        if not root.exists():
+            raise UserError(f"{root}: no such run directory")
+        dirs = _run_dirs(root)
+        if not dirs:
+            raise UserError(f"{root}: no run found (no run.json or trace files below it)")
+        for d in dirs:
+            rel = d.relative_to(root) if d != root and root.is_dir() else Path(d.name)
+            label = rel.as_posix()
+            key = _slug(label)
+            n = 2
+            while key in keys:
+                key, n = f"{_slug(label)}-{n}", n + 1
+            keys.add(key)
+            manifest = _read_manifest(d) if d.is_dir() else None
+            runs.append(RunSource(key=key, path=d.resolve(), label=label, policy=_policy(manifest)))
+    return runs
+
+
+def default_pair(runs: Sequence[RunSource]) -> tuple[str | None, str | None]:
+    """Serial (policy ``none``) vs pipelined (``backward_pre`` first) when both exist."""
+    if not runs:
+        return None, None
+    serial = next((r.key for r in runs if r.policy == "none"), None)
+    pipelined = next((r.key for r in runs if r.policy == "backward_pre"), None)
+    pipelined = pipelined or next(
+        (r.key for r in runs if r.policy not in (None, "none")), None
+    )
+    if serial and pipelined:
+        return serial, pipelined
+    first = runs[0].key
+    second = runs[1].key if len(runs) > 1 else None
+    return first, second
+
+
+def input_files(path: Path) -> list[Path]:
+    """The files whose content the analysis of ``path`` depends on (for the cache key)."""
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise RunLoadError(f"{path}: the run directory no longer exists")
+    manifest = _read_manifest(path)
+    listed = (manifest or {}).get("traces")
+    if isinstance(listed, list) and listed:
+        files = [path / str(name) for name in listed]
+    else:
+        files = sorted(
+            p for p in path.iterdir() if p.name != RUN_MANIFEST and p.name.endswith((".json", ".json.gz"))
+        )
+    if (path / RUN_MANIFEST).is_file():
+        files.append(path / RUN_MANIFEST)
+    return files
+
+
+def fingerprint(path: Path) -> str:
+    """Hash of the analysis schema, cache version and each input's (path, size, mtime)."""
+    h = hashlib.sha256(f"{SCHEMA_VERSION}:{CACHE_VERSION}:{path.resolve()}".encode())
+    for f in input_files(path):
+        try:
+            st = f.stat()
+        except OSError as e:
+            raise RunLoadError(f"{f}: cannot read ({e.strerror or e})") from e
+        h.update(f"\0{f.name}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:32]
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("OVERLAPSCOPE_CACHE_DIR")
+    if base:
+        return Path(base) / "dashboard"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    root = Path(xdg) if xdg else Path.home() / ".cache"
+    return root / "overlapscope" / "dashboard"
+
+
+def _read_cache(file: Path) -> tuple[RunAnalysis, dict[str, Any] | None] | None:
+    try:
+        with file.open("rb") as fh:
+            obj = pickle.load(fh)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
+        return None
+    if not (isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], RunAnalysis)):
+        return None
+    return obj[0], obj[1]
+
+
+def _write_cache(file: Path, value: tuple[RunAnalysis, dict[str, Any] | None]) -> None:
+    """Atomic write; a cache that cannot be written only costs a recomputation."""
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, file)
+    except OSError:
+        pass
+
+
+def analyse_run(path: Path, *, use_disk: bool = True) -> tuple[RunAnalysis, dict[str, Any] | None, str]:
+    """(analysis, run.json, fingerprint) of one run, from the disk cache when it is current."""
+    key = fingerprint(path)
+    file = cache_dir() / f"{key}.pkl"
+    if use_disk and (hit := _read_cache(file)) is not None:
+        return hit[0], hit[1], key
+    try:
+        run = load_run(path, progress=False)
+        analysis = analyze(run)
+    except UserError as e:
+        raise RunLoadError(str(e)) from e
+    except Exception as e:  # a trace that breaks the parser must not take the app down
+        raise RunLoadError(f"{path}: failed to load: {type(e).__name__}: {e}") from e
+    meta = run.run_meta
+    if use_disk:
+        _write_cache(file, (analysis, meta))
+    return analysis, meta, key
+
+
+class RunRegistry:
+    """The runs the app was started with, by key; loads each through the cache."""
+
+    def __init__(self, runs: Iterable[RunSource], *, use_disk_cache: bool = True) -> None:
+        self._runs: dict[str, RunSource] = {}
+        for r in runs:
+            if r.key in self._runs:
+                raise ValueError(f"duplicate run key {r.key!r}")
+            self._runs[r.key] = r
+        self._use_disk = use_disk_cache
+        self._memory: dict[str, tuple[str, LoadedRun]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def sources(self) -> list[RunSource]:
+        return list(self._runs.values())
+
+    def source(self, key: object) -> RunSource:
+        if not isinstance(key, str) or key not in self._runs:
+            raise UnknownRunError(f"unknown run {str(key)[:80]!r}: pick one of the listed runs")
+        return self._runs[key]
+
+    def load(self, key: object) -> LoadedRun:
+        """The analysed run; ``UnknownRunError`` / ``RunLoadError`` for the error panel."""
+        src = self.source(key)
+        fp = fingerprint(src.path)
+        with self._lock:
+            hit = self._memory.get(src.key)
+            if hit is not None and hit[0] == fp:
+                return hit[1]
+        analysis, meta, fp = analyse_run(src.path, use_disk=self._use_disk)
+        loaded = LoadedRun(source=src, analysis=analysis, run_meta=meta)
+        with self._lock:
+            self._memory[src.key] = (fp, loaded)
+        return loaded

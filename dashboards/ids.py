@@ -1,0 +1,27 @@
+"""Component IDs: every callback and test refers to these constants, never to literals."""
+
+from __future__ import annotations
+
+TABS = "view-tabs"
+VIEW = "view-content"
+RUN_A = "run-a"
+RUN_B = "run-b"
+STEP = "step"
+WINDOW = "timeline-window"
+
+OVERVIEW_TABLE = "overview-table"
+FINDINGS = "findings"
+TIMELINE_GRAPH = "timeline-graph"
+UNITS_GRAPH = "units-graph"
+TRADEOFF_GRAPH = "tradeoff-graph"
+RANKS_GRAPH = "ranks-graph"
+STRAGGLERS = "stragglers"
+ERROR_PANEL_CLASS = "error-panel"
+
+# Tab values.
+TAB_OVERVIEW = "overview"
+TAB_TIMELINE = "timeline"
+TAB_UNITS = "units"
+TAB_TRADEOFF = "tradeoff"
+TAB_RANKS = "ranks"
+TAB_VALUES: tuple[str, ...] = (TAB_OVERVIEW, TAB_TIMELINE, TAB_UNITS, TAB_TRADEOFF, TAB_RANKS)
