@@ -131,10 +131,16 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="profile N local ranks of the instrumented engine",
         description="Train a built-in workload on N local ranks (torchrun) with the sharded "
         "engine, profile a window of steps, and write one Kineto trace per rank plus run.json.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     add_engine_flags(p)
     p.add_argument("--out", type=Path, required=True, help="run directory to create")
     p.add_argument("--force", action="store_true", help="replace --out if it is a run")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="only write --out/config.json and print the torchrun command (multi-node)",
+    )
     p.set_defaults(func=run)
     return p
 
@@ -165,8 +171,24 @@ def summarize(run_dir: Path) -> str:
     return "\n".join(lines)
 
 
+def dry_run(cfg: RunConfig, out: Path, force: bool) -> str:
+    if (out / "config.json").exists() and not force:
+        raise UserError(f"--out {out} already has a config.json: add --force to overwrite it")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=1) + "\n")
+    return (
+        f"wrote {out / 'config.json'}; start its {cfg.nproc} ranks (NODES x PER_NODE = "
+        f"{cfg.nproc}) by running on every node:\n"
+        f"  torchrun --nnodes NODES --nproc-per-node PER_NODE --rdzv-backend c10d "
+        f"--rdzv-endpoint HOST:29500 -m overlapscope.engine.worker {out}"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
+    if args.dry_run:
+        print(dry_run(cfg, args.out.resolve(), args.force))
+        return 0
     out = launch(cfg, args.out, force=args.force)
     print(summarize(out))
     return 0

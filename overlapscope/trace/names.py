@@ -17,7 +17,8 @@ phase                 lane       the range covers
 ``ag_bwd``            comm       issuing the backward all-gather (re-gather after reshard).
 ``rs``                comm       issuing the gradient reduce-scatter.
 ``ar``                comm       issuing the gradient all-reduce (``no_shard``).
-``h2d`` / ``d2h``     comm       issuing the shard copy to / from the device (CPU offload).
+``h2d`` / ``d2h``     copy       the shard copy to / from the device (CPU offload; on CPU
+                                 runs the copy itself, on CUDA its issue on the copy stream).
 ``<comm>.wait``       wait       the training thread blocked until that collective is done
                                  (``ag_fwd.wait``, ``ag_bwd.wait``, ``rs.wait``, ...).
 ``fwd``               compute    the unit's own forward compute (children excluded).
@@ -54,6 +55,7 @@ ROOT_UNIT = "root"
 class Lane(enum.Enum):
     COMPUTE = "compute"
     COMM = "comm"
+    COPY = "copy"
     WAIT = "wait"
 
 
@@ -79,8 +81,10 @@ class Phase(enum.Enum):
     @property
     def lane(self) -> Lane:
         match self:
-            case Phase.AG_FWD | Phase.AG_BWD | Phase.RS | Phase.AR | Phase.H2D | Phase.D2H:
+            case Phase.AG_FWD | Phase.AG_BWD | Phase.RS | Phase.AR:
                 return Lane.COMM
+            case Phase.H2D | Phase.D2H:
+                return Lane.COPY
             case (
                 Phase.AG_FWD_WAIT
                 | Phase.AG_BWD_WAIT
@@ -97,8 +101,8 @@ class Phase(enum.Enum):
 
     @property
     def wait(self) -> Phase:
-        """The wait phase of a communication phase (``ag_bwd`` -> ``ag_bwd.wait``)."""
-        if self.lane is not Lane.COMM:
+        """The wait phase of a communication or copy phase (``ag_bwd`` -> ``ag_bwd.wait``)."""
+        if self.lane not in (Lane.COMM, Lane.COPY):
             raise ValueError(f"phase {self.value!r} is not a communication phase")
         return Phase(self.value + WAIT_SUFFIX)
 
@@ -111,6 +115,7 @@ class Phase(enum.Enum):
 
 
 COMM_PHASES = tuple(p for p in Phase if p.lane is Lane.COMM)
+COPY_PHASES = tuple(p for p in Phase if p.lane is Lane.COPY)
 WAIT_PHASES = tuple(p for p in Phase if p.lane is Lane.WAIT)
 COMPUTE_PHASES = tuple(p for p in Phase if p.lane is Lane.COMPUTE)
 

@@ -1,0 +1,37 @@
+"""The app factory: ``create_app(runs)`` builds a Dash app over a fixed set of runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dash import Dash
+
+from dashboards import callbacks
+from dashboards.data import RunRegistry, RunSource
+from dashboards.layout import build_layout
+
+TITLE = "overlapscope dashboard"
+
+
+def create_app(runs: Sequence[RunSource], *, use_disk_cache: bool = True) -> Dash:
+    """A Dash app showing ``runs``; the browser can only pick among their keys.
+
+    Nothing is loaded here: each run is analysed on first view (or ``warm``), then cached.
+    """
+    registry = RunRegistry(runs, use_disk_cache=use_disk_cache)
+    app = Dash(
+        __name__,
+        title=TITLE,
+        suppress_callback_exceptions=True,  # the timeline graph exists only on its tab
+        serve_locally=True,
+    )
+    app.layout = build_layout(registry)
+    callbacks.register(app, registry)
+    app.server.config["OVERLAPSCOPE_REGISTRY"] = registry
+    return app
+
+
+def registry_of(app: Dash) -> RunRegistry:
+    registry = app.server.config["OVERLAPSCOPE_REGISTRY"]
+    assert isinstance(registry, RunRegistry)
+    return registry

@@ -1,0 +1,96 @@
+"""Thin callbacks: each forwards small keys (tab, run keys, step) to a function in ``views``."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import plotly.graph_objects as go
+from dash import Dash, Input, Output, State, no_update
+
+from dashboards import ids, views
+from dashboards.data import RunRegistry
+from dashboards.figures import MAX_BARS
+from overlapscope.errors import UserError
+
+_RANGE_KEY = re.compile(r"^xaxis\d*\.range\[([01])\]$")
+
+
+def parse_window(relayout: dict[str, Any] | None) -> tuple[float, float] | None | str:
+    """A zoom's x range in ms; ``"auto"`` for a reset; None when the x range did not change."""
+    if not relayout:
+        return None
+    if any(k.endswith("autorange") and k.startswith("xaxis") for k in relayout):
+        return "auto"
+    bounds: dict[str, float] = {}
+    for k, v in relayout.items():
+        m = _RANGE_KEY.match(k)
+        if m and isinstance(v, int | float):
+            bounds[m.group(1)] = float(v)
+        elif re.match(r"^xaxis\d*\.range$", k) and isinstance(v, list) and len(v) == 2:
+            bounds = {"0": float(v[0]), "1": float(v[1])}
+    if "0" in bounds and "1" in bounds and bounds["1"] > bounds["0"]:
+        return bounds["0"], bounds["1"]
+    return None
+
+
+def windowed_timeline(
+    registry: RunRegistry,
+    run_a: str | None,
+    run_b: str | None,
+    step: int | None,
+    relayout: dict[str, Any] | None,
+) -> go.Figure | None:
+    """The timeline redrawn for a zoomed range, or None when redrawing would change nothing
+    (every panel already fits in ``MAX_BARS``, or the zoom did not move the x axis)."""
+    window = parse_window(relayout)
+    if window is None:
+        return None
+    try:
+        runs = [registry.load(k) for k in {run_a, run_b} if k is not None]
+    except UserError:
+        return None
+    if all(len(r.analysis.timeline) <= MAX_BARS for r in runs):
+        return None
+    children = views.timeline_view(
+        registry, run_a, run_b, step, None if window == "auto" else window  # type: ignore[arg-type]
+    )
+    graph = children[-1]
+    figure = getattr(graph, "figure", None)
+    return figure if isinstance(figure, go.Figure) else None
+
+
+def register(app: Dash, registry: RunRegistry) -> None:
+    @app.callback(
+        Output(ids.STEP, "options"),
+        Output(ids.STEP, "value"),
+        Input(ids.RUN_A, "value"),
+        Input(ids.RUN_B, "value"),
+        State(ids.STEP, "value"),
+    )
+    def _steps(run_a: str | None, run_b: str | None, current: int | None) -> tuple[Any, Any]:
+        steps = views.step_options(registry, run_a, run_b)
+        value = current if current in steps else (steps[0] if steps else None)
+        return [{"label": f"step {s}", "value": s} for s in steps], value
+
+    @app.callback(
+        Output(ids.VIEW, "children"),
+        Input(ids.TABS, "value"),
+        Input(ids.RUN_A, "value"),
+        Input(ids.RUN_B, "value"),
+        Input(ids.STEP, "value"),
+    )
+    def _view(tab: str, run_a: str | None, run_b: str | None, step: int | None) -> Any:
+        return views.render_view(registry, tab, run_a, run_b, step)
+
+    @app.callback(
+        Output(ids.TIMELINE_GRAPH, "figure"),
+        Input(ids.TIMELINE_GRAPH, "relayoutData"),
+        State(ids.RUN_A, "value"),
+        State(ids.RUN_B, "value"),
+        State(ids.STEP, "value"),
+        prevent_initial_call=True,
+    )
+    def _zoom(relayout: dict[str, Any] | None, run_a: Any, run_b: Any, step: Any) -> Any:
+        fig = windowed_timeline(registry, run_a, run_b, step, relayout)
+        return no_update if fig is None else fig

@@ -1,0 +1,409 @@
+"""Plotly figures built from ``RunAnalysis`` tables only; no metric is re-derived here.
+
+The timeline draws one bar trace per (panel, phase) plus one for exposed communication, so
+the trace count is bounded by the phase vocabulary whatever the number of events; above
+``MAX_BARS`` rows in a panel, intervals of the same lane and phase closer than one pixel
+(``span / MERGE_PIXELS``) are merged into one bar (hover gives the count), which keeps a
+100k-event step drawable in well under a second. ``window_ms`` redraws only a zoomed range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from dashboards import palette
+from dashboards.tables import unit_sort_key
+
+MAX_BARS = 4000
+MERGE_PIXELS = 1500
+FONT = {"family": "Inter, Helvetica, Arial, sans-serif", "size": 13}
+EXPOSED_PHASE = "exposed"
+COMM_PHASES: tuple[str, ...] = ("ag_fwd", "ag_bwd", "rs", "ar")
+
+
+def _base_layout(fig: go.Figure, title: str, height: int) -> go.Figure:
+    fig.update_layout(
+        title={"text": title, "x": 0.01, "xanchor": "left"},
+        template="plotly_white",
+        font=FONT,
+        height=height,
+        margin={"l": 60, "r": 30, "t": 80, "b": 60},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0, "xanchor": "left"},
+    )
+    return fig
+
+
+def empty_figure(message: str) -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=message, showarrow=False, font={"size": 16})
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return _base_layout(fig, "", 300)
+
+
+# --- timeline -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TimelinePanel:
+    """One run's rows of one step: ``timeline`` and ``exposed`` as in ``RunAnalysis``."""
+
+    title: str
+    timeline: pd.DataFrame
+    exposed: pd.DataFrame
+    origin_us: float
+
+
+def step_panel(
+    title: str, timeline: pd.DataFrame, exposed: pd.DataFrame, steps: pd.DataFrame, step: int
+) -> TimelinePanel:
+    """The rows of ``step``: timeline rows of that step, exposed intervals inside its window."""
+    rows = steps[steps["step"] == step]
+    if rows.empty:
+        raise ValueError(f"step {step} is not in this run")
+    start, end = float(rows["start_us"].min()), float(rows["end_us"].max())
+    tl = timeline[timeline["step"] == step]
+    ex = exposed[(exposed["end_us"] > start) & (exposed["start_us"] < end)]
+    ex = ex.assign(start_us=ex["start_us"].clip(lower=start), end_us=ex["end_us"].clip(upper=end))
+    return TimelinePanel(title=title, timeline=tl, exposed=ex, origin_us=start)
+
+
+def lane_label(rank: int, lane: str) -> str:
+    return f"rank {rank} · {lane}"
+
+
+def _bars(panel: TimelinePanel) -> pd.DataFrame:
+    """Rows to draw: y (lane label), phase, start/end in ms from the step start, and hover."""
+    tl = panel.timeline
+    phase = tl["phase"].astype("string").fillna(palette.UNKNOWN_PHASE)
+    lanes = phase.map(palette.phase_lane)
+    bars = pd.DataFrame(
+        {
+            "rank": tl["rank"].astype(int).to_numpy(),
+            "lane": lanes.to_numpy(),
+            "phase": phase.to_numpy(),
+            "unit": tl["unit"].astype("string").fillna("-").to_numpy(),
+            "t0": (tl["start_us"].to_numpy() - panel.origin_us) / 1e3,
+            "t1": (tl["end_us"].to_numpy() - panel.origin_us) / 1e3,
+            "dur_us": tl["dur_us"].to_numpy(),
+            "bytes": tl["bytes"].clip(lower=0).to_numpy(),
+            "n": 1,
+        }
+    )
+    ex = panel.exposed
+    exposed = pd.DataFrame(
+        {
+            "rank": ex["rank"].astype(int).to_numpy(),
+            "lane": palette.LANE_EXPOSED,
+            "phase": EXPOSED_PHASE,
+            "unit": "-",
+            "t0": (ex["start_us"].to_numpy() - panel.origin_us) / 1e3,
+            "t1": (ex["end_us"].to_numpy() - panel.origin_us) / 1e3,
+            "dur_us": ex["dur_us"].to_numpy(),
+            "bytes": 0,
+            "n": 1,
+        }
+    )
+    out = pd.concat([bars, exposed], ignore_index=True)
+    out["y"] = "rank " + out["rank"].astype(str) + " · " + out["lane"].astype(str)
+    return out
+
+
+def merge_close(bars: pd.DataFrame, tol_ms: float) -> pd.DataFrame:
+    """Merge bars of the same (y, phase) whose gap is under ``tol_ms`` (vectorised).
+
+    Merged bars keep the first unit, sum durations, bytes and counts; ``t1`` is the latest end.
+    """
+    b = bars.sort_values(["y", "phase", "t0"], kind="stable").reset_index(drop=True)
+    key = b["y"] + "\0" + b["phase"]
+    reach = b.groupby(key, sort=False)["t1"].cummax()
+    prev_reach = reach.groupby(key, sort=False).shift()
+    new = prev_reach.isna() | (b["t0"] > prev_reach + tol_ms)
+    seg = new.cumsum()
+    g = b.groupby(seg, sort=False)
+    return pd.DataFrame(
+        {
+            "rank": g["rank"].first(),
+            "lane": g["lane"].first(),
+            "phase": g["phase"].first(),
+            "unit": g["unit"].first(),
+            "t0": g["t0"].min(),
+            "t1": g["t1"].max(),
+            "dur_us": g["dur_us"].sum(),
+            "bytes": g["bytes"].sum(),
+            "n": g["n"].sum(),
+            "y": g["y"].first(),
+        }
+    ).reset_index(drop=True)
+
+
+def window_bars(
+    bars: pd.DataFrame, window_ms: tuple[float, float] | None, max_bars: int
+) -> pd.DataFrame:
+    """Keep what intersects ``window_ms``; merge sub-pixel neighbours above ``max_bars``."""
+    if window_ms is not None:
+        lo, hi = window_ms
+        bars = bars[(bars["t1"] >= lo) & (bars["t0"] <= hi)]
+    if len(bars) <= max_bars:
+        return bars
+    lo = float(bars["t0"].min()) if window_ms is None else window_ms[0]
+    hi = float(bars["t1"].max()) if window_ms is None else window_ms[1]
+    return merge_close(bars, max(hi - lo, 1e-9) / MERGE_PIXELS)
+
+
+def _hover(b: pd.DataFrame) -> np.ndarray:
+    names = b["phase"].map(lambda p: palette.phase_name(p) if p != EXPOSED_PHASE else "exposed")
+    return np.column_stack(
+        [
+            b["unit"].to_numpy(),
+            names.to_numpy(),
+            (b["dur_us"] / 1e3).to_numpy(),
+            (b["bytes"] / 2**20).to_numpy(),
+            b["n"].to_numpy(),
+        ]
+    )
+
+
+HOVER_TEMPLATE = (
+    "<b>%{y}</b><br>unit %{customdata[0]}<br>phase %{customdata[1]}<br>"
+    "start %{base:.3f} ms, duration %{customdata[2]:.3f} ms<br>"
+    "%{customdata[3]:.2f} MiB<br>%{customdata[4]} event(s)<extra></extra>"
+)
+
+
+def timeline_figure(
+    panels: Sequence[TimelinePanel],
+    *,
+    window_ms: tuple[float, float] | None = None,
+    max_bars: int = MAX_BARS,
+) -> go.Figure:
+    """Lanes per rank (compute, all-gather, reduce-scatter, wait, exposed) per panel, stacked
+    on one shared time axis (ms since each panel's step start)."""
+    if not panels:
+        return empty_figure("no run selected")
+    heights = []
+    panel_bars = []
+    for p in panels:
+        b = window_bars(_bars(p), window_ms, max_bars)
+        panel_bars.append(b)
+        heights.append(max(len(b["y"].unique()), 1))
+    fig = make_subplots(
+        rows=len(panels),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.12 if len(panels) > 1 else 0.05,
+        subplot_titles=[p.title for p in panels],
+        row_heights=[float(h) for h in heights],
+    )
+    shown: set[str] = set()
+    for row, b in enumerate(panel_bars, start=1):
+        for phase, rows in b.groupby("phase", sort=False):
+            phase = str(phase)
+            colour = (
+                palette.EXPOSED_COLOUR if phase == EXPOSED_PHASE else palette.phase_colour(phase)
+            )
+            name = "exposed communication" if phase == EXPOSED_PHASE else palette.phase_name(phase)
+            fig.add_trace(
+                go.Bar(
+                    orientation="h",
+                    y=rows["y"],
+                    base=rows["t0"],
+                    x=(rows["t1"] - rows["t0"]),
+                    name=name,
+                    legendgroup=phase,
+                    showlegend=phase not in shown,
+                    marker={"color": colour, "line": {"width": 0}},
+                    customdata=_hover(rows),
+                    hovertemplate=HOVER_TEMPLATE,
+                ),
+                row=row,
+                col=1,
+            )
+            shown.add(phase)
+        order = sorted(
+            b["y"].unique(),
+            key=lambda y: (int(y.split(" ")[1]), palette.LANES.index(y.split(" · ")[1])),
+        )
+        fig.update_yaxes(
+            categoryorder="array", categoryarray=list(reversed(order)), row=row, col=1
+        )
+    fig.update_layout(barmode="overlay", bargap=0.25, uirevision="timeline")
+    fig.update_xaxes(title_text="time since step start (ms)", row=len(panels), col=1)
+    if window_ms is not None:
+        fig.update_xaxes(range=list(window_ms))
+    height = 140 + sum(heights) * 28 + 80 * len(panels)
+    return _base_layout(fig, "Timeline: one step, lanes per rank", height)
+
+
+# --- units ----------------------------------------------------------------------------------
+
+
+def units_figure(panels: Sequence[tuple[str, pd.DataFrame]]) -> go.Figure:
+    """Per-unit exposed all-gather (forward, backward) and reduce-scatter, ms per step.
+
+    ``panels``: (title, ``RunAnalysis.units``). Kinds of one phase are summed per rank, then
+    the mean over ranks is drawn.
+    """
+    if not panels:
+        return empty_figure("no run selected")
+    fig = make_subplots(
+        rows=1, cols=len(panels), shared_yaxes=True, subplot_titles=[t for t, _ in panels]
+    )
+    shown: set[str] = set()
+    for col, (_, units) in enumerate(panels, start=1):
+        u = units.assign(phase=units["phase"].astype(str), unit=units["unit"].astype(str))
+        u = u[u["phase"].isin(COMM_PHASES)]
+        per_rank = u.groupby(["rank", "unit", "phase"], as_index=False)["exposed_us_per_step"].sum()
+        mean = per_rank.groupby(["unit", "phase"], as_index=False)["exposed_us_per_step"].mean()
+        order = sorted(mean["unit"].unique(), key=unit_sort_key)
+        for phase in COMM_PHASES:
+            rows = mean[mean["phase"] == phase].set_index("unit").reindex(order)
+            if rows["exposed_us_per_step"].isna().all():
+                continue
+            fig.add_trace(
+                go.Bar(
+                    x=order,
+                    y=rows["exposed_us_per_step"] / 1e3,
+                    name=f"exposed {palette.phase_name(phase)}",
+                    legendgroup=phase,
+                    showlegend=phase not in shown,
+                    marker_color=palette.phase_colour(phase),
+                    hovertemplate="unit %{x}<br>"
+                    + palette.phase_name(phase)
+                    + ": %{y:.3f} ms/step exposed<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
+            shown.add(phase)
+        fig.update_xaxes(title_text="FSDP unit", categoryorder="array", categoryarray=order, row=1, col=col)
+    fig.update_yaxes(title_text="exposed time (ms per step, mean over ranks)", row=1, col=1)
+    fig.update_layout(barmode="group")
+    return _base_layout(fig, "Exposed communication per unit", 520)
+
+
+# --- trade-off ------------------------------------------------------------------------------
+
+
+def tradeoff_figure(tradeoff: pd.DataFrame) -> go.Figure:
+    """Step time against peak memory, one point per run (``tables.tradeoff_table``)."""
+    if tradeoff.empty:
+        return empty_figure("no runs loaded")
+    fig = go.Figure()
+    for i, row in enumerate(tradeoff.itertuples(index=False)):
+        fig.add_trace(
+            go.Scatter(
+                x=[row.peak_mem_mib],
+                y=[row.step_ms],
+                mode="markers+text",
+                text=[row.policy],
+                textposition="top center",
+                name=f"{row.run} ({row.policy})",
+                marker={
+                    "size": 16,
+                    "color": palette.RUN_COLOURS[i % len(palette.RUN_COLOURS)],
+                    "line": {"width": 1, "color": "#333"},
+                },
+                customdata=[[row.throughput_tok_s, row.exposed_comm_ms]],
+                hovertemplate=f"<b>{row.run}</b><br>policy {row.policy}<br>"
+                "peak memory %{x:.1f} MiB<br>step time %{y:.1f} ms<br>"
+                "throughput %{customdata[0]:,.0f} tokens/s<br>"
+                "exposed comm %{customdata[1]:.1f} ms/step<extra></extra>",
+            )
+        )
+    fig.update_xaxes(title_text="peak memory (MiB, max over ranks)")
+    fig.update_yaxes(title_text="step time (ms, mean over ranks)", rangemode="tozero")
+    fig.update_xaxes(rangemode="tozero")
+    return _base_layout(
+        fig, "Trade-off: step time vs peak memory (lower-left is better)", 540
+    )
+
+
+# --- ranks ----------------------------------------------------------------------------------
+
+
+def ranks_figure(collectives: pd.DataFrame, collective_ranks: pd.DataFrame) -> go.Figure:
+    """Heat map of each rank's waiting-for-peers per collective, transfer time above it,
+    the straggler (last to start) of each collective marked."""
+    if collectives.empty:
+        return empty_figure("no collectives matched across ranks")
+    keys = ["group", "step", "seq"]
+    coll = collectives.sort_values(["step", "start_us", "seq"]).reset_index(drop=True)
+    multi_group = coll["group"].nunique() > 1
+    label = (
+        "s"
+        + coll["step"].astype(str)
+        + "#"
+        + coll["seq"].astype(str)
+        + " "
+        + coll["unit"].astype("string").fillna("-")
+        + " "
+        + coll["phase"].astype("string").fillna("-")
+    )
+    if multi_group:
+        label = coll["group"].astype(str) + ":" + label
+    coll = coll.assign(label=label)
+    cr = collective_ranks.merge(coll[[*keys, "label"]], on=keys, how="inner")
+    z = cr.pivot_table(index="rank", columns="label", values="peer_wait_us", aggfunc="sum")
+    dur = cr.pivot_table(index="rank", columns="label", values="dur_us", aggfunc="sum")
+    z = z.reindex(columns=coll["label"])
+    dur = dur.reindex(index=z.index, columns=coll["label"])
+    ranks = [f"rank {r}" for r in z.index]
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        row_heights=[0.3, 0.7],
+        vertical_spacing=0.06,
+        subplot_titles=["transfer time (fastest rank)", "waiting for peers per rank"],
+    )
+    fig.add_trace(
+        go.Bar(
+            x=coll["label"],
+            y=coll["transfer_us"] / 1e3,
+            marker_color=[palette.phase_colour(str(p)) for p in coll["phase"].astype(str)],
+            name="transfer",
+            showlegend=False,
+            hovertemplate="%{x}<br>transfer %{y:.3f} ms<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Heatmap(
+            z=z.to_numpy() / 1e3,
+            x=list(z.columns),
+            y=ranks,
+            customdata=dur.to_numpy() / 1e3,
+            colorscale=palette.HEATMAP_SCALE,
+            colorbar={"title": {"text": "peer wait (ms)"}, "len": 0.65, "y": 0.35},
+            hovertemplate="%{y}, %{x}<br>waiting for peers %{z:.3f} ms"
+            "<br>duration on this rank %{customdata:.3f} ms<extra></extra>",
+        ),
+        row=2,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=coll["label"],
+            y=[f"rank {int(r)}" for r in coll["straggler_rank"]],
+            mode="markers",
+            marker={"symbol": "x-thin", "size": 9, "line": {"width": 2, "color": "#111"}},
+            name="straggler (started last)",
+            customdata=coll["straggler_lag_us"] / 1e3,
+            hovertemplate="%{x}<br>%{y} started last, %{customdata:.3f} ms late<extra></extra>",
+        ),
+        row=2,
+        col=1,
+    )
+    fig.update_yaxes(title_text="ms", row=1, col=1)
+    fig.update_yaxes(title_text="rank", autorange="reversed", row=2, col=1)
+    fig.update_xaxes(title_text="collective (step#seq unit phase)", tickangle=-60, row=2, col=1)
+    fig.update_xaxes(showticklabels=False, row=1, col=1)
+    return _base_layout(fig, "Ranks: waiting for peers vs transfer, per collective", 640)

@@ -1,0 +1,156 @@
+"""Overview, findings and trade-off rows, built from ``RunAnalysis`` tables and run.json.
+
+Only unit conversions (µs -> ms, bytes -> MiB), per-step means of the analysis' totals and
+display aggregates (median over collectives, mean/max over ranks) happen here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dashboards.data import LoadedRun
+
+OVERVIEW_COLUMNS: tuple[str, ...] = (
+    "run",
+    "policy",
+    "rank",
+    "step_ms",
+    "throughput_tok_s",
+    "exposed_comm_ms",
+    "nccl_wait_ms",
+    "overlap_pct",
+    "peak_mem_mib",
+    "busbw_gbps",
+)
+OVERVIEW_HEADERS: dict[str, str] = {
+    "run": "run",
+    "policy": "policy",
+    "rank": "rank",
+    "step_ms": "step time (ms)",
+    "throughput_tok_s": "throughput (tokens/s)",
+    "exposed_comm_ms": "exposed comm (ms/step)",
+    "nccl_wait_ms": "NCCL wait (ms/step)",
+    "overlap_pct": "overlap (%)",
+    "peak_mem_mib": "peak memory (MiB)",
+    "busbw_gbps": "bus bandwidth (GB/s, median)",
+}
+FINDING_COLUMNS: tuple[str, ...] = ("run", "title", "rank", "stake_ms", "evidence", "change")
+
+
+def _tokens_per_step(meta: dict[str, Any] | None) -> float:
+    config = (meta or {}).get("config") or {}
+    batch = config.get("global_batch")
+    seq = (config.get("model") or {}).get("seq_len")
+    if isinstance(batch, int | float) and isinstance(seq, int | float):
+        return float(batch) * float(seq)
+    return float("nan")
+
+
+def _peak_mem_mib(meta: dict[str, Any] | None, ranks: pd.Series) -> np.ndarray:
+    peaks = (meta or {}).get("peak_mem_bytes")
+    out = np.full(len(ranks), np.nan)
+    if isinstance(peaks, list):
+        idx = ranks.to_numpy()
+        ok = (idx >= 0) & (idx < len(peaks))
+        values = np.array([float(p) if isinstance(p, int | float) else np.nan for p in peaks])
+        out[ok] = values[idx[ok]] / 2**20
+    return out
+
+
+def policy_label(run: LoadedRun) -> str:
+    """Policy, with the rate limiter and forward prefetch when set (from run.json)."""
+    engine = (((run.run_meta or {}).get("config") or {}).get("engine")) or {}
+    parts = [str(run.source.policy or "?")]
+    if engine.get("forward_prefetch"):
+        parts.append("fwd-prefetch")
+    if engine.get("limit_all_gathers"):
+        parts.append(f"limit {engine['limit_all_gathers']}")
+    return " + ".join(parts)
+
+
+def overview_table(runs: Sequence[LoadedRun]) -> pd.DataFrame:
+    """One row per (run, rank): the columns of ``OVERVIEW_COLUMNS``."""
+    frames = []
+    for run in runs:
+        ranks = run.analysis.ranks
+        steps = ranks["num_steps"].where(ranks["num_steps"] > 0)
+        busbw = run.analysis.collectives["busbw_gbps"]
+        frames.append(
+            pd.DataFrame(
+                {
+                    "run": run.source.label,
+                    "policy": policy_label(run),
+                    "rank": ranks["rank"].astype(int),
+                    "step_ms": ranks["mean_step_time_us"] / 1e3,
+                    "throughput_tok_s": _tokens_per_step(run.run_meta)
+                    / (ranks["mean_step_time_us"] / 1e6),
+                    "exposed_comm_ms": ranks["exposed_comm_us"] / steps / 1e3,
+                    "nccl_wait_ms": ranks["nccl_wait_us"] / steps / 1e3,
+                    "overlap_pct": ranks["overlap_pct"],
+                    "peak_mem_mib": _peak_mem_mib(run.run_meta, ranks["rank"]),
+                    "busbw_gbps": float(busbw.median()) if len(busbw) else float("nan"),
+                }
+            )
+        )
+    if not frames:
+        return pd.DataFrame({c: [] for c in OVERVIEW_COLUMNS})
+    return pd.concat(frames, ignore_index=True)[list(OVERVIEW_COLUMNS)]
+
+
+def tradeoff_table(overview: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: mean step time and throughput over ranks, max peak memory."""
+    grouped = overview.groupby(["run", "policy"], sort=False)
+    out = grouped.agg(
+        step_ms=("step_ms", "mean"),
+        throughput_tok_s=("throughput_tok_s", "mean"),
+        exposed_comm_ms=("exposed_comm_ms", "mean"),
+        peak_mem_mib=("peak_mem_mib", "max"),
+    )
+    return out.reset_index()
+
+
+def findings_table(runs: Sequence[LoadedRun]) -> pd.DataFrame:
+    """The diagnose findings of every run, largest stake first within a run."""
+    rows = [
+        {
+            "run": run.source.label,
+            "title": f.title,
+            "rank": f.rank,
+            "stake_ms": f.stake_us / 1e3,
+            "evidence": f.evidence,
+            "change": f.change,
+        }
+        for run in runs
+        for f in run.analysis.findings
+    ]
+    return pd.DataFrame(rows, columns=list(FINDING_COLUMNS))
+
+
+def unit_sort_key(unit: str) -> tuple[int, str, int]:
+    """``root`` first, then ``blocks.2`` before ``blocks.10``; ``all`` last."""
+    if unit == "root":
+        return (0, "", 0)
+    if unit == "all":
+        return (2, "", 0)
+    m = re.match(r"^(.*?)(\d+)$", unit)
+    return (1, m.group(1), int(m.group(2))) if m else (1, unit, -1)
+
+
+def straggler_summary(collectives: pd.DataFrame) -> list[str]:
+    """One line per rank that started last at some collective, most often first."""
+    matched = collectives[collectives["num_ranks"] > 1]
+    if matched.empty:
+        return []
+    total = len(matched)
+    g = matched.groupby("straggler_rank")["straggler_lag_us"]
+    stats = pd.DataFrame({"n": g.size(), "lag": g.median()}).sort_values("n", ascending=False)
+    return [
+        f"rank {int(r)} started last at {int(s.n)} of {total} collectives "
+        f"({100 * s.n / total:.0f}%), median lag {s.lag / 1e3:.2f} ms"
+        for r, s in stats.iterrows()
+    ]

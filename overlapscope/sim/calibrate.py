@@ -1,0 +1,307 @@
+"""Calibrate the what-if model from one analysed overlapscope run.
+
+Everything comes from the public tables of :class:`~overlapscope.analysis.RunAnalysis`, the
+event table of :class:`~overlapscope.trace.loader.RunTraces` (issue ranges) and ``run.json``:
+
+- compute: per rank, mean over the counted steps of each ``ovs/<fwd|bwd|optim>/<unit>`` range
+  (the root's ranges come in pieces: before, between and after the units), with the
+  slow-down caused by communication running at the same time divided out (``contention``);
+- issue cost per communication phase (the ``ovs/ag_*`` / ``ovs/rs`` ranges) and the per-step
+  thread time outside every range (hooks, data, ``zero_grad``);
+- one :class:`LinkModel` per collective kind, fitted to the matched collectives' transfer
+  times (fastest rank's duration);
+- memory: a per-rank baseline = measured peak − alive full units in backward × unit bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from overlapscope.analysis import RunAnalysis
+from overlapscope.errors import UserError
+from overlapscope.sim.schedule import Policy, RankTimes, Scenario, StepModel
+from overlapscope.trace.loader import RunTraces
+from overlapscope.trace.names import ROOT_UNIT, Phase
+
+TCP_EFFICIENCY = 0.956  # TCP payload per tbf-counted byte at MTU 1500 (docs/LAB.md)
+MAX_CONTENTION = 1.5
+
+
+def bus_factor(kind: str, world_size: int) -> float:
+    """nccl-tests' bus-bandwidth factor: busbw = algbw × factor."""
+    n = world_size
+    match kind:
+        case "all_gather" | "reduce_scatter":
+            return (n - 1) / n
+        case "all_reduce":
+            return 2 * (n - 1) / n
+        case _:
+            return 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class LinkModel:
+    """``transfer_us = latency_us + bytes × factor / busbw_bytes_per_us``."""
+
+    kind: str
+    latency_us: float
+    busbw_bytes_per_us: float
+    factor: float
+    num_samples: int
+
+    def transfer_us(self, nbytes: int, bandwidth_scale: float = 1.0) -> float:
+        return self.latency_us + nbytes * self.factor / (self.busbw_bytes_per_us * bandwidth_scale)
+
+    def with_busbw(self, busbw_bytes_per_us: float) -> LinkModel:
+        return LinkModel(
+            self.kind, self.latency_us, busbw_bytes_per_us, self.factor, self.num_samples
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """What the calibration run measured (means over ranks of per-step means)."""
+
+    scenario: Scenario
+    link_gbit: float | None
+    step_time_us: float
+    exposed_comm_us: float
+    nccl_wait_us: float
+    peak_mem_bytes: int  # max over ranks
+    max_alive_units: int
+    max_alive_in_backward: int
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    source: str
+    world_size: int
+    backend: str
+    step_model: StepModel
+    ranks: dict[int, RankTimes]
+    links: dict[str, LinkModel]
+    contention: float  # compute runs 1 + contention times slower while the queue is busy
+    unit_full_bytes: dict[str, int]
+    unit_shard_bytes: dict[str, int]
+    alive_unit_bytes: int  # full bytes of the largest non-root unit
+    mem_baseline_bytes: dict[int, float]
+    peer_skew_us: float  # mean lag of the last rank to start a collective
+    measured: Measured
+    run_meta: dict[str, object]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _scenario_from_config(cfg: dict[str, object]) -> Scenario:
+    eng = cfg.get("engine")
+    if not isinstance(eng, dict):
+        raise UserError("run.json has no config.engine: not an overlapscope run")
+    limit = eng.get("limit_all_gathers")
+    return Scenario(
+        policy=Policy(str(eng.get("policy", "none"))),
+        forward_prefetch=bool(eng.get("forward_prefetch", False)),
+        limit_all_gathers=int(limit) if isinstance(limit, int) else None,
+    )
+
+
+def _overlap_with(starts: np.ndarray, ends: np.ndarray, busy: pd.DataFrame) -> np.ndarray:
+    """For each [start, end), the time it overlaps the union of ``busy`` intervals."""
+    iv = sorted(zip(busy["start_us"].to_numpy(), busy["end_us"].to_numpy(), strict=True))
+    merged: list[list[float]] = []
+    for s, e in iv:
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    if not merged:
+        return np.zeros(len(starts))
+    m = np.asarray(merged)
+    lo = np.maximum(starts[:, None], m[None, :, 0])
+    hi = np.minimum(ends[:, None], m[None, :, 1])
+    return np.clip(hi - lo, 0, None).sum(axis=1)
+
+
+def _compute_rows(a: RunAnalysis, counted: pd.DataFrame) -> pd.DataFrame:
+    tl = a.timeline.merge(counted, on=["rank", "step"])
+    comp = tl[(tl["lane"] == "compute")].copy()
+    if comp.empty:
+        raise UserError(
+            "the run has no ovs/<phase>/<unit> compute ranges: record it with overlapscope "
+            "run (not --no-instrument)"
+        )
+    comp["phase"] = comp["phase"].astype(str)
+    comp["unit"] = comp["unit"].astype(str)
+    comm = tl[tl["lane"] == "comm"]
+    over = np.zeros(len(comp))
+    for r in comp["rank"].unique():
+        sel = (comp["rank"] == r).to_numpy()
+        over[sel] = _overlap_with(
+            comp.loc[sel, "start_us"].to_numpy(),
+            comp.loc[sel, "end_us"].to_numpy(),
+            comm[comm["rank"] == r],
+        )
+    comp["busy_frac"] = np.where(comp["dur_us"] > 0, over / comp["dur_us"].clip(lower=1e-9), 0.0)
+    comp = comp.sort_values(["rank", "step", "start_us"])
+    comp["piece"] = comp.groupby(["rank", "step", "phase", "unit"]).cumcount()
+    return comp
+
+
+def _fit_contention(comp: pd.DataFrame, unit_bytes: dict[str, int]) -> float:
+    """Common slow-down α in ``dur = base × (1 + α × busy_frac)`` over same-size units."""
+    rows = comp[comp["unit"].isin([u for u in unit_bytes if u != ROOT_UNIT])]
+    rows = rows[rows["phase"].isin(["fwd", "bwd"])].copy()
+    if len(rows) < 4:
+        return 0.0
+    rows["size"] = rows["unit"].map(unit_bytes)
+    g = rows.groupby(["phase", "size"])
+    mean_d = g["dur_us"].transform("mean")
+    mean_f = g["busy_frac"].transform("mean")
+    x = (mean_d * (rows["busy_frac"] - mean_f)).to_numpy()
+    y = (rows["dur_us"] - mean_d).to_numpy()
+    sxx = float((x * x).sum())
+    if sxx <= 0:
+        return 0.0
+    return float(np.clip((x * y).sum() / sxx, 0.0, MAX_CONTENTION))
+
+
+def _rank_times(
+    comp: pd.DataFrame, contention: float, units: tuple[str, ...], num_steps: int
+) -> dict[int, dict[tuple[Phase, str, int], float]]:
+    comp = comp.assign(base_us=comp["dur_us"] / (1 + contention * comp["busy_frac"]))
+    n_root = len(units) + 1
+    out: dict[int, dict[tuple[Phase, str, int], float]] = {}
+    for r, rows in comp.groupby("rank"):
+        times: dict[tuple[Phase, str, int], float] = {}
+        for (phase, unit), g in rows.groupby(["phase", "unit"]):
+            per_step = g.groupby("step")
+            if unit == ROOT_UNIT and phase in ("fwd", "bwd"):
+                counts = per_step.size()
+                if (counts == n_root).all():
+                    pieces = g.groupby("piece")["base_us"].sum() / num_steps
+                else:  # unexpected structure: all of it before the units
+                    pieces = pd.Series({0: g["base_us"].sum() / num_steps})
+            else:
+                pieces = pd.Series({0: g["base_us"].sum() / num_steps})
+            for piece, us in pieces.items():
+                times[(Phase(phase), str(unit), int(piece))] = float(us)
+        out[int(r)] = times
+    return out
+
+
+def _fit_link(kind: str, rows: pd.DataFrame, world_size: int) -> LinkModel:
+    f = bus_factor(kind, world_size)
+    rows = rows[(rows["bytes"] > 0) & (rows["transfer_us"] > 0)]
+    if rows.empty:
+        raise UserError(f"no measured {kind} collectives with sizes to fit a link model")
+    med = rows.groupby("bytes")["transfer_us"].median()
+    x = med.index.to_numpy(dtype=float) * f
+    y = med.to_numpy(dtype=float)
+    latency, inv_bw = 0.0, float(np.median(y / x))
+    if len(med) >= 2:
+        slope, icpt = np.polyfit(x, y, 1)
+        if slope > 0 and 0 <= icpt < y.min():
+            latency, inv_bw = float(icpt), float(slope)
+    return LinkModel(kind, latency, 1.0 / inv_bw, f, len(rows))
+
+
+# --------------------------------------------------------------------------- public
+
+
+def calibrate(traces: RunTraces, a: RunAnalysis) -> Calibration:
+    """Build the model of one overlapscope run (CPU/gloo or CUDA/NCCL, ``full_shard``)."""
+    meta = traces.run_meta
+    if meta is None or "units" not in meta or "config" not in meta:
+        raise UserError(
+            f"{traces.sources[0] if traces.sources else 'run'}: no overlapscope run.json with "
+            "units: what-if needs a run directory written by `overlapscope run`"
+        )
+    cfg = meta["config"]
+    if cfg["engine"].get("sharding", "full_shard") != "full_shard":
+        raise UserError("what-if models full_shard runs only; record one with --sharding full_shard")
+    units_all = {u["name"]: u for u in meta["units"]}
+    units = tuple(n for n in units_all if n != ROOT_UNIT)
+    full = {n: int(u["full_bytes"]) for n, u in units_all.items()}
+    shard = {n: int(u["shard_bytes"]) for n, u in units_all.items()}
+    if ROOT_UNIT not in full:
+        full[ROOT_UNIT] = shard[ROOT_UNIT] = 0
+    world = int(traces.world_size)
+    counted = pd.DataFrame(
+        [(r, s) for r, steps in a.counted_steps.items() for s in steps], columns=["rank", "step"]
+    )
+    num_steps = int(counted.groupby("rank").size().min())
+
+    # collectives: bytes per (unit, phase), link models per kind
+    coll = a.collectives.merge(counted.drop_duplicates("step")[["step"]], on="step")
+    coll = coll.assign(unit=coll["unit"].astype(str), phase=coll["phase"].astype(str))
+    if coll.empty:
+        raise UserError("the run has no matched collectives across ranks to calibrate the link")
+    rs_rows = coll[coll["phase"] == "rs"]
+    reduce_kind = str(rs_rows["kind"].mode().iloc[0]) if len(rs_rows) else "reduce_scatter"
+    links = {
+        str(k): _fit_link(str(k), g, world)
+        for k, g in coll.groupby(coll["kind"].astype(str))
+        if str(k) in ("all_gather", "all_reduce", "reduce_scatter")
+    }
+    ag_bytes = dict(full)
+    reduce_bytes = dict(full)  # gloo: all-reduce of the full gradient; nccl: input = full
+    for (u, ph), b in coll.groupby(["unit", "phase"])["bytes"].max().items():
+        if ph in ("ag_fwd", "ag_bwd") and b > 0:
+            ag_bytes[str(u)] = int(b)
+        elif ph == "rs" and b > 0:
+            reduce_bytes[str(u)] = int(b)
+    model = StepModel(units, ag_bytes, reduce_bytes, reduce_kind)
+
+    # compute, contention, issue costs, per-step overhead
+    comp = _compute_rows(a, counted)
+    contention = _fit_contention(comp, full)
+    compute = _rank_times(comp, contention, units, num_steps)
+    ev = traces.events.merge(counted, on=["rank", "step"])
+    issue = ev[ev["lane"] == "issue"]
+    steps = a.steps.merge(counted, on=["rank", "step"])
+    ranks: dict[int, RankTimes] = {}
+    for r in sorted(compute):
+        iss = issue[issue["rank"] == r]
+        issue_us = {Phase(str(p)): float(g.mean()) for p, g in iss.groupby("phase", observed=True)["dur_us"]}
+        st = steps[steps["rank"] == r]
+        outside = st["step_time_us"] - st["compute_us"] - st["nccl_wait_us"] - st["limiter_us"]
+        overhead = float(outside.mean()) - float(iss["dur_us"].sum()) / num_steps
+        ranks[r] = RankTimes(compute[r], issue_us, max(overhead, 0.0))
+
+    # memory
+    alive_bytes = max((full[u] for u in units), default=0)
+    peaks = [int(v) for v in meta.get("peak_mem_bytes", [])]
+    alive_bwd = [int(v) for v in meta.get("max_alive_in_backward", [])]
+    baseline = {r: float(p - n * alive_bytes) for r, (p, n) in enumerate(zip(peaks, alive_bwd, strict=False))}
+
+    rk = a.ranks
+    measured = Measured(
+        scenario=_scenario_from_config(cfg),
+        link_gbit=cfg.get("link_gbit"),
+        step_time_us=float(rk["mean_step_time_us"].mean()),
+        exposed_comm_us=float((rk["exposed_comm_us"] / rk["num_steps"]).mean()),
+        nccl_wait_us=float((rk["nccl_wait_us"] / rk["num_steps"]).mean()),
+        peak_mem_bytes=max(peaks, default=0),
+        max_alive_units=max((int(v) for v in meta.get("max_alive_units", [])), default=0),
+        max_alive_in_backward=max(alive_bwd, default=0),
+    )
+    skew = float(coll["straggler_lag_us"].mean()) if len(coll) else 0.0
+    return Calibration(
+        source=str(traces.sources[0].parent if traces.sources else ""),
+        world_size=world,
+        backend=str(meta.get("backend", "")),
+        step_model=model,
+        ranks=ranks,
+        links=links,
+        contention=contention,
+        unit_full_bytes=full,
+        unit_shard_bytes=shard,
+        alive_unit_bytes=alive_bytes,
+        mem_baseline_bytes=baseline,
+        peer_skew_us=skew,
+        measured=measured,
+        run_meta=meta,
+    )

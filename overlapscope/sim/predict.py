@@ -1,0 +1,184 @@
+"""``predict(run_dir, scenario) -> Prediction``: the what-if facade (CLI and dashboard).
+
+Peak memory model (per rank, documented in docs/WHATIF.md)::
+
+    peak_mem = baseline + max_alive_in_backward × unit_full_bytes
+    baseline = measured peak_mem − measured max_alive_in_backward × unit_full_bytes
+
+where ``unit_full_bytes`` is the largest non-root unit's full parameter size: the activations,
+optimizer state, shards and gradient buffers are the same under every policy; what changes is
+how many units' full parameters are alive when the peak (early backward) is reached.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from overlapscope.analysis import analyze
+from overlapscope.sim.calibrate import (
+    TCP_EFFICIENCY,
+    Calibration,
+    LinkModel,
+    Measured,
+    bus_factor,
+    calibrate,
+)
+from overlapscope.sim.schedule import Replay, Scenario, build_program, rank_metrics, replay
+from overlapscope.trace.loader import load_run
+
+GBIT_BYTES_PER_US = 1e9 / 8 / 1e6  # 1 Gbit/s in bytes per µs
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    scenario: Scenario
+    calibration: Calibration
+    replay: Replay
+    per_rank: pd.DataFrame  # rank, step_time_us, compute_us, comm_us, exposed_comm_us, ...
+    step_time_us: float
+    exposed_comm_us: float
+    nccl_wait_us: float
+    peak_mem_bytes: int
+    max_alive_units: int
+    max_alive_in_backward: int
+    deferred_prefetches: int
+    links: dict[str, LinkModel]  # the link models after the scenario's scaling
+
+    def table(self, target: Measured | None = None) -> pd.DataFrame:
+        """Predicted vs measured: ``metric, measured_source, predicted`` (+ ``measured_target,
+        error_pct`` when a measured run of the scenario is given)."""
+        m = self.calibration.measured
+        rows: list[dict[str, Any]] = []
+        for name in ("step_time_us", "exposed_comm_us", "nccl_wait_us", "peak_mem_bytes"):
+            row: dict[str, Any] = {
+                "metric": name,
+                "measured_source": float(getattr(m, name)),
+                "predicted": float(getattr(self, name)),
+            }
+            if target is not None:
+                t = float(getattr(target, name))
+                row["measured_target"] = t
+                row["error_pct"] = 100 * (row["predicted"] - t) / t if t else float("nan")
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        c, s = self.calibration, self.scenario
+        return {
+            "source": c.source,
+            "scenario": {
+                "label": s.label,
+                "policy": s.policy.value,
+                "forward_prefetch": s.forward_prefetch,
+                "limit_all_gathers": s.limit_all_gathers,
+                "link_gbit": s.link_gbit,
+                "bandwidth_scale": s.bandwidth_scale,
+            },
+            "step_time_us": self.step_time_us,
+            "exposed_comm_us": self.exposed_comm_us,
+            "nccl_wait_us": self.nccl_wait_us,
+            "peak_mem_bytes": self.peak_mem_bytes,
+            "max_alive_units": self.max_alive_units,
+            "max_alive_in_backward": self.max_alive_in_backward,
+            "deferred_prefetches": self.deferred_prefetches,
+            "per_rank": self.per_rank.to_dict(orient="records"),
+            "measured_source": {
+                "scenario": c.measured.scenario.label,
+                "link_gbit": c.measured.link_gbit,
+                "step_time_us": c.measured.step_time_us,
+                "exposed_comm_us": c.measured.exposed_comm_us,
+                "nccl_wait_us": c.measured.nccl_wait_us,
+                "peak_mem_bytes": c.measured.peak_mem_bytes,
+            },
+            "calibration": {
+                "contention": c.contention,
+                "peer_skew_us": c.peer_skew_us,
+                "links": {
+                    k: {
+                        "latency_us": v.latency_us,
+                        "busbw_gbps": v.busbw_bytes_per_us * 1e6 / 1e9,
+                        "num_samples": v.num_samples,
+                    }
+                    for k, v in self.links.items()
+                },
+            },
+        }
+
+
+def scaled_links(calib: Calibration, scenario: Scenario) -> dict[str, LinkModel]:
+    """The link models under the scenario's network.
+
+    ``link_gbit`` from a shaped run scales bus bandwidth by the rate ratio (keeping the
+    measured efficiency); from an unshaped run it caps bus bandwidth at the shaped link's
+    TCP goodput (``R`` Gbit/s × 0.956). ``bandwidth_scale`` multiplies it.
+    """
+    out = {}
+    for kind, lm in calib.links.items():
+        bw = lm.busbw_bytes_per_us * scenario.bandwidth_scale
+        if scenario.link_gbit is not None:
+            r0 = calib.measured.link_gbit
+            if r0:
+                bw = lm.busbw_bytes_per_us * scenario.link_gbit / float(r0)
+            else:
+                bw = min(bw, scenario.link_gbit * GBIT_BYTES_PER_US * TCP_EFFICIENCY)
+        out[kind] = lm.with_busbw(bw)
+    return out
+
+
+def _link(links: dict[str, LinkModel], kind: str, world: int) -> LinkModel:
+    if kind in links:
+        return links[kind]
+    # a kind the run never measured: the measured kinds' bus bandwidth, this kind's factor
+    base = next(iter(links.values()))
+    return LinkModel(kind, base.latency_us, base.busbw_bytes_per_us, bus_factor(kind, world), 0)
+
+
+def predict_from(
+    calib: Calibration, scenario: Scenario, *, contention: float | None = None
+) -> Prediction:
+    """Replay one step of the calibrated run under ``scenario``."""
+    program = build_program(calib.step_model, scenario)
+    links = scaled_links(calib, scenario)
+    transfer = [
+        _link(links, c.kind, calib.world_size).transfer_us(c.bytes) for c in program.collectives
+    ]
+    alpha = calib.contention if contention is None else contention
+    rep = replay(program, calib.ranks, transfer, alpha)
+    metrics = rank_metrics(rep)
+    per_rank = pd.DataFrame([asdict(m) for m in metrics])
+    mem = {
+        r: b + program.max_alive_in_backward * calib.alive_unit_bytes
+        for r, b in calib.mem_baseline_bytes.items()
+    }
+    per_rank["peak_mem_bytes"] = per_rank["rank"].map(mem).fillna(0).astype("int64")
+    return Prediction(
+        scenario=scenario,
+        calibration=calib,
+        replay=rep,
+        per_rank=per_rank,
+        step_time_us=float(per_rank["step_time_us"].mean()),
+        exposed_comm_us=float(per_rank["exposed_comm_us"].mean()),
+        nccl_wait_us=float(per_rank["nccl_wait_us"].mean()),
+        peak_mem_bytes=int(max(mem.values(), default=0)),
+        max_alive_units=program.max_alive_units,
+        max_alive_in_backward=program.max_alive_in_backward,
+        deferred_prefetches=program.deferred_prefetches,
+        links=links,
+    )
+
+
+def load_calibration(run_dir: str | Path) -> Calibration:
+    """Load, analyse and calibrate one overlapscope run directory."""
+    traces = load_run(Path(run_dir), progress=False)
+    return calibrate(traces, analyze(traces))
+
+
+def predict(
+    run_dir: str | Path, scenario: Scenario, *, contention: float | None = None
+) -> Prediction:
+    """Predict ``scenario`` from the measured run in ``run_dir`` (the dashboard's entry)."""
+    return predict_from(load_calibration(run_dir), scenario, contention=contention)

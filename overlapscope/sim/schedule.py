@@ -1,0 +1,472 @@
+"""A pure discrete-event replay of one training step under a :class:`Scenario`.
+
+Two stages, mirroring how the engine (``overlapscope/engine/sharded.py``) works:
+
+1. :func:`build_program` runs the engine's hook logic *symbolically* (issue on demand,
+   prefetch points of each policy, forward prefetch, the rate limiter's deferral, reshard
+   after forward/backward, reduce-scatter waits at the end of backward) and writes the
+   training thread's program: ``COMPUTE``, ``ISSUE k`` and ``WAIT k`` ops, plus the list of
+   collectives in issue order. Which prefetch is held back depends only on the order of
+   issues and frees on the thread, never on timing, so the program is the same on every
+   rank and is built once. It also counts alive full-parameter units (peak memory).
+2. :func:`replay` plays the program on every rank at once:
+
+   - the compute lane of rank r is its training thread: ops run back to back; ``WAIT k``
+     blocks until collective k is done (the CPU's "NCCL wait");
+   - the communication lane is one queue per process group: collective k starts when every
+     rank has issued it *and* collective k-1 is done (all-gathers and reduce-scatters
+     serialise on one stream, in issue order, as NCCL and the engine's one-thread gloo
+     group do); a rank that issues early waits inside the op for its peers (peer wait);
+   - compute that runs while the queue is busy is slowed by ``1 + contention`` (on CPU the
+     communication thread takes cycles from the same cores; Echo measured the same on GPU).
+
+Timeline of one backward unit, policy ``backward_pre``, as replayed::
+
+    C (rank r):  ISSUE AG2 | bwd 3 ..................| ISSUE RS3 | WAIT AG2 | bwd 2 ...
+    N (group):   AG2 ------------------|  RS3 -----------------|
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from overlapscope.trace.names import OPTIM_UNIT, ROOT_UNIT, Phase
+
+ROOT = ROOT_UNIT
+
+
+class Policy(enum.Enum):
+    """The engine's backward prefetch policy (same values as ``engine.config.Policy``)."""
+
+    NONE = "none"
+    BACKWARD_POST = "backward_post"
+    BACKWARD_PRE = "backward_pre"
+
+
+class OpKind(enum.Enum):
+    COMPUTE = "compute"
+    ISSUE = "issue"
+    WAIT = "wait"
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """What to predict: the engine configuration and the network."""
+
+    policy: Policy = Policy.NONE
+    forward_prefetch: bool = False
+    limit_all_gathers: int | None = None
+    bandwidth_scale: float = 1.0  # multiplies every link's bus bandwidth
+    link_gbit: float | None = None  # a shaped link of this rate (None: the measured network)
+
+    def __post_init__(self) -> None:
+        if self.limit_all_gathers is not None and self.limit_all_gathers < 1:
+            raise ValueError(f"limit_all_gathers {self.limit_all_gathers} must be >= 1")
+        if not self.bandwidth_scale > 0:
+            raise ValueError(f"bandwidth_scale {self.bandwidth_scale} must be > 0")
+        if self.link_gbit is not None and not self.link_gbit > 0:
+            raise ValueError(f"link_gbit {self.link_gbit} must be > 0")
+        if self.link_gbit is not None and self.bandwidth_scale != 1.0:
+            raise ValueError("give link_gbit or bandwidth_scale, not both")
+
+    @property
+    def label(self) -> str:
+        s = self.policy.value
+        if self.limit_all_gathers is not None:
+            s += f"+limit={self.limit_all_gathers}"
+        if self.forward_prefetch:
+            s += "+fwd"
+        if self.link_gbit is not None:
+            s += f"@{self.link_gbit:g}gbit"
+        elif self.bandwidth_scale != 1.0:
+            s += f"@bw×{self.bandwidth_scale:g}"
+        return s
+
+
+@dataclass(frozen=True, slots=True)
+class Collective:
+    """One collective of the step, in issue order (``kind`` names the link model)."""
+
+    index: int
+    kind: str  # "all_gather" or the reduction's kind ("all_reduce" on gloo, "reduce_scatter")
+    unit: str
+    phase: Phase
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    kind: OpKind
+    phase: Phase  # compute phase, or the collective's phase for ISSUE/WAIT
+    unit: str
+    piece: int = 0  # COMPUTE: which piece of the unit's phase (the root runs in pieces)
+    collective: int = -1  # ISSUE/WAIT: index into Program.collectives
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    ops: tuple[Op, ...]
+    collectives: tuple[Collective, ...]
+    max_alive_units: int
+    max_alive_in_backward: int
+    deferred_prefetches: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepModel:
+    """The shape of a step: units in forward order and collective sizes/kinds."""
+
+    units: tuple[str, ...]  # non-root units in forward order
+    ag_bytes: dict[str, int]  # gathered bytes per unit (root included)
+    reduce_bytes: dict[str, int]  # gradient reduction bytes per unit (root included)
+    reduce_kind: str = "reduce_scatter"
+
+
+class _SymbolicEngine:
+    """The engine's schedule logic (``ShardedModel`` hooks) without tensors or time."""
+
+    def __init__(self, model: StepModel, scenario: Scenario) -> None:
+        self.m = model
+        self.s = scenario
+        self.ops: list[Op] = []
+        self.colls: list[Collective] = []
+        self.pending_ag: dict[str, int] = {}
+        self.gathered: set[str] = set()
+        self.alive: set[str] = set()
+        self.deferred: tuple[str, Phase] | None = None
+        self.in_backward = False
+        self.max_alive = 0
+        self.max_alive_bwd = 0
+        self.num_deferred = 0
+        self.pending_rs: dict[str, int] = {}
+
+    # -- helpers (same names as in sharded.py)
+    def note_alive(self) -> None:
+        self.max_alive = max(self.max_alive, len(self.alive))
+        if self.in_backward:
+            self.max_alive_bwd = max(self.max_alive_bwd, len(self.alive))
+
+    def compute(self, phase: Phase, unit: str, piece: int = 0) -> None:
+        self.ops.append(Op(OpKind.COMPUTE, phase, unit, piece))
+
+    def issue(self, kind: str, unit: str, phase: Phase, nbytes: int) -> int:
+        k = len(self.colls)
+        self.colls.append(Collective(k, kind, unit, phase, nbytes))
+        self.ops.append(Op(OpKind.ISSUE, phase, unit, collective=k))
+        return k
+
+    def needs_gather(self, u: str) -> bool:
+        return u not in self.pending_ag and u not in self.gathered
+
+    def issue_all_gather(self, u: str, phase: Phase) -> None:
+        self.pending_ag[u] = self.issue("all_gather", u, phase, self.m.ag_bytes[u])  # ISSUE AG
+        self.gathered.add(u)
+        if self.deferred is not None and self.deferred[0] == u:
+            self.deferred = None
+        if u != ROOT:
+            self.alive.add(u)
+            self.note_alive()
+
+    def ensure_gathered(self, u: str, phase: Phase) -> None:
+        if self.needs_gather(u):
+            self.issue_all_gather(u, phase)
+
+    def wait_all_gather(self, u: str) -> None:
+        k = self.pending_ag.pop(u, None)
+        if k is not None:
+            self.ops.append(Op(OpKind.WAIT, self.colls[k].phase.wait, u, collective=k))
+
+    def prefetch(self, u: str | None, phase: Phase) -> None:
+        if u is None or not self.needs_gather(u):
+            return
+        limit = self.s.limit_all_gathers
+        if limit is not None and u != ROOT and len(self.alive) >= limit:
+            self.deferred = (u, phase)  # held back; free() issues it (CPU limiter)
+            self.num_deferred += 1
+            return
+        self.issue_all_gather(u, phase)
+
+    def free(self, u: str) -> None:
+        self.gathered.discard(u)
+        self.alive.discard(u)
+        self.note_alive()
+        if self.deferred is not None:
+            d, phase = self.deferred
+            self.deferred = None
+            self.prefetch(d, phase)
+
+    def next_forward(self, u: str) -> str | None:
+        order = [ROOT, *self.m.units]
+        i = order.index(u)
+        return order[i + 1] if i + 1 < len(order) else None
+
+    def next_backward(self, u: str) -> str | None:
+        order = [ROOT, *reversed(self.m.units)]
+        i = order.index(u)
+        return order[i + 1] if i + 1 < len(order) else None
+
+    # -- the step, phase by phase
+    def pre_forward(self, u: str) -> None:
+        self.ensure_gathered(u, Phase.AG_FWD)  # ISSUE on demand
+        if self.s.forward_prefetch:
+            self.prefetch(self.next_forward(u), Phase.AG_FWD)  # PREFETCH next unit
+        self.wait_all_gather(u)  # WAIT: parameters needed now
+
+    def pre_backward(self, u: str) -> None:
+        if u == ROOT:
+            self.in_backward = True
+        self.ensure_gathered(u, Phase.AG_BWD)
+        if self.s.policy is Policy.BACKWARD_PRE:
+            self.prefetch(self.next_backward(u), Phase.AG_BWD)  # PREFETCH before compute
+        self.wait_all_gather(u)
+        self.note_alive()
+
+    def post_backward(self, u: str) -> None:
+        if u != ROOT:
+            self.free(u)  # reshard after backward
+            if self.s.policy is Policy.BACKWARD_POST:
+                self.prefetch(self.next_backward(u), Phase.AG_BWD)  # PREFETCH after compute
+        k = self.issue(self.m.reduce_kind, u, Phase.RS, self.m.reduce_bytes[u])  # ISSUE RS
+        self.pending_rs[u] = k
+        if u == ROOT:
+            self.free(u)
+
+    def step(self) -> Program:
+        units = self.m.units
+        # Forward: root first, then every unit; the root's own compute runs in pieces
+        # between the units (embedding before, head + loss after).
+        self.pre_forward(ROOT)
+        self.compute(Phase.FWD, ROOT, 0)
+        for i, u in enumerate(units):
+            self.pre_forward(u)
+            self.compute(Phase.FWD, u)
+            self.free(u)  # reshard after forward
+            self.compute(Phase.FWD, ROOT, i + 1)
+        self.deferred = None  # forward over: a held-back forward prefetch is moot
+        # Backward: root (head gradient), then units in reverse order.
+        self.pre_backward(ROOT)
+        self.compute(Phase.BWD, ROOT, 0)
+        for i, u in enumerate(reversed(units)):
+            self.pre_backward(u)
+            self.compute(Phase.BWD, u)
+            self.post_backward(u)
+            self.compute(Phase.BWD, ROOT, i + 1)
+        self.post_backward(ROOT)
+        # End of backward: wait for every reduction in issue order, then the optimizer.
+        for u in [*reversed(units), ROOT]:
+            k = self.pending_rs.pop(u)
+            self.ops.append(Op(OpKind.WAIT, Phase.RS_WAIT, u, collective=k))
+        self.in_backward = False
+        self.deferred = None
+        self.compute(Phase.OPTIM, OPTIM_UNIT)
+        return Program(
+            tuple(self.ops),
+            tuple(self.colls),
+            self.max_alive,
+            self.max_alive_bwd,
+            self.num_deferred,
+        )
+
+
+def build_program(model: StepModel, scenario: Scenario) -> Program:
+    """The training thread's ops for one step of ``model`` under ``scenario``."""
+    return _SymbolicEngine(model, scenario).step()
+
+
+# --------------------------------------------------------------------------- replay
+
+
+@dataclass(frozen=True, slots=True)
+class RankTimes:
+    """Per-rank durations the replay needs (µs)."""
+
+    compute_us: dict[tuple[Phase, str, int], float]  # (phase, unit, piece) -> duration
+    issue_us: dict[Phase, float] = field(default_factory=dict)  # issue cost per comm phase
+    start_overhead_us: float = 0.0  # per-step thread time outside every range
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    rank: int
+    lane: str  # "compute", "wait", "issue" (training thread) or "comm"
+    phase: Phase
+    unit: str
+    start_us: float
+    end_us: float
+    collective: int = -1
+
+    @property
+    def dur_us(self) -> float:
+        return self.end_us - self.start_us
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    program: Program
+    intervals: tuple[Interval, ...]
+    step_time_us: dict[int, float]  # per rank
+    coll_start_us: tuple[float, ...]
+    coll_end_us: tuple[float, ...]
+
+    def lane(self, rank: int, lane: str) -> list[Interval]:
+        return [iv for iv in self.intervals if iv.rank == rank and iv.lane == lane]
+
+
+def _stretch(t: float, work_us: float, busy: Sequence[tuple[float, float]], factor: float) -> float:
+    """End time of ``work_us`` of compute started at ``t`` that runs ``1 + factor`` times
+    slower while the communication lane is busy (``busy``: sorted, disjoint intervals)."""
+    if factor <= 0 or work_us <= 0:
+        return t + work_us
+    left = work_us
+    for s, e in busy:
+        if e <= t:
+            continue
+        if s > t:  # free-running segment before this busy interval
+            if s - t >= left:
+                return t + left
+            left -= s - t
+            t = s
+        span = (e - t) / (1 + factor)  # work done while busy
+        if span >= left:
+            return t + left * (1 + factor)
+        left -= span
+        t = e
+    return t + left
+
+
+def replay(
+    program: Program,
+    ranks: dict[int, RankTimes],
+    transfer_us: Sequence[float],
+    contention: float = 0.0,
+) -> Replay:
+    """Play ``program`` on every rank; ``transfer_us[k]`` is collective k's wire time."""
+    if len(transfer_us) != len(program.collectives):
+        raise ValueError("transfer_us needs one duration per collective of the program")
+    if not ranks:
+        raise ValueError("replay needs at least one rank")
+    ncoll = len(program.collectives)
+    issued: list[dict[int, float]] = [{} for _ in range(ncoll)]
+    start = [float("nan")] * ncoll
+    end = [float("nan")] * ncoll
+    busy: list[tuple[float, float]] = []  # the queue's busy intervals (known so far)
+    next_coll = 0
+    lane_free = 0.0
+    pc = dict.fromkeys(ranks, 0)
+    now = {r: t.start_overhead_us for r, t in ranks.items()}
+    out: list[Interval] = []
+
+    def schedule() -> None:
+        nonlocal next_coll, lane_free
+        while next_coll < ncoll and len(issued[next_coll]) == len(ranks):
+            k = next_coll
+            prev_free = lane_free
+            start[k] = max(max(issued[k].values()), lane_free)
+            end[k] = start[k] + transfer_us[k]
+            lane_free = end[k]
+            busy.append((start[k], end[k]))
+            c = program.collectives[k]
+            for r, t_issue in issued[k].items():
+                # each rank's op runs from when its queue reaches it (peer wait included)
+                s_r = max(t_issue, prev_free)
+                out.append(Interval(r, "comm", c.phase, c.unit, s_r, end[k], k))
+            next_coll += 1
+
+    ops = program.ops
+    while any(pc[r] < len(ops) for r in ranks):
+        progressed = False
+        for r, times in ranks.items():
+            while pc[r] < len(ops):
+                op = ops[pc[r]]
+                t = now[r]
+                if op.kind is OpKind.COMPUTE:
+                    work = times.compute_us.get((op.phase, op.unit, op.piece), 0.0)
+                    t_end = _stretch(t, work, busy, contention)
+                    out.append(Interval(r, "compute", op.phase, op.unit, t, t_end))
+                    now[r] = t_end
+                elif op.kind is OpKind.ISSUE:
+                    t_end = t + times.issue_us.get(op.phase, 0.0)
+                    out.append(Interval(r, "issue", op.phase, op.unit, t, t_end, op.collective))
+                    issued[op.collective][r] = t_end
+                    now[r] = t_end
+                    schedule()
+                else:  # WAIT: blocks the thread until the collective is done
+                    done = end[op.collective]
+                    if np.isnan(done):
+                        break  # not scheduled yet: a peer has not issued it
+                    t_end = max(t, done)
+                    out.append(Interval(r, "wait", op.phase, op.unit, t, t_end, op.collective))
+                    now[r] = t_end
+                pc[r] += 1
+                progressed = True
+        if not progressed:
+            raise AssertionError("replay deadlocked: ranks wait on collectives never issued")
+    return Replay(program, tuple(out), dict(now), tuple(start), tuple(end))
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def _union(iv: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for s, e in sorted(iv):
+        if e <= s:
+            continue
+        if merged and s <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], e))
+        else:
+            merged.append((s, e))
+    return merged
+
+
+def _length(iv: Sequence[tuple[float, float]]) -> float:
+    return float(sum(e - s for s, e in iv))
+
+
+def _minus(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]]) -> float:
+    """Length of union(a) minus union(b)."""
+    ua, ub = _union(a), _union(b)
+    total = _length(ua)
+    j = 0
+    for s, e in ua:
+        while j < len(ub) and ub[j][1] <= s:
+            j += 1
+        k = j
+        while k < len(ub) and ub[k][0] < e:
+            total -= min(e, ub[k][1]) - max(s, ub[k][0])
+            k += 1
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class RankMetrics:
+    rank: int
+    step_time_us: float
+    compute_us: float
+    comm_us: float
+    exposed_comm_us: float
+    nccl_wait_us: float
+
+
+def rank_metrics(rep: Replay) -> list[RankMetrics]:
+    """Per-rank figures with the analysis' definitions (docs/ANALYSIS.md)."""
+    out = []
+    for r in sorted(rep.step_time_us):
+        comp = [(i.start_us, i.end_us) for i in rep.lane(r, "compute")]
+        comm = [(i.start_us, i.end_us) for i in rep.lane(r, "comm")]
+        wait = [(i.start_us, i.end_us) for i in rep.lane(r, "wait")]
+        out.append(
+            RankMetrics(
+                rank=r,
+                step_time_us=rep.step_time_us[r],
+                compute_us=_length(_union(comp)),
+                comm_us=_length(_union(comm)),
+                exposed_comm_us=_minus(comm, comp),
+                nccl_wait_us=_length(_union(wait)),
+            )
+        )
+    return out

@@ -1,0 +1,172 @@
+"""Real-browser tests (headless Chromium via dash_duo) on the shipped sample runs.
+
+They also write the screenshots in ``docs/dashboard-<view>.png`` shown in the README.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from selenium.webdriver.common.by import By
+
+from dashboards import create_app, ids
+from dashboards.data import RunSource, default_pair, discover_runs
+
+from .conftest import DOCS
+
+pytestmark = pytest.mark.browser
+
+VIEW_HEIGHT = {
+    ids.TAB_OVERVIEW: 1000,
+    ids.TAB_TIMELINE: 1100,
+    ids.TAB_UNITS: 820,
+    ids.TAB_TRADEOFF: 840,
+    ids.TAB_RANKS: 1000,
+}
+GRAPH_OF = {
+    ids.TAB_TIMELINE: ids.TIMELINE_GRAPH,
+    ids.TAB_UNITS: ids.UNITS_GRAPH,
+    ids.TAB_TRADEOFF: ids.TRADEOFF_GRAPH,
+    ids.TAB_RANKS: ids.RANKS_GRAPH,
+}
+
+
+def _open_tab(dash_duo: Any, tab: str) -> None:
+    dash_duo.find_element(f"#tab-{tab}").click()
+    if tab in GRAPH_OF:
+        dash_duo.wait_for_element(f"#{GRAPH_OF[tab]} .main-svg", timeout=20)
+    else:
+        dash_duo.wait_for_element(f"#{ids.OVERVIEW_TABLE} td", timeout=20)
+
+
+def _text(dash_duo: Any, selector: str) -> str:
+    return str(dash_duo.find_element(selector).text)
+
+
+def _figure(dash_duo: Any, graph_id: str) -> dict[str, Any]:
+    """The figure as plotly drew it (data and layout from the graph's DOM node)."""
+    js = (
+        "const gd = document.querySelector('#%s .js-plotly-plot');"
+        "return JSON.stringify({data: gd.data.map(t => ({name: t.name, type: t.type})),"
+        " titles: (gd.layout.annotations || []).map(a => a.text), title: gd.layout.title.text});"
+    ) % graph_id
+    return json.loads(dash_duo.driver.execute_script(js))
+
+
+def _screenshot(dash_duo: Any, tab: str) -> None:
+    dash_duo.driver.set_window_size(1400, VIEW_HEIGHT[tab])
+    time.sleep(0.6)  # plotly re-layouts on resize
+    dash_duo.driver.save_screenshot(str(DOCS / f"dashboard-{tab}.png"))
+
+
+def test_every_view_renders_the_sample_runs(dash_duo: Any, sample_runs: list[RunSource]) -> None:
+    app = create_app(sample_runs)
+    dash_duo.start_server(app)
+    run_a, run_b = default_pair(sample_runs)
+    labels = {r.key: r.label for r in sample_runs}
+
+    _open_tab(dash_duo, ids.TAB_OVERVIEW)
+    table = _text(dash_duo, f"#{ids.OVERVIEW_TABLE}")
+    for r in sample_runs:
+        assert r.label in table
+    assert "exposed comm" in table and "peak memory" in table
+    findings = _text(dash_duo, f"#{ids.FINDINGS}")
+    assert "evidence:" in findings and "try:" in findings
+    _screenshot(dash_duo, ids.TAB_OVERVIEW)
+
+    _open_tab(dash_duo, ids.TAB_TIMELINE)
+    fig = _figure(dash_duo, ids.TIMELINE_GRAPH)
+    titles = " | ".join(fig["titles"])
+    assert labels[str(run_a)] in titles and labels[str(run_b)] in titles
+    names = {t["name"] for t in fig["data"]}
+    assert {"forward compute", "exposed communication"} <= names
+    assert any(n.startswith("all-gather") for n in names)
+    _screenshot(dash_duo, ids.TAB_TIMELINE)
+
+    _open_tab(dash_duo, ids.TAB_UNITS)
+    fig = _figure(dash_duo, ids.UNITS_GRAPH)
+    assert fig["title"] == "Exposed communication per unit"
+    assert any("all-gather (backward)" in t["name"] for t in fig["data"])
+    _screenshot(dash_duo, ids.TAB_UNITS)
+
+    _open_tab(dash_duo, ids.TAB_TRADEOFF)
+    fig = _figure(dash_duo, ids.TRADEOFF_GRAPH)
+    assert len(fig["data"]) == len(sample_runs)
+    _screenshot(dash_duo, ids.TAB_TRADEOFF)
+
+    _open_tab(dash_duo, ids.TAB_RANKS)
+    fig = _figure(dash_duo, ids.RANKS_GRAPH)
+    assert {t["type"] for t in fig["data"]} >= {"heatmap", "bar"}
+    assert "started last" in _text(dash_duo, f"#{ids.STRAGGLERS}")
+    _screenshot(dash_duo, ids.TAB_RANKS)
+
+    assert dash_duo.get_logs() == []
+
+
+def _pick(dash_duo: Any, dropdown_id: str, option_text: str) -> None:
+    dash_duo.find_element(f"#{dropdown_id}").click()
+    for el in dash_duo.driver.find_elements(By.CSS_SELECTOR, f"#{dropdown_id} [role=option]"):
+        if el.text == option_text:
+            el.click()
+            return
+    options = [
+        e.text for e in dash_duo.driver.find_elements(By.CSS_SELECTOR, "[role=option]")
+    ]
+    raise AssertionError(f"no option {option_text!r} in #{dropdown_id}: {options}")
+
+
+def test_switching_runs_and_steps(dash_duo: Any, sample_runs: list[RunSource]) -> None:
+    app = create_app(sample_runs)
+    dash_duo.start_server(app)
+    run_a, _ = default_pair(sample_runs)
+    _open_tab(dash_duo, ids.TAB_TIMELINE)
+    first = _figure(dash_duo, ids.TIMELINE_GRAPH)["titles"][0]
+
+    # Another step: the timeline panels are retitled with it.
+    options = dash_duo.driver.execute_script(
+        "return Array.from(document.querySelectorAll('#%s')).length" % ids.STEP
+    )
+    assert options == 1
+    steps = sorted({int(s) for s in first.split("step ")[1:2][0].split()[:1]})
+    dash_duo.find_element(f"#{ids.STEP}").click()
+    texts = [
+        e.text for e in dash_duo.driver.find_elements(By.CSS_SELECTOR, f"#{ids.STEP} [role=option]")
+    ]
+    other = next(t for t in texts if t != f"step {steps[0]}")
+    _pick(dash_duo, ids.STEP, other)
+    dash_duo.wait_for_contains_text(f"#{ids.TIMELINE_GRAPH} .gtitle, #{ids.TIMELINE_GRAPH}", other)
+
+    # Another run A: the ranks view names it.
+    other_run = next(r for r in sample_runs if r.key != run_a)
+    _open_tab(dash_duo, ids.TAB_RANKS)
+    _pick(dash_duo, ids.RUN_A, f"{other_run.label} ({other_run.policy or 'traces'})")
+    dash_duo.wait_for_contains_text(f"#{ids.RANKS_GRAPH}", other_run.label, timeout=20)
+    assert dash_duo.get_logs() == []
+
+
+def test_vanished_and_broken_runs_show_an_error_panel(
+    dash_duo: Any, sample_run_dir: Path, tmp_path: Path
+) -> None:
+    good = tmp_path / "good"
+    broken = tmp_path / "broken"
+    shutil.copytree(sample_run_dir, good)
+    shutil.copytree(sample_run_dir, broken)
+    for trace in broken.glob("*.json.gz"):
+        trace.write_bytes(b"\x1f\x8b not really gzip")
+    runs = discover_runs([tmp_path])
+    app = create_app(runs)
+    dash_duo.start_server(app)
+    _open_tab(dash_duo, ids.TAB_TIMELINE)
+    _open_tab(dash_duo, ids.TAB_OVERVIEW)
+    dash_duo.wait_for_contains_text(f".{ids.ERROR_PANEL_CLASS}", "broken", timeout=20)
+
+    shutil.rmtree(good)
+    _open_tab(dash_duo, ids.TAB_UNITS)  # re-renders: both runs now fail
+    dash_duo.wait_for_contains_text(f".{ids.ERROR_PANEL_CLASS}", "no longer exists", timeout=20)
+    assert dash_duo.find_element(f"#{ids.TABS}")  # the app is still up
+    assert dash_duo.get_logs() == []
