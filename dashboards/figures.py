@@ -27,14 +27,29 @@ EXPOSED_PHASE = "exposed"
 COMM_PHASES: tuple[str, ...] = ("ag_fwd", "ag_bwd", "rs", "ar")
 
 
-def _base_layout(fig: go.Figure, title: str, height: int) -> go.Figure:
+def _base_layout(
+    fig: go.Figure, title: str, height: int, *, legend_right: bool = False, top: int = 110
+) -> go.Figure:
+    """Title at the top, legend under it (or on the right), plot area below both."""
+    legend = (
+        {"orientation": "v", "yanchor": "top", "y": 1, "x": 1.01, "xanchor": "left"}
+        if legend_right
+        else {
+            "orientation": "h",
+            "yref": "container",
+            "yanchor": "top",
+            "y": 1 - 48 / height,
+            "x": 0,
+            "xanchor": "left",
+        }
+    )
     fig.update_layout(
-        title={"text": title, "x": 0.01, "xanchor": "left"},
+        title={"text": title, "x": 0.01, "xanchor": "left", "yref": "container", "y": 1 - 22 / height},
         template="plotly_white",
         font=FONT,
         height=height,
-        margin={"l": 60, "r": 30, "t": 80, "b": 60},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0, "xanchor": "left"},
+        margin={"l": 70, "r": 30, "t": top, "b": 60},
+        legend=legend,
     )
     return fig
 
@@ -238,7 +253,9 @@ def timeline_figure(
     if window_ms is not None:
         fig.update_xaxes(range=list(window_ms))
     height = 140 + sum(heights) * 28 + 80 * len(panels)
-    return _base_layout(fig, "Timeline: one step, lanes per rank", height)
+    return _base_layout(
+        fig, "Timeline: one step, lanes per rank", height, legend_right=True, top=70
+    )
 
 
 # --- units ----------------------------------------------------------------------------------
@@ -319,7 +336,6 @@ def tradeoff_figure(tradeoff: pd.DataFrame) -> go.Figure:
         )
     fig.update_xaxes(title_text="peak memory (MiB, max over ranks)")
     fig.update_yaxes(title_text="step time (ms, mean over ranks)", rangemode="tozero")
-    fig.update_xaxes(rangemode="tozero")
     return _base_layout(
         fig, "Trade-off: step time vs peak memory (lower-left is better)", 540
     )

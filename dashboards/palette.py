@@ -40,7 +40,7 @@ PHASE_STYLE: dict[str, tuple[str, str]] = {
 }
 UNKNOWN_PHASE = "other"
 UNKNOWN_STYLE: tuple[str, str] = (LANE_COMPUTE, "#A0A0A0")
-EXPOSED_COLOUR = "#D62728"
+EXPOSED_COLOUR = "#222222"  # exposed communication: dark, unlike any phase
 
 # Human names for the legend.
 PHASE_NAMES: dict[str, str] = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pandas as pd
-from dash import dash_table, dcc, html
+from dash import dcc, html
 from dash.development.base_component import Component
 
 from dashboards import ids
@@ -83,41 +83,47 @@ def step_options(registry: RunRegistry, run_a: str | None, run_b: str | None) ->
     return sorted(steps)
 
 
+NUMBER_FORMATS: dict[str, str] = {
+    "step_ms": "{:.1f}",
+    "throughput_tok_s": "{:,.0f}",
+    "exposed_comm_ms": "{:.1f}",
+    "nccl_wait_ms": "{:.1f}",
+    "overlap_pct": "{:.1f}",
+    "peak_mem_mib": "{:.1f}",
+    "busbw_gbps": "{:.3f}",
+}
+CELL_STYLE = {"padding": "4px 10px", "borderBottom": "1px solid #e5e5e5", "textAlign": "right"}
+HEAD_STYLE = CELL_STYLE | {"background": "#f3f3f3", "fontWeight": "bold", "verticalAlign": "bottom"}
+
+
+def format_cell(column: str, value: object) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "–"
+    fmt = NUMBER_FORMATS.get(column)
+    return fmt.format(value) if fmt and isinstance(value, int | float) else str(value)
+
+
+def overview_html(table: pd.DataFrame) -> html.Table:
+    head = html.Tr([html.Th(OVERVIEW_HEADERS[c], style=HEAD_STYLE) for c in OVERVIEW_COLUMNS])
+    body = [
+        html.Tr([html.Td(format_cell(c, row[c]), style=CELL_STYLE) for c in OVERVIEW_COLUMNS])
+        for row in table.to_dict("records")
+    ]
+    return html.Table(
+        [html.Thead(head), html.Tbody(body)],
+        id=ids.OVERVIEW_TABLE,
+        style={"borderCollapse": "collapse", "fontSize": "14px", "width": "100%"},
+    )
+
+
 def overview_view(registry: RunRegistry) -> list[Component]:
     runs, errors = _load_many(registry, [s.key for s in registry.sources])
-    table = overview_table(runs)
-    numeric = {
-        "step_ms": ".1f",
-        "throughput_tok_s": ",.0f",
-        "exposed_comm_ms": ".1f",
-        "nccl_wait_ms": ".1f",
-        "overlap_pct": ".1f",
-        "peak_mem_mib": ".1f",
-        "busbw_gbps": ".3f",
-    }
-    columns = [
-        {"name": OVERVIEW_HEADERS[c], "id": c}
-        | (
-            {"type": "numeric", "format": {"specifier": numeric[c]}}
-            if c in numeric
-            else {}
-        )
-        for c in OVERVIEW_COLUMNS
-    ]
-    findings = findings_table(runs)
     return [
-        html.H3("Runs and ranks"),
+        html.H3("Runs and ranks (per-step means over the profiled steps)"),
         *errors,
-        dash_table.DataTable(
-            id=ids.OVERVIEW_TABLE,
-            columns=columns,
-            data=table.astype(object).where(table.notna(), None).to_dict("records"),
-            sort_action="native",
-            style_cell={"fontFamily": "Inter, Helvetica, Arial, sans-serif", "padding": "4px 8px"},
-            style_header={"fontWeight": "bold", "backgroundColor": "#f3f3f3"},
-        ),
+        overview_html(overview_table(runs)),
         html.H3("Findings (largest time at stake first)"),
-        html.Div(_findings(findings), id=ids.FINDINGS),
+        html.Div(_findings(findings_table(runs)), id=ids.FINDINGS),
     ]
 
 

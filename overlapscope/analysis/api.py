@@ -18,6 +18,7 @@ from overlapscope.analysis.bound import bound_summary, bound_table
 from overlapscope.analysis.collectives import collective_tables
 from overlapscope.analysis.findings import Finding, find
 from overlapscope.analysis.hta_report import HtaReport, HtaStatus, run_hta
+from overlapscope.analysis.levers import lever_table
 from overlapscope.analysis.metrics import (
     comm_exposure,
     compute_by_unit,
@@ -66,6 +67,7 @@ class RunAnalysis:
     findings: tuple[Finding, ...]
     timeline: pd.DataFrame
     exposed: pd.DataFrame
+    levers: pd.DataFrame  # recompute / h2d / d2h per unit (analysis/levers.py)
     counted_steps: dict[int, tuple[int, ...]]
     warnings: tuple[str, ...]
     hta: HtaReport | None = None
@@ -96,6 +98,7 @@ class RunAnalysis:
             "steps": _records(self.steps),
             "units": _records(self.units),
             "collectives": _records(self.collectives),
+            "levers": _records(self.levers),
             "bound": {"per_rank": _records(self.bound), "summary": _clean(self.bound_summary)},
             "findings": [f.to_dict() for f in self.findings],
             "hta": (self.hta or HtaReport(_hta_default(s.has_gpu))).to_dict(),
@@ -148,6 +151,7 @@ def analyze(run: RunTraces, *, hta: bool = False) -> RunAnalysis:
         findings=findings,
         timeline=timeline_table(run, counted, exposure),
         exposed=exposed_intervals(run, counted),
+        levers=lever_table(run, counted),
         counted_steps={r.rank: r.steps for r in run.ranks},
         warnings=run.warnings,
     )

@@ -46,6 +46,14 @@ UNIT_COLUMNS = {
     "comm_us_per_step": ("comm µs/step", 0),
     "exposed_us_per_step": ("exposed µs/step", 0),
 }
+LEVER_COLUMNS = {
+    "rank": ("rank", 0),
+    "unit": ("unit", 0),
+    "phase": ("phase", 0),
+    "time_us_per_step": ("µs/step", 0),
+    "exposed_us_per_step": ("exposed µs/step", 0),
+    "hides_comm_us_per_step": ("hides comm µs/step", 0),
+}
 COLLECTIVE_COLUMNS = {
     "step": ("step", 0),
     "seq": ("seq", 0),
@@ -87,6 +95,14 @@ def sections(a: RunAnalysis) -> list[tuple[str, list[str], list[list[str]]]]:
                 "Top collectives",
                 [h for h, _ in COLLECTIVE_COLUMNS.values()],
                 _table(coll.head(TOP_N), COLLECTIVE_COLUMNS),
+            )
+        )
+    if len(a.levers):
+        out.append(
+            (
+                "Memory levers: recompute (checkpointing) and offload copies (h2d, d2h)",
+                [h for h, _ in LEVER_COLUMNS.values()],
+                _table(a.levers, LEVER_COLUMNS),
             )
         )
     return out

@@ -32,9 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
     p.add_argument("--debug", action="store_true", help="Dash debug mode (never on a shared host)")
-    p.add_argument(
-        "--no-warm", action="store_true", help="do not analyse every run before serving"
-    )
+    p.add_argument("--no-warm", action="store_true", help="do not analyse every run before serving")
     p.set_defaults(func=run)
     return p
 
@@ -72,11 +70,15 @@ def run(args: argparse.Namespace) -> int:
                 print(f"warning: {e}", file=sys.stderr)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: serving on {args.host}: reachable from other machines", file=sys.stderr)
-    print(f"overlapscope dashboard: {len(runs)} run(s) at {url_for(args.host, args.port)}", flush=True)
+    print(
+        f"overlapscope dashboard: {len(runs)} run(s) at {url_for(args.host, args.port)}", flush=True
+    )
     try:
         app.run(host=args.host, port=args.port, debug=args.debug, use_reloader=False)
     except OSError as e:
-        raise UserError(f"cannot serve on {args.host}:{args.port}: {e.strerror or e} (try --port)") from e
+        raise UserError(
+            f"cannot serve on {args.host}:{args.port}: {e.strerror or e} (try --port)"
+        ) from e
     except KeyboardInterrupt:
         pass
     return 0

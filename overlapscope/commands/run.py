@@ -47,6 +47,18 @@ def add_engine_flags(p: argparse.ArgumentParser, *, with_policy: bool = True) ->
     g.add_argument(
         "--no-instrument", action="store_true", help="no profiler ranges (overhead baseline)"
     )
+    g.add_argument(
+        "--cpu-offload",
+        action="store_true",
+        help="shards and optimizer in host memory, copied in (h2d) / out (d2h) around "
+        "collectives (on CPU runs: same phases, host copies)",
+    )
+    g.add_argument(
+        "--checkpoint-units",
+        default="none",
+        metavar="{none,all,every-N}",
+        help="recompute these units' activations in backward (activation checkpointing)",
+    )
     m = p.add_argument_group("workload")
     m.add_argument("--model", choices=_values(ModelKind), default="gpt")
     m.add_argument("--layers", type=int, default=4)
@@ -101,6 +113,8 @@ def config_from_args(args: argparse.Namespace, policy: str | None = None) -> Run
                 sharding=Sharding(args.sharding),
                 mixed_precision=MixedPrecision(args.mixed_precision),
                 instrument=not args.no_instrument,
+                cpu_offload=args.cpu_offload,
+                checkpoint_units=args.checkpoint_units,
             ),
             model=ModelConfig(
                 kind=ModelKind(args.model),

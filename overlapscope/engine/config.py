@@ -55,6 +55,13 @@ class EngineConfig:
     full parameters may be alive when a *prefetch* is issued; ``None`` disables it. On-demand
     all-gathers are never held back (the data is needed now).
     ``instrument``: emit profiler/NVTX ranges (off for overhead measurements).
+    ``cpu_offload``: shards (and the optimizer) live in host memory; before a unit's
+    all-gather its shard is copied to the device (``h2d``), reduced gradients are copied back
+    (``d2h``). On CPU runs placement does not change, but the copies still happen (a host
+    copy), so the timeline has the same phases.
+    ``checkpoint_units``: ``none``, ``all`` or ``every-N`` (every N-th unit in forward order,
+    starting with the first): those units drop their activations after forward and recompute
+    them in backward, inside the backward all-gather window (``recompute`` phase).
     """
 
     policy: Policy = Policy.BACKWARD_PRE
@@ -63,8 +70,27 @@ class EngineConfig:
     sharding: Sharding = Sharding.FULL_SHARD
     mixed_precision: MixedPrecision = MixedPrecision.NONE
     instrument: bool = True
+    cpu_offload: bool = False
+    checkpoint_units: str = "none"
+
+    def checkpoints(self, index: int) -> bool:
+        """Whether the unit at ``index`` (forward order, root excluded) is checkpointed."""
+        spec = self.checkpoint_units
+        if spec == "none":
+            return False
+        if spec == "all":
+            return True
+        return index % int(spec.removeprefix("every-")) == 0
 
     def __post_init__(self) -> None:
+        spec = self.checkpoint_units
+        every = spec.removeprefix("every-")
+        if spec not in ("none", "all") and not (
+            spec.startswith("every-") and every.isdigit() and int(every) >= 1
+        ):
+            raise ValueError(
+                f"checkpoint_units={spec!r} must be 'none', 'all' or 'every-N' with N >= 1"
+            )
         object.__setattr__(self, "policy", _enum_value(Policy, self.policy, "policy"))
         object.__setattr__(self, "sharding", _enum_value(Sharding, self.sharding, "sharding"))
         object.__setattr__(

@@ -34,6 +34,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.utils._pytree import tree_flatten
+from torch.utils.checkpoint import checkpoint
 
 from overlapscope.engine.comm import Collectives, PendingGrad, new_comm_group
 from overlapscope.engine.config import EngineConfig, MixedPrecision, Policy, Sharding
@@ -54,6 +55,7 @@ class Unit:
     pending_grad: PendingGrad | None = None
     grad_phase: Phase | None = None
     bwd_started: bool = False
+    checkpointed: bool = False
     fresh: bool = False  # no_shard: full buffer already refreshed from the shard this step
 
 
@@ -107,6 +109,11 @@ class ShardedModel(nn.Module):
         self._deferred: tuple[Unit, Phase] | None = None
         self._free_events: collections.deque[torch.cuda.Event] = collections.deque()
         self._in_backward = False
+        self._copy_stream = (
+            torch.cuda.Stream() if self.config.cpu_offload and self.device.type == "cuda" else None
+        )
+        if self.config.cpu_offload and self.device.type == "cuda":
+            self._offload_shards()
         self._install_hooks()
 
     # ------------------------------------------------------------------ construction
@@ -158,6 +165,12 @@ class ShardedModel(nn.Module):
             units.append(Unit(name, module, flat, is_root=name == ROOT_UNIT))
         return units
 
+    def _offload_shards(self) -> None:
+        """CPU offload on CUDA: shards (and so the optimizer state) in pinned host memory."""
+        for u in self.units:
+            if u.flat is not None:
+                u.flat.shard.data = u.flat.shard.data.cpu().pin_memory()
+
     def _sync_initial_shard(self, flat: FlatParam) -> None:
         # One-time, before training: every rank starts from rank 0's parameters.
         full = flat.take_initial_flat()
@@ -166,7 +179,38 @@ class ShardedModel(nn.Module):
         with torch.no_grad():
             flat.shard.copy_(full[start : start + flat.shard_numel])
 
+    def _install_checkpointing(self, u: Unit) -> None:
+        """Recompute ``u``'s activations in backward (non-reentrant torch checkpoint).
+
+        The module's hooks stay outside the checkpointed function, so they fire once per
+        forward; the recomputation (called by autograd during the unit's backward, after its
+        all-gather) runs the original forward again and is ranged as ``recompute``.
+        """
+        original = u.module.forward
+
+        def recompute_aware(*args: Any, **kwargs: Any) -> Any:
+            if not self._in_backward:
+                return original(*args, **kwargs)
+            self.instrument.push(Phase.RECOMPUTE, u.name)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.instrument.pop(Phase.RECOMPUTE, u.name)
+                self.instrument.resume()
+
+        def checkpointed(*args: Any, **kwargs: Any) -> Any:
+            if not torch.is_grad_enabled():
+                return original(*args, **kwargs)
+            return checkpoint(recompute_aware, *args, use_reentrant=False, **kwargs)
+
+        u.module.forward = checkpointed  # type: ignore[method-assign]
+        u.checkpointed = True
+
     def _install_hooks(self) -> None:
+        non_root = [u for u in self.units if not u.is_root]
+        for i, u in enumerate(non_root):
+            if self.config.checkpoints(i):
+                self._install_checkpointing(u)
         for u in self.units:
             u.module.register_forward_pre_hook(self._make_pre_forward(u))
             u.module.register_forward_hook(self._make_post_forward(u))
@@ -247,8 +291,10 @@ class ShardedModel(nn.Module):
         flat = u.flat
         assert flat is not None
         out = flat.alloc_full()
+        src = flat.shard.detach()
+        if self.config.cpu_offload:
+            src = self._copy_to_device(u, src)
         with self.instrument.phase(phase, u.name):
-            src = flat.shard.detach()
             if src.dtype != self._compute_dtype:
                 src = src.to(self._compute_dtype)  # bf16: gather half the bytes
             u.ag_src = src
@@ -260,14 +306,43 @@ class ShardedModel(nn.Module):
             self._alive.add(u.name)
             self._note_alive(f"gather {u.name}")
 
+    def _copy_to_device(self, u: Unit, shard: torch.Tensor) -> torch.Tensor:
+        """CPU offload: bring the host shard to the device before its all-gather.
+
+        CUDA: a non-blocking copy from pinned memory on the copy stream; the compute stream
+        (on which the collective is ordered) waits for it on the device, not the CPU.
+        CPU: a host-to-host copy, so the phase and its cost stay in the timeline."""
+        with self.instrument.phase(Phase.H2D, u.name):
+            if self.device.type != "cuda":
+                return shard.clone()
+            assert self._copy_stream is not None
+            self._copy_stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(self._copy_stream):
+                staged = shard.to(self.device, non_blocking=True)
+            torch.cuda.current_stream().wait_stream(self._copy_stream)
+            staged.record_stream(torch.cuda.current_stream())
+            return staged
+
+    def _copy_to_host(self, u: Unit, grad: torch.Tensor) -> torch.Tensor:
+        """CPU offload: the reduced gradient shard back to host memory for the optimizer."""
+        with self.instrument.phase(Phase.D2H, u.name):
+            if self.device.type != "cuda":
+                return grad.clone()
+            # Deliberate: the host optimizer reads this right after; a blocking copy is the
+            # synchronisation it needs (one per unit, after every reduction is done).
+            return grad.to("cpu")
+
     def _ensure_gathered(self, u: Unit, phase: Phase) -> None:
         """On-demand gather (never held back by the limiter: the data is needed now)."""
         if u.flat is None:
             return
         if self.config.sharding is Sharding.NO_SHARD:
             if not u.fresh:  # local copy of the updated parameters, no communication
+                src = u.flat.shard.detach()
+                if self.config.cpu_offload:
+                    src = self._copy_to_device(u, src)
                 with torch.no_grad():
-                    u.flat.alloc_full().copy_(u.flat.shard.detach())
+                    u.flat.alloc_full().copy_(src)
                 u.fresh = True
             return
         if self._needs_gather(u):
@@ -425,6 +500,8 @@ class ShardedModel(nn.Module):
             with self.instrument.phase(u.grad_phase.wait, u.name):
                 reduced = u.pending_grad.wait()  # WAIT reduce-scatter before the optimizer
             u.pending_grad = None
+            if self.config.cpu_offload:
+                reduced = self._copy_to_host(u, reduced)
             u.flat.shard.grad = reduced
         self._in_backward = False
         self._deferred = None  # a prefetch still held back has no unit left to serve

@@ -22,7 +22,14 @@ import pandas as pd
 
 from overlapscope.analysis import RunAnalysis
 from overlapscope.errors import UserError
-from overlapscope.sim.schedule import Policy, RankTimes, Scenario, StepModel
+from overlapscope.sim.schedule import (
+    OpKind,
+    Policy,
+    RankTimes,
+    Scenario,
+    StepModel,
+    build_program,
+)
 from overlapscope.trace.loader import RunTraces
 from overlapscope.trace.names import ROOT_UNIT, Phase
 
@@ -197,11 +204,12 @@ def _fit_link(kind: str, rows: pd.DataFrame, world_size: int) -> LinkModel:
     rows = rows[(rows["bytes"] > 0) & (rows["transfer_us"] > 0)]
     if rows.empty:
         raise UserError(f"no measured {kind} collectives with sizes to fit a link model")
-    med = rows.groupby("bytes")["transfer_us"].median()
-    x = med.index.to_numpy(dtype=float) * f
-    y = med.to_numpy(dtype=float)
-    latency, inv_bw = 0.0, float(np.median(y / x))
-    if len(med) >= 2:
+    x = rows["bytes"].to_numpy(dtype=float) * f
+    y = rows["transfer_us"].to_numpy(dtype=float)
+    # Least squares over every sample (keeps the total measured time); through the origin
+    # when one size only, or when the intercept or slope come out unphysical.
+    latency, inv_bw = 0.0, float(y.sum() / x.sum())
+    if len(np.unique(x)) >= 2:
         slope, icpt = np.polyfit(x, y, 1)
         if slope > 0 and 0 <= icpt < y.min():
             latency, inv_bw = float(icpt), float(slope)
@@ -221,7 +229,9 @@ def calibrate(traces: RunTraces, a: RunAnalysis) -> Calibration:
         )
     cfg = meta["config"]
     if cfg["engine"].get("sharding", "full_shard") != "full_shard":
-        raise UserError("what-if models full_shard runs only; record one with --sharding full_shard")
+        raise UserError(
+            "what-if models full_shard runs only; record one with --sharding full_shard"
+        )
     units_all = {u["name"]: u for u in meta["units"]}
     units = tuple(n for n in units_all if n != ROOT_UNIT)
     full = {n: int(u["full_bytes"]) for n, u in units_all.items()}
@@ -262,20 +272,25 @@ def calibrate(traces: RunTraces, a: RunAnalysis) -> Calibration:
     ev = traces.events.merge(counted, on=["rank", "step"])
     issue = ev[ev["lane"] == "issue"]
     steps = a.steps.merge(counted, on=["rank", "step"])
+    measured_program = build_program(model, _scenario_from_config(cfg))
+    num_compute_ops = sum(op.kind is OpKind.COMPUTE for op in measured_program.ops)
     ranks: dict[int, RankTimes] = {}
     for r in sorted(compute):
         iss = issue[issue["rank"] == r]
-        issue_us = {Phase(str(p)): float(g.mean()) for p, g in iss.groupby("phase", observed=True)["dur_us"]}
+        issue_us = {
+            Phase(str(p)): float(g.mean()) for p, g in iss.groupby("phase", observed=True)["dur_us"]
+        }
         st = steps[steps["rank"] == r]
         outside = st["step_time_us"] - st["compute_us"] - st["nccl_wait_us"] - st["limiter_us"]
         overhead = float(outside.mean()) - float(iss["dur_us"].sum()) / num_steps
-        ranks[r] = RankTimes(compute[r], issue_us, max(overhead, 0.0))
+        ranks[r] = RankTimes(compute[r], issue_us, gap_us=max(overhead, 0.0) / num_compute_ops)
 
     # memory
     alive_bytes = max((full[u] for u in units), default=0)
     peaks = [int(v) for v in meta.get("peak_mem_bytes", [])]
     alive_bwd = [int(v) for v in meta.get("max_alive_in_backward", [])]
-    baseline = {r: float(p - n * alive_bytes) for r, (p, n) in enumerate(zip(peaks, alive_bwd, strict=False))}
+    mem_units = measured_program.max_mem_units_in_backward
+    baseline = {r: float(p - mem_units * alive_bytes) for r, p in enumerate(peaks)}
 
     rk = a.ranks
     measured = Measured(

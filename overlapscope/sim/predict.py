@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from overlapscope.analysis import analyze
+from overlapscope.errors import UserError
 from overlapscope.sim.calibrate import (
     TCP_EFFICIENCY,
     Calibration,
@@ -151,7 +152,7 @@ def predict_from(
     metrics = rank_metrics(rep)
     per_rank = pd.DataFrame([asdict(m) for m in metrics])
     mem = {
-        r: b + program.max_alive_in_backward * calib.alive_unit_bytes
+        r: b + program.max_mem_units_in_backward * calib.alive_unit_bytes
         for r, b in calib.mem_baseline_bytes.items()
     }
     per_rank["peak_mem_bytes"] = per_rank["rank"].map(mem).fillna(0).astype("int64")
@@ -173,7 +174,12 @@ def predict_from(
 
 def load_calibration(run_dir: str | Path) -> Calibration:
     """Load, analyse and calibrate one overlapscope run directory."""
-    traces = load_run(Path(run_dir), progress=False)
+    run_dir = Path(run_dir)
+    if not (run_dir / "run.json").is_file():
+        raise UserError(
+            f"{run_dir}: no run.json; what-if needs a run directory written by `overlapscope run`"
+        )
+    traces = load_run(run_dir, progress=False)
     return calibrate(traces, analyze(traces))
 
 

@@ -114,6 +114,7 @@ class Program:
     max_alive_units: int
     max_alive_in_backward: int
     deferred_prefetches: int
+    max_mem_units_in_backward: int  # alive units + all-gathers in flight, at a bwd compute
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +142,7 @@ class _SymbolicEngine:
         self.in_backward = False
         self.max_alive = 0
         self.max_alive_bwd = 0
+        self.max_mem_bwd = 0
         self.num_deferred = 0
         self.pending_rs: dict[str, int] = {}
 
@@ -151,6 +153,11 @@ class _SymbolicEngine:
             self.max_alive_bwd = max(self.max_alive_bwd, len(self.alive))
 
     def compute(self, phase: Phase, unit: str, piece: int = 0) -> None:
+        if phase is Phase.BWD:
+            # memory held during this compute: gathered units, plus the backend's staging
+            # buffer of each all-gather still in flight (measured on gloo: 2x unit bytes)
+            in_flight = sum(1 for u in self.pending_ag if u != ROOT)
+            self.max_mem_bwd = max(self.max_mem_bwd, len(self.alive) + in_flight)
         self.ops.append(Op(OpKind.COMPUTE, phase, unit, piece))
 
     def issue(self, kind: str, unit: str, phase: Phase, nbytes: int) -> int:
@@ -269,6 +276,7 @@ class _SymbolicEngine:
             self.max_alive,
             self.max_alive_bwd,
             self.num_deferred,
+            self.max_mem_bwd,
         )
 
 
@@ -286,7 +294,8 @@ class RankTimes:
 
     compute_us: dict[tuple[Phase, str, int], float]  # (phase, unit, piece) -> duration
     issue_us: dict[Phase, float] = field(default_factory=dict)  # issue cost per comm phase
-    start_overhead_us: float = 0.0  # per-step thread time outside every range
+    start_overhead_us: float = 0.0  # per-step thread time outside every range, at step start
+    gap_us: float = 0.0  # thread time outside every range before each compute op
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,6 +393,7 @@ def replay(
                 op = ops[pc[r]]
                 t = now[r]
                 if op.kind is OpKind.COMPUTE:
+                    t += times.gap_us
                     work = times.compute_us.get((op.phase, op.unit, op.piece), 0.0)
                     t_end = _stretch(t, work, busy, contention)
                     out.append(Interval(r, "compute", op.phase, op.unit, t, t_end))

@@ -1,9 +1,11 @@
 """What a sweep varies: one :class:`SweepPoint` per ``--policies`` token.
 
-Token grammar: ``<policy>[+limit[=K]][+fwd]``, e.g. ``none``, ``backward_pre``,
+Token grammar: ``<policy>[+limit[=K]][+fwd][+ckpt[=SPEC]][+offload]``, e.g. ``none``, ``backward_pre``,
 ``backward_pre+limit`` (rate limiter at ``--limit-all-gathers K``, else its default
 window), ``backward_pre+limit=3``,
-``backward_post+fwd`` (also prefetch in forward). ``--forward-prefetch`` adds ``+fwd`` to
+``backward_post+fwd`` (also prefetch in forward), ``backward_pre+ckpt`` (activation
+checkpointing of every unit; ``+ckpt=every-2`` for every other), ``backward_pre+offload``
+(CPU offload of shards). ``--forward-prefetch`` adds ``+fwd`` to
 every point. Everything else (model, seed, batch, link) is the same for all points.
 """
 
@@ -26,6 +28,8 @@ class SweepPoint:
     policy: Policy
     forward_prefetch: bool = False
     limit_all_gathers: int | None = None
+    checkpoint_units: str | None = None  # None: the sweep's --checkpoint-units
+    cpu_offload: bool = False  # True: on for this point (else the sweep's --cpu-offload)
 
     def __post_init__(self) -> None:
         if self.limit_all_gathers is not None and self.limit_all_gathers < 1:
@@ -38,6 +42,8 @@ class SweepPoint:
             policy=self.policy,
             forward_prefetch=self.forward_prefetch,
             limit_all_gathers=self.limit_all_gathers,
+            checkpoint_units=self.checkpoint_units or base.engine.checkpoint_units,
+            cpu_offload=self.cpu_offload or base.engine.cpu_offload,
         )
         return dataclasses.replace(base, engine=engine)
 
@@ -56,6 +62,8 @@ def parse_point(
         ) from None
     limit: int | None = None
     forward = forward_prefetch
+    ckpt: str | None = None
+    offload = False
     for mod in parts[1:]:
         name, _, value = mod.partition("=")
         if name == "limit":
@@ -65,16 +73,25 @@ def parse_point(
                 raise ValueError(f"--policies: {mod!r}: K in +limit=K must be an integer") from None
         elif name == "fwd" and not value:
             forward = True
+        elif name == "ckpt":
+            ckpt = value or "all"
+        elif name == "offload" and not value:
+            offload = True
         else:
             raise ValueError(
-                f"--policies: unknown modifier {mod!r} in {token!r}; use +limit[=K] or +fwd"
+                f"--policies: unknown modifier {mod!r} in {token!r}; use +limit[=K], +fwd, "
+                "+ckpt[=all|every-N] or +offload"
             )
     label = policy.value
     if limit is not None:
         label += f"+limit={limit}"
     if forward:
         label += "+fwd"
-    return SweepPoint(label, policy, forward, limit)
+    if ckpt is not None:
+        label += f"+ckpt={ckpt}"
+    if offload:
+        label += "+offload"
+    return SweepPoint(label, policy, forward, limit, ckpt, offload)
 
 
 def parse_points(

@@ -23,7 +23,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from overlapscope.trace.labels import LabelRole, expected_kinds
-from overlapscope.trace.names import Phase
+from overlapscope.trace.names import COPY_PHASES, Phase
 from overlapscope.trace.schema import CollectiveKind, EventLane
 
 IntArray = npt.NDArray[np.int64]
@@ -115,7 +115,8 @@ def label_overlapscope(
     issue_values = {p.value for p in ISSUE_PHASES}
     ovs_rows = np.flatnonzero(is_ovs & ~ctx.on_gpu)
     gpu_rows = np.flatnonzero(
-        ctx.on_gpu & np.isin(out.lane, [EventLane.COMM.value, EventLane.COMPUTE.value])
+        ctx.on_gpu
+        & np.isin(out.lane, [EventLane.COMM.value, EventLane.COMPUTE.value, EventLane.MEMORY.value])
     )
     for t in np.unique(ctx.anchor_tid[gpu_rows]):
         rng = ovs_rows[tid[ovs_rows] == t]
@@ -128,6 +129,11 @@ def label_overlapscope(
     comm_gpu = gpu_rows[out.lane[gpu_rows] == EventLane.COMM.value]
     bad = np.asarray([p not in issue_values for p in out.phase[comm_gpu]], dtype=bool)
     out.phase[comm_gpu[bad]] = None
+    # A memory kernel (memcpy) carries a phase only when launched in an offload copy range.
+    mem_gpu = gpu_rows[out.lane[gpu_rows] == EventLane.MEMORY.value]
+    copy_values = {p.value for p in COPY_PHASES}
+    not_copy = np.asarray([p not in copy_values for p in out.phase[mem_gpu]], dtype=bool)
+    out.phase[mem_gpu[not_copy]] = None
     out.unit[comm_gpu[bad]] = None
 
     cpu_comm = ctx.comm_rows[~ctx.on_gpu[ctx.comm_rows]]

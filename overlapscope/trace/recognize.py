@@ -267,6 +267,7 @@ def _lanes(
     ovs_cpu = cpu & rc.is_ovs
     lane[ovs_cpu & (rc.ovs_lane == Lane.COMM.value)] = EventLane.ISSUE.value
     lane[ovs_cpu & (rc.ovs_lane == Lane.WAIT.value)] = EventLane.WAIT.value
+    lane[ovs_cpu & (rc.ovs_lane == Lane.COPY.value)] = EventLane.MEMORY.value  # offload copies
     if source is ComputeSource.OVS_RANGES:
         lane[ovs_cpu & (rc.ovs_lane == Lane.COMPUTE.value)] = EventLane.COMPUTE.value
     lane[rc.gloo_op] = EventLane.COMM.value

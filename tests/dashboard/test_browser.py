@@ -12,22 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dash.testing.wait import until
 from selenium.webdriver.common.by import By
 
-from dashboards import create_app, ids
+from dashboards import create_app, ids, views
+from dashboards.app import registry_of
 from dashboards.data import RunSource, default_pair, discover_runs
 
 from .conftest import DOCS
 
 pytestmark = pytest.mark.browser
 
-VIEW_HEIGHT = {
-    ids.TAB_OVERVIEW: 1000,
-    ids.TAB_TIMELINE: 1100,
-    ids.TAB_UNITS: 820,
-    ids.TAB_TRADEOFF: 840,
-    ids.TAB_RANKS: 1000,
-}
 GRAPH_OF = {
     ids.TAB_TIMELINE: ids.TIMELINE_GRAPH,
     ids.TAB_UNITS: ids.UNITS_GRAPH,
@@ -59,7 +54,9 @@ def _figure(dash_duo: Any, graph_id: str) -> dict[str, Any]:
 
 
 def _screenshot(dash_duo: Any, tab: str) -> None:
-    dash_duo.driver.set_window_size(1400, VIEW_HEIGHT[tab])
+    # Tall enough for the whole page: headless Chromium captures the viewport only.
+    height = int(dash_duo.driver.execute_script("return document.body.scrollHeight"))
+    dash_duo.driver.set_window_size(1400, min(height + 100, 2400))
     time.sleep(0.6)  # plotly re-layouts on resize
     dash_duo.driver.save_screenshot(str(DOCS / f"dashboard-{tab}.png"))
 
@@ -110,7 +107,8 @@ def test_every_view_renders_the_sample_runs(dash_duo: Any, sample_runs: list[Run
 
 def _pick(dash_duo: Any, dropdown_id: str, option_text: str) -> None:
     dash_duo.find_element(f"#{dropdown_id}").click()
-    for el in dash_duo.driver.find_elements(By.CSS_SELECTOR, f"#{dropdown_id} [role=option]"):
+    # The open menu is rendered in a portal, outside the dropdown's element.
+    for el in dash_duo.driver.find_elements(By.CSS_SELECTOR, "[role=option]"):
         if el.text == option_text:
             el.click()
             return
@@ -123,23 +121,21 @@ def _pick(dash_duo: Any, dropdown_id: str, option_text: str) -> None:
 def test_switching_runs_and_steps(dash_duo: Any, sample_runs: list[RunSource]) -> None:
     app = create_app(sample_runs)
     dash_duo.start_server(app)
-    run_a, _ = default_pair(sample_runs)
+    run_a, run_b = default_pair(sample_runs)
+    steps = views.step_options(registry_of(app), run_a, run_b)
+    assert len(steps) >= 2, "the sample runs should profile at least two steps"
     _open_tab(dash_duo, ids.TAB_TIMELINE)
-    first = _figure(dash_duo, ids.TIMELINE_GRAPH)["titles"][0]
+    assert all(f"step {steps[0]}" in t for t in _figure(dash_duo, ids.TIMELINE_GRAPH)["titles"])
 
-    # Another step: the timeline panels are retitled with it.
-    options = dash_duo.driver.execute_script(
-        "return Array.from(document.querySelectorAll('#%s')).length" % ids.STEP
-    )
-    assert options == 1
-    steps = sorted({int(s) for s in first.split("step ")[1:2][0].split()[:1]})
-    dash_duo.find_element(f"#{ids.STEP}").click()
-    texts = [
-        e.text for e in dash_duo.driver.find_elements(By.CSS_SELECTOR, f"#{ids.STEP} [role=option]")
-    ]
-    other = next(t for t in texts if t != f"step {steps[0]}")
-    _pick(dash_duo, ids.STEP, other)
-    dash_duo.wait_for_contains_text(f"#{ids.TIMELINE_GRAPH} .gtitle, #{ids.TIMELINE_GRAPH}", other)
+    # Another step: every timeline panel is redrawn for it.
+    _pick(dash_duo, ids.STEP, f"step {steps[1]}")
+    dash_duo.wait_for_contains_text(f"#{ids.TIMELINE_GRAPH}", f"step {steps[1]}", timeout=20)
+    titles = _figure(dash_duo, ids.TIMELINE_GRAPH)["titles"]
+    assert len(titles) == 2 and all(f"step {steps[1]}" in t for t in titles)
+
+    # No run B: one panel.
+    dash_duo.find_element(f"#{ids.RUN_B} .dash-dropdown-clear").click()
+    until(lambda: len(_figure(dash_duo, ids.TIMELINE_GRAPH)["titles"]) == 1, timeout=20)
 
     # Another run A: the ranks view names it.
     other_run = next(r for r in sample_runs if r.key != run_a)

@@ -156,3 +156,34 @@ def test_bf16_keeps_fp32_shards_and_trains_close_to_fp32(tmp_path: Path) -> None
     assert full_dtypes == {torch.bfloat16}
     # bf16 compute: close to the fp32 reference, but not bit-identical
     assert 0 < err < 2e-2
+
+
+def _worker_memory_levers(rank: int, world: int, out: Path) -> None:
+    ref = reference_params()
+    errors: dict[str, float] = {}
+    variants = [
+        ("full_shard", "all", False),
+        ("full_shard", "every-2", True),
+        ("full_shard", "none", True),
+        ("shard_grad_op", "all", True),
+    ]
+    for policy in POLICIES:
+        for sharding, ckpt, offload in variants:
+            cfg = EngineConfig(
+                policy=policy, sharding=sharding, checkpoint_units=ckpt, cpu_offload=offload
+            )
+            key = f"{policy}/{sharding}/ckpt={ckpt}/offload={offload}"
+            errors[key] = _max_err(_train_engine(rank, world, cfg), ref)
+    if rank == 0:
+        torch.save(errors, out)
+
+
+@pytest.mark.multirank
+def test_checkpointing_and_offload_keep_parity(tmp_path: Path) -> None:
+    """Activation checkpointing and CPU offload change the timeline, not the maths."""
+    out = tmp_path / "errors.pt"
+    spawn(_worker_memory_levers, 2, out)
+    errors: dict[str, float] = torch.load(out)
+    assert len(errors) == len(POLICIES) * 4
+    bad = {k: v for k, v in errors.items() if not v <= 1e-5}
+    assert not bad, bad

@@ -18,6 +18,21 @@ from overlapscope.sweep import SweepPoint, parse_point, parse_points
         ("backward_pre+limit=3", SweepPoint("backward_pre+limit=3", Policy.BACKWARD_PRE, False, 3)),
         ("backward_pre+fwd", SweepPoint("backward_pre+fwd", Policy.BACKWARD_PRE, True)),
         (
+            "backward_pre+ckpt",
+            SweepPoint("backward_pre+ckpt=all", Policy.BACKWARD_PRE, False, None, "all"),
+        ),
+        (
+            "backward_post+ckpt=every-2+offload",
+            SweepPoint(
+                "backward_post+ckpt=every-2+offload",
+                Policy.BACKWARD_POST,
+                False,
+                None,
+                "every-2",
+                True,
+            ),
+        ),
+        (
             " backward_pre + limit=1 + fwd ",
             SweepPoint("backward_pre+limit=1+fwd", Policy.BACKWARD_PRE, True, 1),
         ),

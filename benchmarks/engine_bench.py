@@ -1,0 +1,330 @@
+"""Engine benchmarks, each a ratio measured side by side in one run (configs interleaved).
+
+    python benchmarks/engine_bench.py policy   [--links 0.5,1,none] [--repeats 3]
+    python benchmarks/engine_bench.py overhead [--link none] [--repeats 3]
+    python benchmarks/engine_bench.py fsdp2    [--links 1,none] [--repeats 3]
+
+``policy``: one ``overlapscope sweep`` per link (``none`` = unshaped loopback) over
+``none, backward_post, backward_pre`` (+ ``backward_pre+limit=2`` and ``+limit=1`` on the
+first link, for peak memory); the sweep runs its configurations round-robin. Prints three tables: step-time
+speedup over ``none``, overlap efficiency of ``backward_pre`` (analysis ``bound``: actual step /
+ideal Σ max(T_comp, T_comm)), and peak memory in units of one block's full parameters.
+
+``overhead``: ``overlapscope run`` with and without ``--no-instrument``, alternated.
+
+``fsdp2``: ``overlapscope run --policy backward_pre`` and ``benchmarks/fsdp2_worker.py``
+(torch ``fully_shard``, same model/seed/batch/steps/profiler window), alternated, per link.
+
+Step time, two ways, both "slowest rank per step, median over steps", from each run's
+``run.json`` ``step_time_us`` (the worker's ``perf_counter`` around the whole step):
+``clean`` = steps outside the profiler's schedule (neither step 0 nor wait..active: no
+profiler work at all); ``profiled`` = the profiler's active steps (what the traces show).
+Ratios are taken per repeat (the configs of one round ran back to back), then the median
+and the min..max over repeats are reported. Raw runs go under ``--work`` (default /tmp);
+the results go to ``docs/bench/<name>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "docs" / "bench"
+# GPT 4 x 256 (one block: 0.79 M params, 3.2 MB fp32), seq 128, global batch 4: per block,
+# the backward compute on one core and a 1 Gbit/s all-gather are of the same order.
+MODEL = ["--model", "gpt", "--layers", "4", "--dim", "256", "--heads", "4", "--seq-len", "128"]
+TRAIN = ["--global-batch", "4", "--steps", "8", "--profile-wait", "2", "--profile-warmup", "1"]
+TRAIN += ["--profile-active", "2"]
+POLICIES = ["none", "backward_post", "backward_pre"]
+LIMITED = ["backward_pre+limit=2", "backward_pre+limit=1"]  # rate limiter, K = 2 and 1
+
+
+def link_args(link: str) -> list[str]:
+    return [] if link == "none" else ["--link-gbit", link]
+
+
+def link_label(link: str) -> str:
+    return "loopback (unshaped)" if link == "none" else f"{link} Gbit/s"
+
+
+def overlapscope(*args: str) -> None:
+    cmd = [sys.executable, "-m", "overlapscope", *args]
+    print("$", " ".join(cmd[2:]), file=sys.stderr, flush=True)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=REPO)
+
+
+# -- per-run metrics ---------------------------------------------------------------------
+
+
+def step_times_ms(run_json: dict[str, Any]) -> dict[str, float]:
+    """``clean`` and ``profiled`` step time (slowest rank per step, median over steps)."""
+    per_step = np.asarray(run_json["step_time_us"], dtype=float).max(axis=0) / 1e3
+    window = run_json["config"]["window"]
+    profiler_steps = set(range(window["wait"] + window["warmup"] + window["active"]))
+    clean = [s for s in range(1, len(per_step)) if s not in profiler_steps]
+    profiled = run_json["profiled_steps"]
+    return {
+        "clean_ms": float(np.median(per_step[clean])),
+        "profiled_ms": float(np.median(per_step[profiled])),
+    }
+
+
+def analysis_json(run_dir: Path) -> dict[str, Any]:
+    out = run_dir / "analysis.json"
+    if not out.exists():
+        overlapscope("analyze", str(run_dir), "--json", str(out))
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
+def exposed_bwd_ag_ms(analysis: dict[str, Any]) -> float:
+    """Exposed backward all-gather per step, mean over ranks."""
+    rows = [u for u in analysis["units"] if u["phase"] == "ag_bwd"]
+    num_ranks = len(analysis["ranks"])
+    return sum(u["exposed_us_per_step"] for u in rows) / num_ranks / 1e3
+
+
+def ratio_stats(values: Sequence[float]) -> dict[str, float]:
+    v = np.asarray(values, dtype=float)
+    return {"median": float(np.median(v)), "min": float(v.min()), "max": float(v.max())}
+
+
+def fmt(s: dict[str, float], digits: int = 2) -> str:
+    return f"{s['median']:.{digits}f} ({s['min']:.{digits}f}..{s['max']:.{digits}f})"
+
+
+def save(name: str, result: dict[str, Any]) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
+
+
+# -- policy: speedup, overlap efficiency, peak memory ------------------------------------
+
+
+def bench_policy(args: argparse.Namespace) -> None:
+    links = args.links.split(",")
+    result: dict[str, Any] = {"command": " ".join(sys.argv), "model": MODEL + TRAIN, "links": {}}
+    for i, link in enumerate(links):
+        configs = POLICIES + (LIMITED if i == 0 else [])
+        out = args.work / f"sweep-{link}"
+        overlapscope(
+            "sweep", "--policies", ",".join(configs), "--repeats", str(args.repeats),
+            *MODEL, *TRAIN, *link_args(link), "--out", str(out), "--force",
+        )  # fmt: skip
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for config in configs:
+            for rep in range(args.repeats):
+                run_dir = out / "runs" / config / f"rep-{rep}"
+                meta = json.loads((run_dir / "run.json").read_text())
+                analysis = analysis_json(run_dir)
+                bound = analysis["bound"]["summary"]
+                blocks = [u["full_bytes"] for u in meta["units"] if u["name"] != "root"]
+                runs.setdefault(config, []).append(
+                    {
+                        **step_times_ms(meta),
+                        "peak_mem_bytes": max(meta["peak_mem_bytes"]),
+                        "unit_full_bytes": max(blocks),
+                        "max_alive_units": max(meta["max_alive_units"]),
+                        "exposed_bwd_ag_ms": exposed_bwd_ag_ms(analysis),
+                        "actual_over_ideal": bound["actual_us"] / bound["ideal_us"],
+                        "bound": bound,
+                    }
+                )
+        result["links"][link] = runs
+    save("policy", result)
+    print_policy(result, links)
+
+
+def print_policy(result: dict[str, Any], links: list[str]) -> None:
+    print("\n### Speedup over `none` (step time of none / step time of policy)\n")
+    print("| link | policy | clean steps | profiled steps | none clean ms | exposed bwd AG ms |")
+    print("|---|---|---:|---:|---:|---:|")
+    for link in links:
+        runs = result["links"][link]
+        base = runs["none"]
+        for policy in POLICIES:
+            rows = runs[policy]
+            speed = {
+                kind: ratio_stats([b[kind] / r[kind] for b, r in zip(base, rows, strict=True)])
+                for kind in ("clean_ms", "profiled_ms")
+            }
+            ag = np.median([r["exposed_bwd_ag_ms"] for r in rows])
+            print(
+                f"| {link_label(link)} | {policy} | {fmt(speed['clean_ms'])} | "
+                f"{fmt(speed['profiled_ms'])} | "
+                f"{np.median([b['clean_ms'] for b in base]):.0f} | {ag:.0f} |"
+            )
+    print("\n### Overlap efficiency of `backward_pre` (actual step / ideal)\n")
+    print("| link | actual / ideal | actual ms | ideal ms | serial ms |")
+    print("|---|---:|---:|---:|---:|")
+    for link in links:
+        rows = result["links"][link]["backward_pre"]
+        stats = ratio_stats([r["actual_over_ideal"] for r in rows])
+        med = {k: np.median([r["bound"][k] for r in rows]) / 1e3 for k in rows[0]["bound"]}
+        print(
+            f"| {link_label(link)} | {fmt(stats)} | {med['actual_us']:.0f} | "
+            f"{med['ideal_us']:.0f} | {med['serial_us']:.0f} |"
+        )
+    link = links[0]
+    runs = result["links"][link]
+    unit = runs["none"][0]["unit_full_bytes"]
+    print(f"\n### Peak memory ({link_label(link)}; unit = one block's full params, {unit} B)\n")
+    print("| config | peak MiB | peak / unit | (peak - none) / unit | max units alive |")
+    print("|---|---:|---:|---:|---:|")
+    for config in [*POLICIES, *LIMITED]:
+        rows = runs[config]
+        extra = [
+            (r["peak_mem_bytes"] - b["peak_mem_bytes"]) / unit
+            for b, r in zip(runs["none"], rows, strict=True)
+        ]
+        peak = ratio_stats([r["peak_mem_bytes"] / 2**20 for r in rows])
+        units = ratio_stats([r["peak_mem_bytes"] / unit for r in rows])
+        alive = max(r["max_alive_units"] for r in rows)
+        print(f"| {config} | {fmt(peak, 1)} | {fmt(units)} | {fmt(ratio_stats(extra))} | {alive} |")
+
+
+# -- overhead: instrumentation on vs off -------------------------------------------------
+
+
+def bench_overhead(args: argparse.Namespace) -> None:
+    variants = {"instrumented": [], "no_instrument": ["--no-instrument"]}
+    runs: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
+    for rep in range(args.repeats):
+        for name, extra in variants.items():
+            out = args.work / f"overhead-{name}-{rep}"
+            overlapscope(
+                "run", "--policy", "backward_pre", *extra, *MODEL, *TRAIN,
+                *link_args(args.link), "--out", str(out), "--force",
+            )  # fmt: skip
+            runs[name].append(step_times_ms(json.loads((out / "run.json").read_text())))
+    result = {"command": " ".join(sys.argv), "link": args.link, "runs": runs}
+    save("overhead", result)
+    print(f"\n### Instrumentation overhead ({link_label(args.link)}, backward_pre)\n")
+    print("| steps | instrumented ms | no-instrument ms | instrumented / off |")
+    print("|---|---:|---:|---:|")
+    for kind in ("clean_ms", "profiled_ms"):
+        on = [r[kind] for r in runs["instrumented"]]
+        off = [r[kind] for r in runs["no_instrument"]]
+        stats = ratio_stats([a / b for a, b in zip(on, off, strict=True)])
+        print(f"| {kind[:-3]} | {np.median(on):.0f} | {np.median(off):.0f} | {fmt(stats, 3)} |")
+
+
+# -- fsdp2: our engine vs torch fully_shard ----------------------------------------------
+
+
+def fsdp2_config(run_dir: Path) -> Path:
+    """The RunConfig ``overlapscope run`` wrote for the paired engine run, reused as-is."""
+    cfg = run_dir / "config.json"
+    if not cfg.exists():  # the engine writes config.json into the run directory
+        raise FileNotFoundError(f"{cfg}: the engine run has no config.json")
+    return cfg
+
+
+def run_fsdp2(cfg_path: Path, out: Path, link: str) -> dict[str, Any]:
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    worker = str(REPO / "benchmarks" / "fsdp2_worker.py")
+    env = {"OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore::FutureWarning"}
+    print("$ fsdp2_worker", out, link, file=sys.stderr, flush=True)
+    if link == "none":
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        cmd += ["--nnodes", "1", "--nproc-per-node", "2", worker, str(out), str(cfg_path)]
+        with (out / "launcher.log").open("wb") as log:
+            subprocess.run(cmd, check=True, env={**os.environ, **env}, stdout=log, stderr=log)
+    else:
+        from overlapscope.lab import RankSlot, shaped_network
+
+        with shaped_network(2, float(link)) as lab:
+
+            def argv(slot: RankSlot) -> list[str]:
+                return [
+                    sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
+                    "--node-rank", str(slot.rank), "--nproc-per-node", "1",
+                    "--master-addr", lab.master_addr, "--master-port", str(lab.master_port),
+                    worker, str(out), str(cfg_path),
+                ]  # fmt: skip
+
+            codes = lab.run_ranks(argv, env, out / "logs", 900, on_rank0_line=lambda s: None)
+        if any(codes):
+            raise RuntimeError(f"fsdp2 worker failed ({codes}); logs: {out / 'logs'}")
+    fsdp2 = json.loads((out / "fsdp2.json").read_text())
+    window = json.loads(cfg_path.read_text())["window"]
+    return {**step_times_ms({**fsdp2, "config": {"window": window}}),
+            "peak_mem_bytes": max(fsdp2["peak_mem_bytes"])}  # fmt: skip
+
+
+def bench_fsdp2(args: argparse.Namespace) -> None:
+    links = args.links.split(",")
+    result: dict[str, Any] = {"command": " ".join(sys.argv), "links": {}}
+    for link in links:
+        runs: dict[str, list[dict[str, Any]]] = {"engine": [], "fsdp2": []}
+        for rep in range(args.repeats):
+            out = args.work / f"fsdp2-{link}-engine-{rep}"
+            overlapscope(
+                "run", "--policy", "backward_pre", *MODEL, *TRAIN, *link_args(link),
+                "--out", str(out), "--force",
+            )  # fmt: skip
+            meta = json.loads((out / "run.json").read_text())
+            runs["engine"].append(
+                {**step_times_ms(meta), "peak_mem_bytes": max(meta["peak_mem_bytes"])}
+            )
+            cfg = args.work / f"fsdp2-{link}-config.json"
+            cfg.write_text(json.dumps(meta["config"], indent=1))
+            runs["fsdp2"].append(run_fsdp2(cfg, args.work / f"fsdp2-{link}-torch-{rep}", link))
+        result["links"][link] = runs
+    save("fsdp2", result)
+    print("\n### Engine (backward_pre) vs torch FSDP2 (fully_shard)\n")
+    print("| link | step: FSDP2 / engine (clean) | (profiled) | engine ms | FSDP2 ms |"
+          " peak mem: FSDP2 / engine | engine MiB | FSDP2 MiB |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for link in links:
+        eng, tor = result["links"][link]["engine"], result["links"][link]["fsdp2"]
+        pairs = list(zip(eng, tor, strict=True))
+        step = {
+            k: ratio_stats([t[k] / e[k] for e, t in pairs]) for k in ("clean_ms", "profiled_ms")
+        }
+        mem = ratio_stats([t["peak_mem_bytes"] / e["peak_mem_bytes"] for e, t in pairs])
+        print(
+            f"| {link_label(link)} | {fmt(step['clean_ms'])} | {fmt(step['profiled_ms'])} | "
+            f"{np.median([e['clean_ms'] for e in eng]):.0f} | "
+            f"{np.median([t['clean_ms'] for t in tor]):.0f} | {fmt(mem)} | "
+            f"{np.median([e['peak_mem_bytes'] for e in eng]) / 2**20:.1f} | "
+            f"{np.median([t['peak_mem_bytes'] for t in tor]) / 2**20:.1f} |"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    sub = p.add_subparsers(dest="bench", required=True)
+    commands: dict[str, Callable[[argparse.Namespace], None]] = {
+        "policy": bench_policy,
+        "overhead": bench_overhead,
+        "fsdp2": bench_fsdp2,
+    }
+    for name in commands:
+        s = sub.add_parser(name)
+        s.add_argument("--repeats", type=int, default=3)
+        s.add_argument("--work", type=Path, default=Path("/tmp/overlapscope-bench"))
+        if name == "overhead":
+            s.add_argument("--link", default="none", help="Gbit/s, or none (loopback)")
+        else:
+            default = "0.5,1,none" if name == "policy" else "1,none"
+            s.add_argument("--links", default=default, help="Gbit/s list; none = loopback")
+    args = p.parse_args(argv)
+    args.work.mkdir(parents=True, exist_ok=True)
+    commands[args.bench](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""Validate what-if predictions on measured sweeps: predict every run from every other run.
+
+    python benchmarks/whatif_validation.py SWEEP_DIR [SWEEP_DIR ...] [--out docs/bench/whatif.json]
+
+Each SWEEP_DIR is an ``overlapscope sweep`` output (``runs/<config>/rep-<k>/``). For every
+ordered pair (source, target) of different runs, the source run is calibrated and the
+target's configuration (policy, forward prefetch, limiter, link rate) is predicted; the
+error is ``|predicted − measured| / measured`` of the target's step time and peak memory.
+
+Two further columns separate the model from the machine:
+
+- ``self``: each run predicted from itself (the replay's own error);
+- ``schedule-only``: the source's link model and memory baseline, but the *target's*
+  compute durations. Compute is the same work in every configuration, so any difference
+  between the source's and the target's measured compute is run-to-run noise of the
+  machine, which no model of the source can predict; this column shows what is left when
+  that noise is removed (the schedule, link and rate-scaling part of the model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from overlapscope.sim import Calibration, Scenario, load_calibration, predict_from
+
+
+def target_scenario(src: Calibration, tgt: Calibration) -> Scenario:
+    s = tgt.measured.scenario
+    link = tgt.measured.link_gbit if tgt.measured.link_gbit != src.measured.link_gbit else None
+    return dataclasses.replace(s, link_gbit=link)
+
+
+def err_pct(pred: float, meas: float) -> float:
+    return 100.0 * abs(pred - meas) / meas
+
+
+def compute_per_step_us(c: Calibration) -> float:
+    return statistics.mean(sum(r.compute_us.values()) for r in c.ranks.values())
+
+
+def summarize(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "worst": max(values), "n": len(values)}
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sweeps", nargs="+", type=Path)
+    ap.add_argument("--out", type=Path, default=Path("docs/bench/whatif.json"))
+    args = ap.parse_args(argv)
+    runs = sorted(
+        p for s in args.sweeps for p in s.glob("runs/*/rep-*") if (p / "run.json").is_file()
+    )
+    if len(runs) < 2:
+        print(f"need at least two runs under {args.sweeps}", file=sys.stderr)
+        return 2
+    calibs = {p: load_calibration(p) for p in runs}
+
+    def name(p: Path) -> str:
+        c = calibs[p]
+        return f"{c.measured.scenario.label}@{c.measured.link_gbit or 'lo'}"
+
+    pairs: list[dict[str, Any]] = []
+    selfs: list[dict[str, Any]] = []
+    for sp, src in calibs.items():
+        for tp, tgt in calibs.items():
+            sc = target_scenario(src, tgt)
+            pred = predict_from(src, sc)
+            sched = predict_from(
+                dataclasses.replace(src, ranks=tgt.ranks, contention=tgt.contention), sc
+            )
+            row = {
+                "source": name(sp),
+                "target": name(tp),
+                "measured_step_us": tgt.measured.step_time_us,
+                "predicted_step_us": pred.step_time_us,
+                "step_err_pct": err_pct(pred.step_time_us, tgt.measured.step_time_us),
+                "schedule_only_step_err_pct": err_pct(
+                    sched.step_time_us, tgt.measured.step_time_us
+                ),
+                "measured_peak_mem_bytes": tgt.measured.peak_mem_bytes,
+                "predicted_peak_mem_bytes": pred.peak_mem_bytes,
+                "mem_err_pct": err_pct(pred.peak_mem_bytes, tgt.measured.peak_mem_bytes),
+            }
+            (selfs if sp == tp else pairs).append(row)
+
+    def col(rows: list[dict[str, Any]], key: str) -> list[float]:
+        return [float(r[key]) for r in rows]
+
+    compute = {name(p): compute_per_step_us(c) for p, c in calibs.items()}
+    summary: dict[str, Any] = {
+        "num_runs": len(runs),
+        "num_pairs": len(pairs),
+        "step_time_err_pct": summarize(col(pairs, "step_err_pct")),
+        "peak_mem_err_pct": summarize(col(pairs, "mem_err_pct")),
+        "schedule_only_step_time_err_pct": summarize(col(pairs, "schedule_only_step_err_pct")),
+        "self_replay_step_time_err_pct": summarize(col(selfs, "step_err_pct")),
+        "measured_compute_per_step_us": {
+            "min": min(compute.values()),
+            "max": max(compute.values()),
+            "per_run": compute,
+        },
+        "contention_fitted": {name(p): c.contention for p, c in calibs.items()},
+    }
+    print(f"{'source':>28} -> {'target':<28} {'meas ms':>9} {'pred ms':>9} {'err%':>6} "
+          f"{'sched%':>6} {'mem err%':>8}")  # fmt: skip
+    for r in pairs:
+        print(
+            f"{r['source']:>28} -> {r['target']:<28} {r['measured_step_us'] / 1e3:9.1f} "
+            f"{r['predicted_step_us'] / 1e3:9.1f} {r['step_err_pct']:6.1f} "
+            f"{r['schedule_only_step_err_pct']:6.1f} {r['mem_err_pct']:8.1f}"
+        )
+    for k in (
+        "step_time_err_pct",
+        "schedule_only_step_time_err_pct",
+        "self_replay_step_time_err_pct",
+        "peak_mem_err_pct",
+    ):
+        s = summary[k]
+        print(f"{k:34} median {s['median']:6.1f} %  worst {s['worst']:6.1f} %  (n={s['n']})")
+    mc = summary["measured_compute_per_step_us"]
+    print(f"measured compute per step across runs: {mc['min'] / 1e3:.0f}-{mc['max'] / 1e3:.0f} ms")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "command": "python benchmarks/whatif_validation.py " + " ".join(map(str, args.sweeps)),
+        "sweeps": [str(s) for s in args.sweeps],
+        "summary": summary,
+        "pairs": pairs,
+        "self": selfs,
+    }
+    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

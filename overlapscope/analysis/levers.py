@@ -1,0 +1,79 @@
+"""Memory levers in the timeline: activation recomputation and CPU-offload copies.
+
+``lever_table``: one row per (rank, unit, phase) for the phases ``recompute``, ``h2d`` and
+``d2h``:
+
+- ``time_us``: their summed duration (recompute: the extra compute checkpointing costs;
+  copies: the copy time);
+- ``exposed_us`` (copies only): copy time during which no compute runs on the rank;
+- ``hides_comm_us`` (recompute only): communication time that runs under the recomputation
+  (compute that hides communication);
+- ``*_per_step``: the same divided by the rank's counted steps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from overlapscope.analysis.intervals import covered, union
+from overlapscope.trace.loader import RunTraces
+from overlapscope.trace.names import Phase
+from overlapscope.trace.schema import EventLane
+
+LEVER_PHASES = (Phase.RECOMPUTE.value, Phase.H2D.value, Phase.D2H.value)
+LEVER_COLUMNS = [
+    "rank",
+    "unit",
+    "phase",
+    "time_us",
+    "exposed_us",
+    "hides_comm_us",
+    "time_us_per_step",
+    "exposed_us_per_step",
+    "hides_comm_us_per_step",
+]
+
+
+def lever_table(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
+    ev = run.events[counted]
+    parts = []
+    for rank, rows in ev.groupby("rank", sort=True):
+        phase = rows["phase"].astype(object)
+        lev = rows[phase.isin(LEVER_PHASES).to_numpy()]
+        if lev.empty:
+            continue
+        lane = rows["lane"].astype(str)
+        comp = rows[lane == EventLane.COMPUTE.value]
+        comm = rows[lane == EventLane.COMM.value]
+        compute_set = union(comp["ts_us"].to_numpy(), comp["end_us"].to_numpy())
+        comm_set = union(comm["ts_us"].to_numpy(), comm["end_us"].to_numpy())
+        ts, end, dur = (lev[c].to_numpy() for c in ("ts_us", "end_us", "dur_us"))
+        is_recompute = (lev["phase"].astype(object) == Phase.RECOMPUTE.value).to_numpy()
+        parts.append(
+            pd.DataFrame(
+                {
+                    "rank": np.int32(rank),
+                    "unit": lev["unit"].astype(object).to_numpy(),
+                    "phase": lev["phase"].astype(object).to_numpy(),
+                    "time_us": dur,
+                    "exposed_us": np.where(
+                        is_recompute, np.nan, dur - covered(compute_set, ts, end)
+                    ),
+                    "hides_comm_us": np.where(is_recompute, covered(comm_set, ts, end), np.nan),
+                }
+            )
+        )
+    if not parts:
+        return pd.DataFrame(columns=LEVER_COLUMNS)
+    table = (
+        pd.concat(parts, ignore_index=True)
+        .groupby(["rank", "unit", "phase"], sort=True)
+        .sum(min_count=1)
+        .reset_index()
+    )
+    nsteps = {i.rank: max(len(i.steps), 1) for i in run.ranks}
+    per = table["rank"].map(nsteps).astype(float)
+    for col in ("time_us", "exposed_us", "hides_comm_us"):
+        table[f"{col}_per_step"] = table[col] / per
+    return table[LEVER_COLUMNS]

@@ -1,0 +1,113 @@
+"""Activation checkpointing and CPU offload: their phases in the trace (recompute inside the
+backward all-gather window, copies around the collectives), in ``overlapscope analyze``, and
+the memory checkpointing saves (run.json)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import overlapscope_cmd
+from tests.engine.test_trace_contract import Interval, load_rank
+
+pytestmark = pytest.mark.multirank
+
+LAYERS = 3
+COMMON = ["--nproc", "2", "--policy", "backward_pre", "--layers", str(LAYERS), "--dim", "128",
+          "--heads", "4", "--seq-len", "256", "--global-batch", "8", "--steps", "4",
+          "--profile-wait", "1", "--profile-warmup", "1", "--profile-active", "2"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("levers")
+    out = {}
+    for name, flags in {
+        "plain": ["--checkpoint-units", "none"],
+        "levers": ["--checkpoint-units", "all", "--cpu-offload"],
+    }.items():
+        run = base / name
+        proc = subprocess.run(
+            overlapscope_cmd("run", *COMMON, *flags, "--out", str(run)),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr
+        out[name] = run
+    return out
+
+
+def _first(events: list[Interval], name: str, after: float) -> Interval:
+    return next(e for e in events if e.name == name and e.start >= after)
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_recompute_runs_inside_the_backward_all_gather_window(
+    runs: dict[str, Path], rank: int
+) -> None:
+    events = load_rank(runs["levers"], rank)
+    recomputes = [e for e in events if e.name.startswith("ovs/recompute/")]
+    assert len(recomputes) == 2 * LAYERS  # every unit, both profiled steps
+    for rc in recomputes:
+        unit = rc.name.split("/")[2]
+        waits = [e for e in events if e.name == f"ovs/ag_bwd.wait/{unit}" and e.end <= rc.start]
+        assert waits, f"{rc.name} before its all-gather was waited for"
+        rs = _first(events, f"ovs/rs/{unit}", rc.end)  # gradients reduced after it
+        assert rs.start - waits[-1].end < 10e6
+    assert not [e for e in load_rank(runs["plain"], rank) if "/recompute/" in e.name]
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_offload_copies_frame_every_collective(runs: dict[str, Path], rank: int) -> None:
+    events = load_rank(runs["levers"], rank)
+    for e in events:
+        if e.name.startswith(("ovs/ag_fwd/", "ovs/ag_bwd/")):
+            unit = e.name.split("/")[2]
+            h2d = [x for x in events if x.name == f"ovs/h2d/{unit}" and x.end <= e.start]
+            assert h2d and e.start - h2d[-1].end < 5_000, f"no h2d right before {e.name}"
+        if e.name.startswith("ovs/rs.wait/"):
+            unit = e.name.split("/")[2]
+            assert _first(events, f"ovs/d2h/{unit}", e.end).start - e.end < 5_000
+
+
+def test_checkpointing_lowers_peak_memory(runs: dict[str, Path]) -> None:
+    plain = json.loads((runs["plain"] / "run.json").read_text())["peak_mem_bytes"]
+    levers = json.loads((runs["levers"] / "run.json").read_text())["peak_mem_bytes"]
+    for p, c in zip(plain, levers, strict=True):
+        assert c < 0.8 * p, (plain, levers)
+
+
+def test_analyze_reports_recompute_and_copies(runs: dict[str, Path]) -> None:
+    proc = subprocess.run(
+        overlapscope_cmd("analyze", str(runs["levers"]), "--json", "-", "--no-progress"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    levers = json.loads(proc.stdout)["levers"]
+    units = {f"blocks.{i}" for i in range(LAYERS)}
+    for rank in (0, 1):
+        rows = [r for r in levers if r["rank"] == rank]
+        for phase in ("recompute", "h2d", "d2h"):
+            assert units <= {r["unit"] for r in rows if r["phase"] == phase}, (rank, phase)
+        for r in rows:
+            assert r["time_us"] > 0
+            if r["phase"] == "recompute":
+                assert r["exposed_us"] is None and r["hides_comm_us"] >= 0
+            else:
+                assert 0 <= r["exposed_us"] <= r["time_us"] + 1e-6
+    # backward_pre: the next unit's all-gather runs under recompute + gradient compute
+    hidden = [r["hides_comm_us"] for r in levers if r["phase"] == "recompute"]
+    assert sum(h > 0 for h in hidden) >= len(hidden) / 2
+    text = subprocess.run(
+        overlapscope_cmd("analyze", str(runs["levers"]), "--no-progress"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    assert "Memory levers" in text and "recompute" in text and "h2d" in text
