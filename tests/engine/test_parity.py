@@ -80,7 +80,8 @@ def _worker(rank: int, world: int, out: Path) -> None:
     errors: dict[str, float] = {}
     fsdp2 = _train_fsdp2(rank, world)
     errors["fsdp2-vs-reference"] = _max_err(fsdp2, ref)
-    for policy, sharding, fwd in itertools.product(POLICIES, SHARDINGS, [False, True]):
+    shardings = SHARDINGS if world == 2 else SHARDINGS[:2]  # no_shard once is enough
+    for policy, sharding, fwd in itertools.product(POLICIES, shardings, [False, True]):
         cfg = EngineConfig(policy=policy, sharding=sharding, forward_prefetch=fwd)
         got = _train_engine(rank, world, cfg)
         key = f"{policy}/{sharding}/fwd={fwd}"
@@ -97,7 +98,8 @@ def test_parity_with_single_process_and_fsdp2(world: int, tmp_path: Path) -> Non
     out = tmp_path / "errors.pt"
     spawn(_worker, world, out)
     errors: dict[str, float] = torch.load(out)
-    assert len(errors) == 1 + 2 * len(POLICIES) * len(SHARDINGS) * 2
+    shardings = len(SHARDINGS) if world == 2 else 2
+    assert len(errors) == 1 + 2 * len(POLICIES) * shardings * 2
     bad = {k: v for k, v in errors.items() if not v <= 1e-5}
     assert not bad, bad
 
