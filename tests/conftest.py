@@ -43,6 +43,24 @@ def overlapscope_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "overlapscope", *args]
 
 
+def make_runs(base: Path, common: list[str], variants: dict[str, list[str]]) -> dict[str, Path]:
+    """``overlapscope run`` once per variant (real torchrun, gloo), into ``base/<name>``."""
+    import subprocess
+
+    out = {}
+    for name, flags in variants.items():
+        run = base / name
+        proc = subprocess.run(
+            overlapscope_cmd("run", *common, *flags, "--out", str(run)),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr
+        out[name] = run
+    return out
+
+
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO

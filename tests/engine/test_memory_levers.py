@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import overlapscope_cmd
+from tests.conftest import make_runs, overlapscope_cmd
 from tests.engine.test_trace_contract import Interval, load_rank
 
 pytestmark = pytest.mark.multirank
@@ -23,22 +23,11 @@ COMMON = ["--nproc", "2", "--policy", "backward_pre", "--layers", str(LAYERS), "
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    base = tmp_path_factory.mktemp("levers")
-    out = {}
-    for name, flags in {
+    variants = {
         "plain": ["--checkpoint-units", "none"],
         "levers": ["--checkpoint-units", "all", "--cpu-offload"],
-    }.items():
-        run = base / name
-        proc = subprocess.run(
-            overlapscope_cmd("run", *COMMON, *flags, "--out", str(run)),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert proc.returncode == 0, proc.stderr
-        out[name] = run
-    return out
+    }
+    return make_runs(tmp_path_factory.mktemp("levers"), COMMON, variants)
 
 
 def _first(events: list[Interval], name: str, after: float) -> Interval:

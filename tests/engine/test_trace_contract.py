@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from overlapscope.trace.names import COMM_PHASES, Phase, parse_range
-from tests.conftest import overlapscope_cmd
+from tests.conftest import make_runs
 
 pytestmark = pytest.mark.multirank
 
@@ -95,18 +94,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             "--limit-all-gathers",
         ],
     }
-    out = {}
-    for name, flags in variants.items():
-        run = base / name
-        proc = subprocess.run(
-            overlapscope_cmd("run", *COMMON, *flags, "--out", str(run)),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert proc.returncode == 0, proc.stderr
-        out[name] = run
-    return out
+    return make_runs(base, COMMON, variants)
 
 
 def _bwd_pairs(events: list[Interval]) -> list[tuple[Interval, Interval, Interval]]:
