@@ -72,7 +72,13 @@ def main(argv: list[str]) -> int:
             sc = target_scenario(src, tgt)
             pred = predict_from(src, sc)
             sched = predict_from(
-                dataclasses.replace(src, ranks=tgt.ranks, contention=tgt.contention), sc
+                dataclasses.replace(
+                    src,
+                    ranks=tgt.ranks,
+                    step_compute_us=tgt.step_compute_us,
+                    contention=tgt.contention,
+                ),
+                sc,
             )
             row = {
                 "source": name(sp),

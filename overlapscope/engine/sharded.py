@@ -203,7 +203,7 @@ class ShardedModel(nn.Module):
                 return original(*args, **kwargs)
             return checkpoint(recompute_aware, *args, use_reentrant=False, **kwargs)
 
-        u.module.forward = checkpointed  # type: ignore[method-assign]
+        u.module.forward = checkpointed
         u.checkpointed = True
 
     def _install_hooks(self) -> None:

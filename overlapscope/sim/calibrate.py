@@ -90,6 +90,13 @@ class Calibration:
     step_model: StepModel
     ranks: dict[int, RankTimes]
     links: dict[str, LinkModel]
+    transfer_us: dict[tuple[str, Phase], float]  # mean measured transfer per (unit, phase)
+    # one sample per counted step: that step's compute per rank and transfers (the replay
+    # is run once per sample and averaged, so run-to-run variation is kept, not averaged
+    # away before the max() of every dependency)
+    step_compute_us: tuple[dict[int, dict[tuple[Phase, str, int], float]], ...]
+    dispatch_us: float  # pick-up latency of each collective on the comm thread
+    step_transfer_us: tuple[dict[tuple[str, Phase], float], ...]
     contention: float  # compute runs 1 + contention times slower while the queue is busy
     unit_full_bytes: dict[str, int]
     unit_shard_bytes: dict[str, int]
@@ -199,6 +206,34 @@ def _rank_times(
     return out
 
 
+def _dispatch_us(ev: pd.DataFrame) -> float:
+    """Mean time from "every rank issued it and every queue is free" to "the last rank's
+    op started" (the backend thread's pick-up latency), over the run's collectives.
+
+    The k-th communication op of a rank belongs to its k-th issue range (one queue, issue
+    order); collectives are matched across ranks by that position within the step.
+    """
+    cols = ["rank", "step", "ts_us", "end_us"]
+    comm = ev.loc[ev["lane"] == "comm", cols].sort_values(["rank", "ts_us"])
+    issue = ev.loc[ev["lane"] == "issue", cols].sort_values(["rank", "ts_us"])
+    if comm.empty or len(comm) != len(issue):
+        return 0.0
+    comm = comm.assign(
+        k=comm.groupby(["rank", "step"]).cumcount().to_numpy(),
+        prev_end=comm.groupby(["rank", "step"])["end_us"].shift(1).to_numpy(),
+        issued=issue["end_us"].to_numpy(),
+    )
+    comm["ready"] = comm[["prev_end", "issued"]].max(axis=1)
+    g = comm.groupby(["step", "k"])
+    lag = (g["ts_us"].max() - g["ready"].max()).clip(lower=0)
+    return float(lag.mean()) if len(lag) else 0.0
+
+
+def _transfers(coll: pd.DataFrame) -> dict[tuple[str, Phase], float]:
+    mean = coll.groupby(["unit", "phase"])["transfer_us"].mean()
+    return {(str(u), Phase(str(ph))): float(t) for (u, ph), t in mean.items() if t > 0}
+
+
 def _fit_link(kind: str, rows: pd.DataFrame, world_size: int) -> LinkModel:
     f = bus_factor(kind, world_size)
     rows = rows[(rows["bytes"] > 0) & (rows["transfer_us"] > 0)]
@@ -264,11 +299,17 @@ def calibrate(traces: RunTraces, a: RunAnalysis) -> Calibration:
         elif ph == "rs" and b > 0:
             reduce_bytes[str(u)] = int(b)
     model = StepModel(units, ag_bytes, reduce_bytes, reduce_kind)
+    transfer = _transfers(coll)
+    step_numbers = sorted(a.counted_steps[min(a.counted_steps)])
+    step_transfer = tuple(_transfers(coll[coll["step"] == s]) for s in step_numbers)
 
     # compute, contention, issue costs, per-step overhead
     comp = _compute_rows(a, counted)
     contention = _fit_contention(comp, full)
     compute = _rank_times(comp, contention, units, num_steps)
+    step_compute = tuple(
+        _rank_times(comp[comp["step"] == s], contention, units, 1) for s in step_numbers
+    )
     ev = traces.events.merge(counted, on=["rank", "step"])
     issue = ev[ev["lane"] == "issue"]
     steps = a.steps.merge(counted, on=["rank", "step"])
@@ -311,6 +352,10 @@ def calibrate(traces: RunTraces, a: RunAnalysis) -> Calibration:
         step_model=model,
         ranks=ranks,
         links=links,
+        transfer_us=transfer,
+        step_compute_us=step_compute,
+        step_transfer_us=step_transfer,
+        dispatch_us=_dispatch_us(ev),
         contention=contention,
         unit_full_bytes=full,
         unit_shard_bytes=shard,

@@ -45,30 +45,29 @@ def _event(name: str, tid: int, start_us: float, end_us: float, **args: Any) -> 
     }
 
 
-def rank_trace(pred: Prediction, rank: int, step: int) -> dict[str, Any]:
-    """The Kineto document of one rank's predicted step."""
+def rank_trace(pred: Prediction, rank: int, first_step: int) -> dict[str, Any]:
+    """The Kineto document of one rank: one ``ProfilerStep`` per replayed step, back to back
+    (each step starts on every rank when the slowest rank has finished the previous one)."""
     calib = pred.calibration
-    rep = pred.replay
-    events = [_event(f"ProfilerStep#{step}", MAIN_TID, 0.0, rep.step_time_us[rank])]
-    for iv in sorted(
-        (i for i in rep.intervals if i.rank == rank), key=lambda i: (i.start_us, i.end_us)
-    ):
-        if iv.lane == "comm":
-            c = rep.program.collectives[iv.collective]
-            numel = c.bytes // FLOAT_BYTES
-            if c.kind == "all_gather":
-                numel //= calib.world_size  # the input is the shard
-            events.append(
-                _event(
-                    f"gloo:{c.kind}",
-                    COMM_TID,
-                    iv.start_us,
-                    iv.end_us,
-                    **{"Input type": ["float"], "Input Dims": [[numel]]},
-                )
-            )
-        else:
-            events.append(_event(format_range(iv.phase, iv.unit), MAIN_TID, iv.start_us, iv.end_us))
+    events = []
+    offset = 0.0
+    for i, rep in enumerate(pred.replays):
+        step_end = rep.step_time_us[rank]
+        events.append(_event(f"ProfilerStep#{first_step + i}", MAIN_TID, offset, offset + step_end))
+        for iv in sorted(
+            (x for x in rep.intervals if x.rank == rank), key=lambda x: (x.start_us, x.end_us)
+        ):
+            start, end = offset + iv.start_us, offset + iv.end_us
+            if iv.lane == "comm":
+                c = rep.program.collectives[iv.collective]
+                numel = c.bytes // FLOAT_BYTES
+                if c.kind == "all_gather":
+                    numel //= calib.world_size  # the input is the shard
+                dims = {"Input type": ["float"], "Input Dims": [[numel]]}
+                events.append(_event(f"gloo:{c.kind}", COMM_TID, start, end, **dims))
+            else:
+                events.append(_event(format_range(iv.phase, iv.unit), MAIN_TID, start, end))
+        offset += max(rep.step_time_us.values())
     return {
         "schemaVersion": 1,
         "deviceProperties": [],
@@ -98,7 +97,7 @@ def write_predicted_run(pred: Prediction, out: Path | str, *, force: bool = Fals
     meta = json.loads(json.dumps(calib.run_meta))  # deep copy
     profiled = meta.get("profiled_steps") or [0]
     step = int(profiled[0])
-    ranks = sorted(pred.replay.step_time_us)
+    ranks = sorted(pred.per_rank["rank"].astype(int))
     for r in ranks:
         with gzip.open(out / trace_name(r), "wt", compresslevel=6) as f:
             json.dump(rank_trace(pred, r, step), f)
@@ -115,9 +114,9 @@ def write_predicted_run(pred: Prediction, out: Path | str, *, force: bool = Fals
     per_rank = pred.per_rank.set_index("rank")
     meta.update(
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        profiled_steps=[step],
+        profiled_steps=[step + i for i in range(len(pred.replays))],
         traces=[trace_name(r) for r in ranks],
-        step_time_us=[[float(per_rank.loc[r, "step_time_us"])] for r in ranks],
+        step_time_us=[[rep.step_time_us[r] for rep in pred.replays] for r in ranks],
         peak_mem_bytes=[int(per_rank.loc[r, "peak_mem_bytes"]) for r in ranks],
         max_alive_units=[pred.max_alive_units] * len(ranks),
         max_alive_in_backward=[pred.max_alive_in_backward] * len(ranks),

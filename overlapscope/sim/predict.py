@@ -12,6 +12,7 @@ how many units' full parameters are alive when the peak (early backward) is reac
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,16 @@ from overlapscope.sim.calibrate import (
     bus_factor,
     calibrate,
 )
-from overlapscope.sim.schedule import Replay, Scenario, build_program, rank_metrics, replay
+from overlapscope.sim.schedule import (
+    Collective,
+    Replay,
+    Scenario,
+    build_program,
+    rank_metrics,
+    replay,
+)
 from overlapscope.trace.loader import load_run
+from overlapscope.trace.names import Phase
 
 GBIT_BYTES_PER_US = 1e9 / 8 / 1e6  # 1 Gbit/s in bytes per µs
 
@@ -38,7 +47,7 @@ GBIT_BYTES_PER_US = 1e9 / 8 / 1e6  # 1 Gbit/s in bytes per µs
 class Prediction:
     scenario: Scenario
     calibration: Calibration
-    replay: Replay
+    replays: tuple[Replay, ...]  # one replayed step per measured step
     per_rank: pd.DataFrame  # rank, step_time_us, compute_us, comm_us, exposed_comm_us, ...
     step_time_us: float
     exposed_comm_us: float
@@ -138,19 +147,50 @@ def _link(links: dict[str, LinkModel], kind: str, world: int) -> LinkModel:
     return LinkModel(kind, base.latency_us, base.busbw_bytes_per_us, bus_factor(kind, world), 0)
 
 
+def transfer_us(
+    calib: Calibration,
+    links: dict[str, LinkModel],
+    c: Collective,
+    measured_us: dict[tuple[str, Phase], float],
+) -> float:
+    """Wire time of ``c`` under the scenario's links.
+
+    The same collective (unit, phase) measured in the run: its measured time, with the
+    bandwidth part rescaled to the scenario's link (as Lumos replays measured op durations);
+    otherwise the fitted link model.
+    """
+    new = _link(links, c.kind, calib.world_size)
+    measured = measured_us.get((c.unit, c.phase), calib.transfer_us.get((c.unit, c.phase)))
+    old = calib.links.get(c.kind)
+    if measured is None or old is None:
+        return new.transfer_us(c.bytes)
+    bw_part = max(measured - old.latency_us, 0.0)
+    return old.latency_us + bw_part * old.busbw_bytes_per_us / new.busbw_bytes_per_us
+
+
 def predict_from(
     calib: Calibration, scenario: Scenario, *, contention: float | None = None
 ) -> Prediction:
-    """Replay one step of the calibrated run under ``scenario``."""
+    """Replay the calibrated run's steps under ``scenario``, one replay per measured step
+    (that step's compute and transfer times), and average them."""
     program = build_program(calib.step_model, scenario)
     links = scaled_links(calib, scenario)
-    transfer = [
-        _link(links, c.kind, calib.world_size).transfer_us(c.bytes) for c in program.collectives
-    ]
     alpha = calib.contention if contention is None else contention
-    rep = replay(program, calib.ranks, transfer, alpha)
-    metrics = rank_metrics(rep)
-    per_rank = pd.DataFrame([asdict(m) for m in metrics])
+    samples = list(zip(calib.step_compute_us, calib.step_transfer_us, strict=True)) or [
+        ({r: t.compute_us for r, t in calib.ranks.items()}, calib.transfer_us)
+    ]
+    replays = []
+    for compute, measured in samples:
+        ranks = {
+            r: dataclasses.replace(t, compute_us=compute.get(r, t.compute_us))
+            for r, t in calib.ranks.items()
+        }
+        transfer = [
+            calib.dispatch_us + transfer_us(calib, links, c, measured) for c in program.collectives
+        ]
+        replays.append(replay(program, ranks, transfer, alpha))
+    per_sample = pd.DataFrame([asdict(m) for rep in replays for m in rank_metrics(rep)])
+    per_rank = per_sample.groupby("rank", as_index=False).mean()
     mem = {
         r: b + program.max_mem_units_in_backward * calib.alive_unit_bytes
         for r, b in calib.mem_baseline_bytes.items()
@@ -159,7 +199,7 @@ def predict_from(
     return Prediction(
         scenario=scenario,
         calibration=calib,
-        replay=rep,
+        replays=tuple(replays),
         per_rank=per_rank,
         step_time_us=float(per_rank["step_time_us"].mean()),
         exposed_comm_us=float(per_rank["exposed_comm_us"].mean()),
