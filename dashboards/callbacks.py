@@ -16,7 +16,7 @@ from overlapscope.errors import UserError
 _RANGE_KEY = re.compile(r"^xaxis\d*\.range\[([01])\]$")
 
 
-def parse_window(relayout: dict[str, Any] | None) -> tuple[float, float] | None | str:
+def parse_window(relayout: dict[str, Any] | None) -> tuple[float, float] | str | None:
     """A zoom's x range in ms; ``"auto"`` for a reset; None when the x range did not change."""
     if not relayout:
         return None
@@ -53,7 +53,11 @@ def windowed_timeline(
     if all(len(r.analysis.timeline) <= MAX_BARS for r in runs):
         return None
     children = views.timeline_view(
-        registry, run_a, run_b, step, None if window == "auto" else window  # type: ignore[arg-type]
+        registry,
+        run_a,
+        run_b,
+        step,
+        None if window == "auto" else window,  # type: ignore[arg-type]
     )
     graph = children[-1]
     figure = getattr(graph, "figure", None)

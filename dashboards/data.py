@@ -12,6 +12,7 @@ is written into run directories.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -24,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from overlapscope import analysis as analysis_pkg
+from overlapscope import trace as trace_pkg
 from overlapscope.analysis.api import SCHEMA_VERSION, RunAnalysis, analyze
 from overlapscope.errors import UserError
 from overlapscope.trace.loader import load_run
@@ -119,9 +122,7 @@ def default_pair(runs: Sequence[RunSource]) -> tuple[str | None, str | None]:
         return None, None
     serial = next((r.key for r in runs if r.policy == "none"), None)
     pipelined = next((r.key for r in runs if r.policy == "backward_pre"), None)
-    pipelined = pipelined or next(
-        (r.key for r in runs if r.policy not in (None, "none")), None
-    )
+    pipelined = pipelined or next((r.key for r in runs if r.policy not in (None, "none")), None)
     if serial and pipelined:
         return serial, pipelined
     first = runs[0].key
@@ -141,16 +142,33 @@ def input_files(path: Path) -> list[Path]:
         files = [path / str(name) for name in listed]
     else:
         files = sorted(
-            p for p in path.iterdir() if p.name != RUN_MANIFEST and p.name.endswith((".json", ".json.gz"))
+            p
+            for p in path.iterdir()
+            if p.name != RUN_MANIFEST and p.name.endswith((".json", ".json.gz"))
         )
     if (path / RUN_MANIFEST).is_file():
         files.append(path / RUN_MANIFEST)
     return files
 
 
+@functools.cache
+def code_version() -> str:
+    """Hash of the loader's and analysis' source files (name, size, mtime): a cached
+    analysis from other code is recomputed even where ``SCHEMA_VERSION`` did not change."""
+    h = hashlib.sha256()
+    for pkg in (analysis_pkg, trace_pkg):
+        for f in sorted(Path(pkg.__file__ or "").parent.glob("*.py")):
+            st = f.stat()
+            h.update(f"{f.name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    return h.hexdigest()[:16]
+
+
 def fingerprint(path: Path) -> str:
-    """Hash of the analysis schema, cache version and each input's (path, size, mtime)."""
-    h = hashlib.sha256(f"{SCHEMA_VERSION}:{CACHE_VERSION}:{path.resolve()}".encode())
+    """Hash of the analysis schema and code, cache version and each input's (path, size,
+    mtime)."""
+    h = hashlib.sha256(
+        f"{SCHEMA_VERSION}:{CACHE_VERSION}:{code_version()}:{path.resolve()}".encode()
+    )
     for f in input_files(path):
         try:
             st = f.stat()
@@ -185,14 +203,21 @@ def _write_cache(file: Path, value: tuple[RunAnalysis, dict[str, Any] | None]) -
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
+    except OSError:
+        return
+    try:
         with os.fdopen(fd, "wb") as fh:
             pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, file)
     except OSError:
         pass
+    finally:
+        Path(tmp).unlink(missing_ok=True)
 
 
-def analyse_run(path: Path, *, use_disk: bool = True) -> tuple[RunAnalysis, dict[str, Any] | None, str]:
+def analyse_run(
+    path: Path, *, use_disk: bool = True
+) -> tuple[RunAnalysis, dict[str, Any] | None, str]:
     """(analysis, run.json, fingerprint) of one run, from the disk cache when it is current."""
     key = fingerprint(path)
     file = cache_dir() / f"{key}.pkl"

@@ -3,8 +3,10 @@
 The timeline draws one bar trace per (panel, phase) plus one for exposed communication, so
 the trace count is bounded by the phase vocabulary whatever the number of events; above
 ``MAX_BARS`` rows in a panel, intervals of the same lane and phase closer than one pixel
-(``span / MERGE_PIXELS``) are merged into one bar (hover gives the count), which keeps a
-100k-event step drawable in well under a second. ``window_ms`` redraws only a zoomed range.
+(``span / MERGE_PIXELS``) are merged into one bar (hover gives the count), coarsening by
+doubling until at most ``MAX_BARS`` remain, which keeps a 100k-event step drawable in well
+under a second (``benchmarks/timeline_render.py``). ``window_ms`` redraws only a zoomed
+range, at full detail when it holds few enough events.
 """
 
 from __future__ import annotations
@@ -44,7 +46,13 @@ def _base_layout(
         }
     )
     fig.update_layout(
-        title={"text": title, "x": 0.01, "xanchor": "left", "yref": "container", "y": 1 - 22 / height},
+        title={
+            "text": title,
+            "x": 0.01,
+            "xanchor": "left",
+            "yref": "container",
+            "y": 1 - 22 / height,
+        },
         template="plotly_white",
         font=FONT,
         height=height,
@@ -169,7 +177,14 @@ def window_bars(
         return bars
     lo = float(bars["t0"].min()) if window_ms is None else window_ms[0]
     hi = float(bars["t1"].max()) if window_ms is None else window_ms[1]
-    return merge_close(bars, max(hi - lo, 1e-9) / MERGE_PIXELS)
+    span = max(hi - lo, 1e-9)
+    tol = span / MERGE_PIXELS
+    merged = merge_close(bars, tol)
+    # Still too many (events spread evenly, each more than a pixel apart): coarsen.
+    while len(merged) > max_bars and tol < span:
+        tol *= 2
+        merged = merge_close(merged, tol)
+    return merged
 
 
 def _hover(b: pd.DataFrame) -> np.ndarray:
@@ -245,9 +260,7 @@ def timeline_figure(
             b["y"].unique(),
             key=lambda y: (int(y.split(" ")[1]), palette.LANES.index(y.split(" · ")[1])),
         )
-        fig.update_yaxes(
-            categoryorder="array", categoryarray=list(reversed(order)), row=row, col=1
-        )
+        fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(order)), row=row, col=1)
     fig.update_layout(barmode="overlay", bargap=0.25, uirevision="timeline")
     fig.update_xaxes(title_text="time since step start (ms)", row=len(panels), col=1)
     if window_ms is not None:
@@ -299,7 +312,9 @@ def units_figure(panels: Sequence[tuple[str, pd.DataFrame]]) -> go.Figure:
                 col=col,
             )
             shown.add(phase)
-        fig.update_xaxes(title_text="FSDP unit", categoryorder="array", categoryarray=order, row=1, col=col)
+        fig.update_xaxes(
+            title_text="FSDP unit", categoryorder="array", categoryarray=order, row=1, col=col
+        )
     fig.update_yaxes(title_text="exposed time (ms per step, mean over ranks)", row=1, col=1)
     fig.update_layout(barmode="group")
     return _base_layout(fig, "Exposed communication per unit", 520)
@@ -336,9 +351,7 @@ def tradeoff_figure(tradeoff: pd.DataFrame) -> go.Figure:
         )
     fig.update_xaxes(title_text="peak memory (MiB, max over ranks)")
     fig.update_yaxes(title_text="step time (ms, mean over ranks)", rangemode="tozero")
-    return _base_layout(
-        fig, "Trade-off: step time vs peak memory (lower-left is better)", 540
-    )
+    return _base_layout(fig, "Trade-off: step time vs peak memory (lower-left is better)", 540)
 
 
 # --- ranks ----------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ ERROR_STYLE = {
     "borderRadius": "6px",
     "margin": "8px 0",
 }
-GRAPH_CONFIG = {"displaylogo": False, "scrollZoom": True}
+GRAPH_CONFIG: dcc.Graph.Config = {"displaylogo": False, "scrollZoom": True}
 
 
 def error_panel(message: str) -> html.Div:
@@ -95,6 +95,11 @@ NUMBER_FORMATS: dict[str, str] = {
 CELL_STYLE = {"padding": "4px 10px", "borderBottom": "1px solid #e5e5e5", "textAlign": "right"}
 HEAD_STYLE = CELL_STYLE | {"background": "#f3f3f3", "fontWeight": "bold", "verticalAlign": "bottom"}
 
+TEXT_ALIGN: dict[str, dict[str, str]] = {
+    "run": {"textAlign": "left"},
+    "policy": {"textAlign": "left"},
+}
+
 
 def format_cell(column: str, value: object) -> str:
     if value is None or (isinstance(value, float) and value != value):
@@ -104,9 +109,19 @@ def format_cell(column: str, value: object) -> str:
 
 
 def overview_html(table: pd.DataFrame) -> html.Table:
-    head = html.Tr([html.Th(OVERVIEW_HEADERS[c], style=HEAD_STYLE) for c in OVERVIEW_COLUMNS])
+    head = html.Tr(
+        [
+            html.Th(OVERVIEW_HEADERS[c], style=HEAD_STYLE | TEXT_ALIGN.get(c, {}))
+            for c in OVERVIEW_COLUMNS
+        ]
+    )
     body = [
-        html.Tr([html.Td(format_cell(c, row[c]), style=CELL_STYLE) for c in OVERVIEW_COLUMNS])
+        html.Tr(
+            [
+                html.Td(format_cell(c, row[c]), style=CELL_STYLE | TEXT_ALIGN.get(c, {}))
+                for c in OVERVIEW_COLUMNS
+            ]
+        )
         for row in table.to_dict("records")
     ]
     return html.Table(

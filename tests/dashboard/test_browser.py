@@ -46,17 +46,21 @@ def _text(dash_duo: Any, selector: str) -> str:
 def _figure(dash_duo: Any, graph_id: str) -> dict[str, Any]:
     """The figure as plotly drew it (data and layout from the graph's DOM node)."""
     js = (
-        "const gd = document.querySelector('#%s .js-plotly-plot');"
+        "const gd = document.querySelector('#' + arguments[0] + ' .js-plotly-plot');"
         "return JSON.stringify({data: gd.data.map(t => ({name: t.name, type: t.type})),"
         " titles: (gd.layout.annotations || []).map(a => a.text), title: gd.layout.title.text});"
-    ) % graph_id
-    return json.loads(dash_duo.driver.execute_script(js))
+    )
+    return dict(json.loads(dash_duo.driver.execute_script(js, graph_id)))
 
 
 def _screenshot(dash_duo: Any, tab: str) -> None:
     # Tall enough for the whole page: headless Chromium captures the viewport only.
-    height = int(dash_duo.driver.execute_script("return document.body.scrollHeight"))
-    dash_duo.driver.set_window_size(1400, min(height + 100, 2400))
+    bottom = dash_duo.driver.execute_script(
+        "return document.getElementById(arguments[0]).getBoundingClientRect().bottom"
+        " + window.scrollY",
+        ids.VIEW,
+    )
+    dash_duo.driver.set_window_size(1400, min(int(bottom) + 200, 2400))
     time.sleep(0.6)  # plotly re-layouts on resize
     dash_duo.driver.save_screenshot(str(DOCS / f"dashboard-{tab}.png"))
 
@@ -112,9 +116,7 @@ def _pick(dash_duo: Any, dropdown_id: str, option_text: str) -> None:
         if el.text == option_text:
             el.click()
             return
-    options = [
-        e.text for e in dash_duo.driver.find_elements(By.CSS_SELECTOR, "[role=option]")
-    ]
+    options = [e.text for e in dash_duo.driver.find_elements(By.CSS_SELECTOR, "[role=option]")]
     raise AssertionError(f"no option {option_text!r} in #{dropdown_id}: {options}")
 
 
@@ -157,12 +159,13 @@ def test_vanished_and_broken_runs_show_an_error_panel(
     runs = discover_runs([tmp_path])
     app = create_app(runs)
     dash_duo.start_server(app)
-    _open_tab(dash_duo, ids.TAB_TIMELINE)
-    _open_tab(dash_duo, ids.TAB_OVERVIEW)
+    _open_tab(dash_duo, ids.TAB_OVERVIEW)  # the good run's rows, the broken one's panel
     dash_duo.wait_for_contains_text(f".{ids.ERROR_PANEL_CLASS}", "broken", timeout=20)
+    assert "good" in _text(dash_duo, f"#{ids.OVERVIEW_TABLE}")
 
     shutil.rmtree(good)
-    _open_tab(dash_duo, ids.TAB_UNITS)  # re-renders: both runs now fail
-    dash_duo.wait_for_contains_text(f".{ids.ERROR_PANEL_CLASS}", "no longer exists", timeout=20)
+    dash_duo.find_element(f"#tab-{ids.TAB_UNITS}").click()  # re-renders: both runs now fail
+    dash_duo.wait_for_contains_text(f"#{ids.VIEW}", "no longer exists", timeout=20)
+    assert len(dash_duo.find_elements(f".{ids.ERROR_PANEL_CLASS}")) == 2
     assert dash_duo.find_element(f"#{ids.TABS}")  # the app is still up
     assert dash_duo.get_logs() == []
