@@ -100,3 +100,17 @@ def test_analyze_reports_recompute_and_copies(runs: dict[str, Path]) -> None:
         timeout=120,
     ).stdout
     assert "Memory levers" in text and "recompute" in text and "h2d" in text
+
+
+def test_dashboard_timeline_legend_shows_the_new_phases(runs: dict[str, Path]) -> None:
+    from dashboards.figures import step_panel, timeline_figure
+    from dashboards.palette import PHASE_NAMES
+    from overlapscope.analysis import analyze
+    from overlapscope.trace.loader import load_run
+
+    a = analyze(load_run(runs["levers"]))
+    step = int(a.steps["step"].iloc[0])
+    fig = timeline_figure([step_panel("levers", a.timeline, a.exposed, a.steps, step)])
+    legend = {t.name for t in fig.data if t.showlegend is not False}
+    for phase in ("recompute", "h2d", "d2h"):
+        assert PHASE_NAMES[phase] in legend, (phase, legend)
