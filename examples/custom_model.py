@@ -23,4 +23,5 @@ with RankProfiler(
         sharded.optimizer_step(opt)
         opt.zero_grad()
         prof.step()
+sharded.close()
 dist.destroy_process_group()

@@ -81,6 +81,12 @@ class Collectives:
         self.rank = dist.get_rank()
         self.world_size = dist.get_world_size()
 
+    def close(self) -> None:
+        """Shut the engine's own gloo group down (its worker thread must not outlive the
+        process's teardown: left running, it can abort the rank at exit)."""
+        if self.gloo:
+            self.group.shutdown()
+
     def all_gather(self, out: torch.Tensor, shard: torch.Tensor) -> dist.Work:
         """Issue: gather every rank's ``shard`` into ``out`` (returns at once)."""
         if self.gloo:

@@ -225,6 +225,10 @@ class ShardedModel(nn.Module):
     def root(self) -> Unit:
         return self.units[0]
 
+    def close(self) -> None:
+        """Release the communication group (call before ``destroy_process_group``)."""
+        self.comm.close()
+
     def optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         with self.instrument.phase(Phase.OPTIM, OPTIM_UNIT):
             optimizer.step()

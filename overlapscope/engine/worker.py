@@ -132,6 +132,7 @@ def train(cfg: RunConfig, run_dir: Path) -> None:
         }
         write_json_atomic(run_dir / RUN_MANIFEST, manifest)
     dist.barrier()
+    sharded.close()
     dist.destroy_process_group()
 
 

@@ -49,7 +49,9 @@ def _train_engine(rank: int, world: int, cfg: EngineConfig) -> dict[str, torch.T
         sharded(local_rows(x, rank, world), local_rows(y, rank, world)).backward()
         sharded.optimizer_step(opt)
         opt.zero_grad()
-    return sharded.full_state_dict()
+    state = sharded.full_state_dict()
+    sharded.close()
+    return state
 
 
 def _train_fsdp2(rank: int, world: int) -> dict[str, torch.Tensor]:
