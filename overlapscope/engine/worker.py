@@ -132,7 +132,6 @@ def train(cfg: RunConfig, run_dir: Path) -> None:
         }
         write_json_atomic(run_dir / RUN_MANIFEST, manifest)
     dist.barrier()
-    sharded.close()
     dist.destroy_process_group()
 
 
@@ -154,7 +153,13 @@ def main(argv: list[str]) -> int:
         msg = f"{type(e).__name__}: {e}".splitlines()[0] if str(e) else type(e).__name__
         (run_dir / "logs" / f"rank-{rank}.error").write_text(msg + "\n")
         return 1
-    return 0
+    # Everything is written (atomically) and every rank has passed the final barrier. Leave
+    # without running C++ static destructors: gloo and profiler threads torn down at
+    # interpreter exit intermittently aborted a finished rank ("terminate called without an
+    # active exception"), which would discard a complete run.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -92,3 +92,20 @@ def test_sweep_over_the_lab_link(tmp_path: Path) -> None:
     assert doc["sweep"]["link_gbit"] == 0.5
     run = json.loads((out / "runs" / "backward_pre" / "rep-0" / "run.json").read_text())
     assert run["config"]["link_gbit"] == 0.5
+
+
+@pytest.mark.multirank
+def test_sweep_compares_checkpointing_and_offload_in_one_table(tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    proc = _sweep(out, "--policies", "backward_pre+ckpt,backward_post+offload", "--repeats", "1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    csv = pd.read_csv(out / "summary.csv")
+    assert list(csv["config"]) == ["backward_pre+ckpt=all", "backward_post+offload"]
+    assert (csv["peak_mem_mib"] > 0).all() and (csv["throughput_samples_s"] > 0).all()
+    runs = out / "runs"
+    ckpt = json.loads((runs / "backward_pre+ckpt=all" / "rep-0" / "run.json").read_text())
+    assert ckpt["config"]["engine"]["checkpoint_units"] == "all"
+    assert not ckpt["config"]["engine"]["cpu_offload"]
+    off = json.loads((runs / "backward_post+offload" / "rep-0" / "run.json").read_text())
+    assert off["config"]["engine"]["cpu_offload"]
+    assert off["config"]["engine"]["checkpoint_units"] == "none"
