@@ -26,13 +26,9 @@ def _values(e: type) -> list[str]:
     return [m.value for m in e]  # type: ignore[attr-defined]
 
 
-def add_engine_flags(p: argparse.ArgumentParser, *, with_policy: bool = True) -> None:
-    """Flags shared by ``run`` and ``sweep``."""
-    g = p.add_argument_group("engine")
-    if with_policy:
-        g.add_argument("--policy", choices=_values(Policy), default="backward_pre")
-    g.add_argument("--forward-prefetch", action="store_true", help="prefetch in forward too")
-    g.add_argument(
+def add_limit_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--limit-all-gathers [K]``, shared by every command that sets the rate limiter."""
+    p.add_argument(
         "--limit-all-gathers",
         type=int,
         nargs="?",
@@ -42,6 +38,15 @@ def add_engine_flags(p: argparse.ArgumentParser, *, with_policy: bool = True) ->
         help=f"rate limiter: hold prefetches while K units are alive (K={DEFAULT_LIMIT_WINDOW} "
         "if omitted; off by default)",
     )
+
+
+def add_engine_flags(p: argparse.ArgumentParser, *, with_policy: bool = True) -> None:
+    """Flags shared by ``run`` and ``sweep``."""
+    g = p.add_argument_group("engine")
+    if with_policy:
+        g.add_argument("--policy", choices=_values(Policy), default="backward_pre")
+    g.add_argument("--forward-prefetch", action="store_true", help="prefetch in forward too")
+    add_limit_flag(g)
     g.add_argument("--sharding", choices=_values(Sharding), default="full_shard")
     g.add_argument("--mixed-precision", choices=_values(MixedPrecision), default="none")
     g.add_argument(

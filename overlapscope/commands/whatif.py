@@ -14,12 +14,11 @@ import math
 import sys
 from pathlib import Path
 
+from overlapscope.commands.run import add_limit_flag
 from overlapscope.errors import UserError
 from overlapscope.sim.export import write_predicted_run
 from overlapscope.sim.predict import load_calibration, predict_from
 from overlapscope.sim.schedule import Policy, Scenario
-
-DEFAULT_LIMIT = 2  # same default window as `overlapscope run --limit-all-gathers`
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -39,15 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="backward prefetch policy to predict",
     )
     p.add_argument("--forward-prefetch", action="store_true", help="prefetch in forward too")
-    p.add_argument(
-        "--limit-all-gathers",
-        type=int,
-        nargs="?",
-        const=DEFAULT_LIMIT,
-        default=None,
-        metavar="K",
-        help=f"rate limiter window (K={DEFAULT_LIMIT} if omitted; off by default)",
-    )
+    add_limit_flag(p)
     net = p.add_mutually_exclusive_group()
     net.add_argument(
         "--link-gbit", type=float, metavar="R", help="predict on a shaped link of R Gbit/s"
