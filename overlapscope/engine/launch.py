@@ -22,16 +22,13 @@ from overlapscope.trace.files import RUN_MANIFEST
 WORKER = "overlapscope.engine.worker"
 
 
-def torchrun_argv(nproc: int, run_dir: Path) -> list[str]:
+def torchrun_argv(run_dir: Path, launcher_args: list[str]) -> list[str]:
+    """``python -m torch.distributed.run LAUNCHER_ARGS -m overlapscope.engine.worker RUN_DIR``."""
     return [
         sys.executable,
         "-m",
         "torch.distributed.run",
-        "--standalone",
-        "--nnodes",
-        "1",
-        "--nproc-per-node",
-        str(nproc),
+        *launcher_args,
         "-m",
         WORKER,
         str(run_dir),
@@ -57,7 +54,8 @@ def _first_failure(run_dir: Path) -> str:
 
 def _run_local(cfg: RunConfig, staging: Path) -> int:
     with (staging / "logs" / "launcher.log").open("wb") as log:
-        proc = subprocess.run(torchrun_argv(cfg.nproc, staging), stderr=log, env=_env(cfg))
+        local = ["--standalone", "--nnodes", "1", "--nproc-per-node", str(cfg.nproc)]
+        proc = subprocess.run(torchrun_argv(staging, local), stderr=log, env=_env(cfg))
     return proc.returncode
 
 
@@ -70,24 +68,9 @@ def _run_in_lab(cfg: RunConfig, staging: Path) -> int:
     with shaped_network(cfg.nproc, cfg.link_gbit) as lab:
 
         def argv(slot: RankSlot) -> list[str]:
-            return [
-                sys.executable,
-                "-m",
-                "torch.distributed.run",
-                "--nnodes",
-                str(cfg.nproc),
-                "--node-rank",
-                str(slot.rank),
-                "--nproc-per-node",
-                "1",
-                "--master-addr",
-                lab.master_addr,
-                "--master-port",
-                str(lab.master_port),
-                "-m",
-                WORKER,
-                str(staging),
-            ]
+            node = ["--nnodes", str(cfg.nproc), "--node-rank", str(slot.rank)]
+            node += ["--nproc-per-node", "1", "--master-addr", lab.master_addr]
+            return torchrun_argv(staging, [*node, "--master-port", str(lab.master_port)])
 
         codes = lab.run_ranks(argv, _env(cfg), staging / "logs")
     return 0 if all(c == 0 for c in codes) else 1

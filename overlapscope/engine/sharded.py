@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -55,7 +55,6 @@ class Unit:
     pending_grad: PendingGrad | None = None
     grad_phase: Phase | None = None
     bwd_started: bool = False
-    checkpointed: bool = False
     fresh: bool = False  # no_shard: full buffer already refreshed from the shard this step
 
 
@@ -66,7 +65,6 @@ class EngineStats:
     max_alive_units: int = 0
     max_alive_in_backward: int = 0
     deferred_prefetches: int = 0
-    alive_log: list[tuple[str, int]] = field(default_factory=list)  # (event, alive) if logging
 
 
 class ShardedModel(nn.Module):
@@ -84,7 +82,6 @@ class ShardedModel(nn.Module):
         *,
         group: Any = None,
         device: torch.device | None = None,
-        log_alive: bool = False,
     ) -> None:
         super().__init__()
         if not dist.is_initialized():
@@ -96,13 +93,11 @@ class ShardedModel(nn.Module):
         self.comm = Collectives(group or new_comm_group(backend), backend)
         self.instrument = Instrument(self.config.instrument)
         self.stats = EngineStats()
-        self._log_alive = log_alive
         self._compute_dtype = (
             torch.bfloat16 if self.config.mixed_precision is MixedPrecision.BF16 else torch.float32
         )
         self.units = self._build_units(model, units)
         self._shards = nn.ParameterList(u.flat.shard for u in self.units if u.flat is not None)
-        self._by_module = {id(u.module): u for u in self.units}
         self._fwd_order: list[Unit] = []  # recorded in the first forward (static graph)
         self._order_frozen = False
         self._alive: set[str] = set()
@@ -204,7 +199,6 @@ class ShardedModel(nn.Module):
             return checkpoint(recompute_aware, *args, use_reentrant=False, **kwargs)
 
         u.module.forward = checkpointed
-        u.checkpointed = True
 
     def _install_hooks(self) -> None:
         non_root = [u for u in self.units if not u.is_root]
@@ -279,13 +273,11 @@ class ShardedModel(nn.Module):
         i = order.index(u)
         return order[i + 1] if i + 1 < len(order) else None
 
-    def _note_alive(self, event: str) -> None:
+    def _note_alive(self) -> None:
         n = len(self._alive)
         self.stats.max_alive_units = max(self.stats.max_alive_units, n)
         if self._in_backward:
             self.stats.max_alive_in_backward = max(self.stats.max_alive_in_backward, n)
-        if self._log_alive:
-            self.stats.alive_log.append((event, n))
 
     def _needs_gather(self, u: Unit) -> bool:
         return u.flat is not None and u.ag_work is None and not u.flat.is_gathered
@@ -308,7 +300,7 @@ class ShardedModel(nn.Module):
             self._deferred = None  # gathered on demand before the held-back prefetch
         if not u.is_root:
             self._alive.add(u.name)
-            self._note_alive(f"gather {u.name}")
+            self._note_alive()
 
     def _copy_to_device(self, u: Unit, shard: torch.Tensor) -> torch.Tensor:
         """CPU offload: bring the host shard to the device before its all-gather.
@@ -394,7 +386,7 @@ class ShardedModel(nn.Module):
             self._free_events.append(ev)
         u.flat.free_full()
         self._alive.discard(u.name)
-        self._note_alive(f"free {u.name}")
+        self._note_alive()
         if self._deferred is not None:
             deferred, phase = self._deferred
             self._deferred = None
@@ -464,7 +456,7 @@ class ShardedModel(nn.Module):
         if self.config.policy is Policy.BACKWARD_PRE:
             self._prefetch(self._next_backward(u), Phase.AG_BWD)  # PREFETCH before compute
         self._wait_all_gather(u)  # WAIT: gradient compute needs the full parameters
-        self._note_alive(f"bwd {u.name}")
+        self._note_alive()
         self.instrument.push(Phase.BWD, u.name)
 
     def _make_post_backward(self, u: Unit) -> Callable[[torch.Tensor], None]:

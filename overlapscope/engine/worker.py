@@ -11,6 +11,7 @@ if it failed, and, from rank 0 once every rank is done, ``run.json``.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sys
@@ -144,8 +145,6 @@ def main(argv: list[str]) -> int:
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
     _redirect_output(run_dir, rank)
     try:
-        import json
-
         cfg = RunConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
         train(cfg, run_dir)
     except BaseException as e:

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +115,3 @@ def versions() -> dict[str, str]:
         v["cuda"] = str(torch.version.cuda)
         v["gpu"] = torch.cuda.get_device_name()
     return v
-
-
-ProgressFn = Callable[[int, float, float], None]
