@@ -23,12 +23,17 @@ if ((${#need_apt[@]})); then
 fi
 
 PY=${PYTHON:-python3}
+stamp=.venv/.overlapscope-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" != "$want" ]; then
+  # pyproject changed: start clean, so a dependency removed from it is gone from .venv too.
+  echo "setup: pyproject.toml changed; recreating .venv"
+  rm -rf .venv
+fi
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   "$PY" -m venv .venv
 fi
-stamp=.venv/.overlapscope-installed
-want=$(cat pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing overlapscope into .venv (torch==2.13.0 CPU build, pinned)"
   # torch first, exactly pinned, so no other requirement can pull a newer (CUDA) build.
