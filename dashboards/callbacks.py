@@ -64,6 +64,20 @@ def windowed_timeline(
     return figure if isinstance(figure, go.Figure) else None
 
 
+def whatif_panel_style(tab: str | None) -> dict[str, str]:
+    return {} if tab == ids.TAB_WHATIF else {"display": "none"}
+
+
+# The what-if scenario controls, in ``views.whatif_view``'s order.
+WHATIF_CONTROLS: tuple[str, ...] = (
+    ids.WHATIF_POLICY,
+    ids.WHATIF_FORWARD_PREFETCH,
+    ids.WHATIF_LIMIT,
+    ids.WHATIF_NETWORK_MODE,
+    ids.WHATIF_NETWORK_VALUE,
+)
+
+
 def register(app: Dash, registry: RunRegistry) -> None:
     @app.callback(
         Output(ids.STEP, "options"),
@@ -98,3 +112,32 @@ def register(app: Dash, registry: RunRegistry) -> None:
     def _zoom(relayout: dict[str, Any] | None, run_a: Any, run_b: Any, step: Any) -> Any:
         fig = windowed_timeline(registry, run_a, run_b, step, relayout)
         return no_update if fig is None else fig
+
+    @app.callback(Output(ids.WHATIF_PANEL, "style"), Input(ids.TABS, "value"))
+    def _whatif_shown(tab: str | None) -> dict[str, str]:
+        return whatif_panel_style(tab)
+
+    controls = [Input(c, "value") for c in WHATIF_CONTROLS]
+
+    @app.callback(
+        Output(ids.WHATIF_TARGET, "value"),
+        Input(ids.RUN_A, "value"),
+        Input(ids.RUN_B, "value"),
+        *controls,
+        prevent_initial_call=True,  # the layout holds the default scenario's target
+    )
+    def _whatif_target(run_a: str | None, run_b: str | None, *scenario: object) -> Any:
+        return views.default_target(registry, run_a, run_b, *scenario)
+
+    @app.callback(
+        Output(ids.WHATIF_OUTPUT, "children"),
+        Input(ids.TABS, "value"),
+        Input(ids.RUN_A, "value"),
+        Input(ids.STEP, "value"),
+        Input(ids.WHATIF_TARGET, "value"),
+        *controls,
+    )
+    def _whatif(tab: str, run_a: Any, step: Any, target: Any, *scenario: object) -> Any:
+        if tab != ids.TAB_WHATIF:  # other tabs never wait for a calibration
+            return no_update
+        return views.whatif_view(registry, run_a, target, step, *scenario)

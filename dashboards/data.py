@@ -8,6 +8,10 @@ under ``$OVERLAPSCOPE_CACHE_DIR`` (default ``$XDG_CACHE_HOME/overlapscope`` or
 ``~/.cache/overlapscope``), in ``dashboard/<key>.pkl``, where the key hashes the analysis
 schema version, this module's cache version and each input file's (path, size, mtime). Nothing
 is written into run directories.
+
+What-if calibrations (``RunRegistry.calibration``) are kept in memory only, for the
+``CALIBRATION_CACHE_SIZE`` runs used last, keyed by the same fingerprint; a run that cannot be
+calibrated is remembered too, as its ``CalibrationError``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import pickle
 import re
 import tempfile
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,11 +34,14 @@ from overlapscope import analysis as analysis_pkg
 from overlapscope import trace as trace_pkg
 from overlapscope.analysis.api import SCHEMA_VERSION, RunAnalysis, analyze
 from overlapscope.errors import UserError
+from overlapscope.sim import Calibration, load_calibration
 from overlapscope.trace.loader import load_run
 
 RUN_MANIFEST = "run.json"
 # Bump when what is pickled changes shape.
 CACHE_VERSION = 1
+# What-if calibrations kept in memory (a few MB each: per-step compute and transfer tables).
+CALIBRATION_CACHE_SIZE = 8
 
 
 class UnknownRunError(UserError):
@@ -42,6 +50,11 @@ class UnknownRunError(UserError):
 
 class RunLoadError(UserError):
     """A run directory disappeared or its traces failed to load."""
+
+
+class CalibrationError(UserError):
+    """The what-if model cannot be calibrated from this run (no run.json, no overlapscope
+    ranges, a prediction rather than a measurement, ...)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +74,7 @@ class LoadedRun:
     run_meta: dict[str, Any] | None
 
 
-def _read_manifest(run_dir: Path) -> dict[str, Any] | None:
+def read_manifest(run_dir: Path) -> dict[str, Any] | None:
     try:
         doc = json.loads((run_dir / RUN_MANIFEST).read_text())
     except (OSError, ValueError):
@@ -111,7 +124,7 @@ def discover_runs(paths: Sequence[Path]) -> list[RunSource]:
             while key in keys:
                 key, n = f"{_slug(label)}-{n}", n + 1
             keys.add(key)
-            manifest = _read_manifest(d) if d.is_dir() else None
+            manifest = read_manifest(d) if d.is_dir() else None
             runs.append(RunSource(key=key, path=d.resolve(), label=label, policy=_policy(manifest)))
     return runs
 
@@ -136,7 +149,7 @@ def input_files(path: Path) -> list[Path]:
         return [path]
     if not path.is_dir():
         raise RunLoadError(f"{path}: the run directory no longer exists")
-    manifest = _read_manifest(path)
+    manifest = read_manifest(path)
     listed = (manifest or {}).get("traces")
     if isinstance(listed, list) and listed:
         files = [path / str(name) for name in listed]
@@ -236,6 +249,29 @@ def analyse_run(
     return analysis, meta, key
 
 
+def calibrate_run(src: RunSource) -> Calibration:
+    """The what-if calibration of one run; ``CalibrationError`` says why not and what to do."""
+    manifest = read_manifest(src.path) if src.path.is_dir() else None
+    predicted = (manifest or {}).get("predicted")
+    if predicted:
+        origin = Path(str(predicted.get("from", "") if isinstance(predicted, dict) else ""))
+        raise CalibrationError(
+            f"{src.label} is a what-if prediction (from {origin.name or 'another run'}), "
+            "not a measurement: pick the measured run it was predicted from"
+        )
+    try:
+        return load_calibration(src.path)
+    except UserError as e:
+        # the simulator's messages start with the path: name the run as the page does
+        message = str(e).removeprefix(f"{src.path}: ")
+        raise CalibrationError(f"{src.label}: {message}") from e
+    except Exception as e:  # a run the model does not expect must not take the app down
+        raise CalibrationError(
+            f"{src.label}: the what-if model cannot calibrate this run "
+            f"({type(e).__name__}: {e}); record it with `overlapscope run`"
+        ) from e
+
+
 class RunRegistry:
     """The runs the app was started with, by key; loads each through the cache."""
 
@@ -247,6 +283,9 @@ class RunRegistry:
             self._runs[r.key] = r
         self._use_disk = use_disk_cache
         self._memory: dict[str, tuple[str, LoadedRun]] = {}
+        self._calibrations: OrderedDict[str, tuple[str, Calibration | CalibrationError]] = (
+            OrderedDict()
+        )
         self._lock = threading.Lock()
 
     @property
@@ -271,3 +310,30 @@ class RunRegistry:
         with self._lock:
             self._memory[src.key] = (fp, loaded)
         return loaded
+
+    def calibration(self, key: object) -> Calibration:
+        """The run's what-if calibration, from memory while its files are unchanged (LRU of
+        ``CALIBRATION_CACHE_SIZE`` runs); ``CalibrationError`` (also remembered) when the
+        model cannot be calibrated from it."""
+        src = self.source(key)
+        fp = fingerprint(src.path)
+        with self._lock:
+            hit = self._calibrations.get(src.key)
+            if hit is not None and hit[0] == fp:
+                self._calibrations.move_to_end(src.key)
+                result = hit[1]
+            else:
+                result = None
+        if result is None:
+            try:
+                result = calibrate_run(src)
+            except CalibrationError as e:
+                result = CalibrationError(str(e))
+            with self._lock:
+                self._calibrations[src.key] = (fp, result)
+                self._calibrations.move_to_end(src.key)
+                while len(self._calibrations) > CALIBRATION_CACHE_SIZE:
+                    self._calibrations.popitem(last=False)
+        if isinstance(result, CalibrationError):
+            raise CalibrationError(str(result))  # a fresh one: the stored one keeps no traceback
+        return result

@@ -207,11 +207,16 @@ HOVER_TEMPLATE = (
 )
 
 
+TIMELINE_TITLE = "Timeline: one step, lanes per rank"
+WHATIF_TITLE = "What-if: the predicted step above the measured one(s), lanes per rank"
+
+
 def timeline_figure(
     panels: Sequence[TimelinePanel],
     *,
     window_ms: tuple[float, float] | None = None,
     max_bars: int = MAX_BARS,
+    title: str = TIMELINE_TITLE,
 ) -> go.Figure:
     """Lanes per rank (compute, all-gather, reduce-scatter, wait, exposed) per panel, stacked
     on one shared time axis (ms since each panel's step start)."""
@@ -266,9 +271,13 @@ def timeline_figure(
     if window_ms is not None:
         fig.update_xaxes(range=list(window_ms))
     height = 140 + sum(heights) * 28 + 80 * len(panels)
-    return _base_layout(
-        fig, "Timeline: one step, lanes per rank", height, legend_right=True, top=70
-    )
+    return _base_layout(fig, title, height, legend_right=True, top=70)
+
+
+def whatif_figure(predicted: TimelinePanel, measured: Sequence[TimelinePanel]) -> go.Figure:
+    """The predicted step (``whatif.predicted_tables``) above the measured step(s), on one
+    time axis, with the timeline's lanes and phase colours."""
+    return timeline_figure([predicted, *measured], title=WHATIF_TITLE)
 
 
 # --- units ----------------------------------------------------------------------------------

@@ -16,6 +16,20 @@ UNITS_GRAPH = "units-graph"
 TRADEOFF_GRAPH = "tradeoff-graph"
 RANKS_GRAPH = "ranks-graph"
 STRAGGLERS = "stragglers"
+
+# What-if panel: always in the page (hidden on other tabs) so the scenario survives a change of
+# tab or run.
+WHATIF_PANEL = "whatif-panel"
+WHATIF_POLICY = "whatif-policy"
+WHATIF_FORWARD_PREFETCH = "whatif-forward-prefetch"
+WHATIF_LIMIT = "whatif-limit"
+WHATIF_NETWORK_MODE = "whatif-network-mode"
+WHATIF_NETWORK_VALUE = "whatif-network-value"
+WHATIF_TARGET = "whatif-target"
+WHATIF_OUTPUT = "whatif-output"
+WHATIF_TABLE = "whatif-table"
+WHATIF_SUMMARY = "whatif-summary"
+WHATIF_GRAPH = "whatif-graph"
 ERROR_PANEL_CLASS = "error-panel"
 
 # Tab values.
@@ -24,4 +38,12 @@ TAB_TIMELINE = "timeline"
 TAB_UNITS = "units"
 TAB_TRADEOFF = "tradeoff"
 TAB_RANKS = "ranks"
-TAB_VALUES: tuple[str, ...] = (TAB_OVERVIEW, TAB_TIMELINE, TAB_UNITS, TAB_TRADEOFF, TAB_RANKS)
+TAB_WHATIF = "whatif"
+TAB_VALUES: tuple[str, ...] = (
+    TAB_OVERVIEW,
+    TAB_TIMELINE,
+    TAB_UNITS,
+    TAB_TRADEOFF,
+    TAB_RANKS,
+    TAB_WHATIF,
+)

@@ -154,3 +154,50 @@ def straggler_summary(collectives: pd.DataFrame) -> list[str]:
         f"({100 * s.n / total:.0f}%), median lag {s.lag / 1e3:.2f} ms"
         for r, s in stats.iterrows()
     ]
+
+
+# --- what-if --------------------------------------------------------------------------------
+
+# Prediction.table()'s metrics: (shown as, factor to the shown unit).
+WHATIF_METRICS: dict[str, tuple[str, float]] = {
+    "step_time_us": ("step time (ms)", 1e-3),
+    "exposed_comm_us": ("exposed comm (ms/step)", 1e-3),
+    "nccl_wait_us": ("NCCL wait (ms/step)", 1e-3),
+    "peak_mem_bytes": ("peak memory (MiB)", 1 / 2**20),
+}
+WHATIF_COLUMNS: tuple[str, ...] = (
+    "metric",
+    "measured_source",
+    "predicted",
+    "change_pct",
+    "measured_target",
+    "error_pct",
+)
+
+
+def whatif_table(table: pd.DataFrame) -> pd.DataFrame:
+    """``Prediction.table(...)`` for display: one row per metric in ms / MiB, the predicted
+    change against the source run, and (NaN when no target was given) the measured target and
+    the prediction's error against it. A metric not in ``WHATIF_METRICS`` keeps its name and
+    unit."""
+    names = table["metric"].map({m: v[0] for m, v in WHATIF_METRICS.items()})
+    scale = table["metric"].map({m: v[1] for m, v in WHATIF_METRICS.items()}).fillna(1.0)
+    source = table["measured_source"] * scale
+    predicted = table["predicted"] * scale
+    target = (
+        table["measured_target"] * scale
+        if "measured_target" in table
+        else pd.Series(np.nan, index=table.index)
+    )
+    error = table["error_pct"] if "error_pct" in table else pd.Series(np.nan, index=table.index)
+    change = 100 * (predicted - source) / source.where(source != 0)
+    return pd.DataFrame(
+        {
+            "metric": names.fillna(table["metric"]),
+            "measured_source": source,
+            "predicted": predicted,
+            "change_pct": change,
+            "measured_target": target,
+            "error_pct": error.astype(float),
+        }
+    )[list(WHATIF_COLUMNS)]

@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 
 from dashboards import create_app, ids
-from dashboards.callbacks import parse_window
+from dashboards.app import registry_of
+from dashboards.callbacks import WHATIF_CONTROLS, parse_window
 from dashboards.data import RunSource, default_pair
+from dashboards.layout import WHATIF_DEFAULTS
 from overlapscope.commands.dashboard import default_roots
 
 from ..conftest import REPO, free_port
@@ -71,6 +73,60 @@ def test_the_view_callback_renders_over_http(sample_runs: list[RunSource]) -> No
     text = _post(client, _view_request(ids.TAB_TIMELINE, run_a, run_b, 2))
     assert ids.TIMELINE_GRAPH in text and "exposed communication" in text
     assert "error-panel" not in text
+
+
+def _whatif_request(
+    tab: str, run_a: Any, target: Any, *controls: Any, step: Any = None
+) -> dict[str, Any]:
+    names = [ids.TABS, ids.RUN_A, ids.STEP, ids.WHATIF_TARGET, *WHATIF_CONTROLS]
+    values = [tab, run_a, step, target, *controls]
+    return {
+        "output": f"{ids.WHATIF_OUTPUT}.children",
+        "outputs": {"id": ids.WHATIF_OUTPUT, "property": "children"},
+        "inputs": [
+            {"id": n, "property": "value", "value": v} for n, v in zip(names, values, strict=True)
+        ],
+        "changedPropIds": [f"{ids.WHATIF_POLICY}.value"],
+    }
+
+
+def test_the_whatif_callback_predicts_over_http(sample_runs: list[RunSource]) -> None:
+    app = create_app(sample_runs)
+    client = app.server.test_client()
+    run_a, run_b = default_pair(sample_runs)
+    text = _post(client, _whatif_request(ids.TAB_WHATIF, run_a, run_b, *WHATIF_DEFAULTS))
+    assert ids.WHATIF_TABLE in text and ids.WHATIF_GRAPH in text
+    assert "prediction error (%)" in text and "error-panel" not in text
+    # A non-positive network: one line in the panel, not a server error.
+    bad = (*WHATIF_DEFAULTS[:-1], -2)
+    text = _post(client, _whatif_request(ids.TAB_WHATIF, run_a, None, *bad))
+    assert "error-panel" in text and "bandwidth scale must be a number" in text
+    assert "Traceback" not in text
+    # Other tabs never compute a prediction: nothing to update.
+    idle = _post(client, _whatif_request(ids.TAB_OVERVIEW, run_a, run_b, *WHATIF_DEFAULTS))
+    assert json.loads(idle)["response"] == {}
+
+
+def test_the_whatif_target_follows_the_scenario_over_http(sample_runs: list[RunSource]) -> None:
+    app = create_app(sample_runs)
+    client = app.server.test_client()
+    run_a, run_b = default_pair(sample_runs)
+    names = [ids.RUN_A, ids.RUN_B, *WHATIF_CONTROLS]
+    limited = (WHATIF_DEFAULTS[0], [], 2, *WHATIF_DEFAULTS[3:])
+    body = {
+        "output": f"{ids.WHATIF_TARGET}.value",
+        "outputs": {"id": ids.WHATIF_TARGET, "property": "value"},
+        "inputs": [
+            {"id": n, "property": "value", "value": v}
+            for n, v in zip(names, [run_a, run_b, *limited], strict=True)
+        ],
+        "changedPropIds": [f"{ids.WHATIF_LIMIT}.value"],
+    }
+    doc = json.loads(_post(client, body))
+    target = doc["response"][ids.WHATIF_TARGET]["value"]
+    manifest = json.loads((registry_of(app).source(target).path / "run.json").read_text())
+    engine = manifest["config"]["engine"]
+    assert (engine["policy"], engine["limit_all_gathers"]) == ("backward_pre", 2)
 
 
 @pytest.mark.parametrize(

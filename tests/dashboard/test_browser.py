@@ -6,6 +6,7 @@ They also write the screenshots in ``docs/dashboard-<view>.png`` shown in the RE
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from dash.testing.wait import until
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from dashboards import create_app, ids, views
 from dashboards.app import registry_of
@@ -53,12 +55,12 @@ def _figure(dash_duo: Any, graph_id: str) -> dict[str, Any]:
     return dict(json.loads(dash_duo.driver.execute_script(js, graph_id)))
 
 
-def _screenshot(dash_duo: Any, tab: str) -> None:
+def _screenshot(dash_duo: Any, tab: str, bottom_of: str = ids.VIEW) -> None:
     # Tall enough for the whole page: headless Chromium captures the viewport only.
     bottom = dash_duo.driver.execute_script(
         "return document.getElementById(arguments[0]).getBoundingClientRect().bottom"
         " + window.scrollY",
-        ids.VIEW,
+        bottom_of,
     )
     dash_duo.driver.set_window_size(1400, min(int(bottom) + 200, 2400))
     time.sleep(0.6)  # plotly re-layouts on resize
@@ -110,6 +112,7 @@ def test_every_view_renders_the_sample_runs(dash_duo: Any, sample_runs: list[Run
 
 
 def _pick(dash_duo: Any, dropdown_id: str, option_text: str) -> None:
+    """Open a dropdown and click the option showing ``option_text``."""
     dash_duo.find_element(f"#{dropdown_id}").click()
     # The open menu is rendered in a portal, outside the dropdown's element.
     for el in dash_duo.driver.find_elements(By.CSS_SELECTOR, "[role=option]"):
@@ -168,4 +171,71 @@ def test_vanished_and_broken_runs_show_an_error_panel(
     dash_duo.wait_for_contains_text(f"#{ids.VIEW}", "no longer exists", timeout=20)
     assert len(dash_duo.find_elements(f".{ids.ERROR_PANEL_CLASS}")) == 2
     assert dash_duo.find_element(f"#{ids.TABS}")  # the app is still up
+    assert dash_duo.get_logs() == []
+
+
+def _whatif_table(dash_duo: Any) -> tuple[list[str], list[list[str]]]:
+    table = dash_duo.find_element(f"#{ids.WHATIF_TABLE}")
+    headers = [th.text for th in table.find_elements(By.CSS_SELECTOR, "th")]
+    rows = [
+        [td.text for td in tr.find_elements(By.CSS_SELECTOR, "td")]
+        for tr in table.find_elements(By.CSS_SELECTOR, "tbody tr")
+    ]
+    return headers, rows
+
+
+def _numbers(row: list[str]) -> list[float]:
+    return [float(c.replace(",", "").replace("+", "")) for c in row[1:]]
+
+
+def test_whatif_panel_predicts_a_scenario_and_compares(
+    dash_duo: Any, sample_runs: list[RunSource]
+) -> None:
+    app = create_app(sample_runs)
+    dash_duo.start_server(app)
+    by_limit = {
+        (
+            r.policy,
+            json.loads((r.path / "run.json").read_text())["config"]["engine"]["limit_all_gathers"],
+        ): r
+        for r in sample_runs
+    }
+    assert dash_duo.find_element(f"#{ids.WHATIF_PANEL}").is_displayed() is False
+
+    # The default scenario (backward_pre) from Run A, compared with the sweep's backward_pre run.
+    dash_duo.find_element(f"#tab-{ids.TAB_WHATIF}").click()
+    dash_duo.wait_for_element(f"#{ids.WHATIF_TABLE} td", timeout=30)
+    dash_duo.wait_for_element(f"#{ids.WHATIF_GRAPH} .main-svg", timeout=30)
+    headers, rows = _whatif_table(dash_duo)
+    assert headers[-1] == "prediction error (%)"
+    assert f"measured: {by_limit[('backward_pre', None)].label}" in headers
+    assert [r[0] for r in rows][:1] == ["step time (ms)"]
+    for row in rows:
+        assert all(math.isfinite(v) for v in _numbers(row)), row
+    assert _numbers(rows[0])[1] > 0  # predicted step time
+
+    # Another scenario: the rate limiter, K = 2. The compare-with picker follows it.
+    limited = by_limit[("backward_pre", 2)]
+    _pick(dash_duo, ids.WHATIF_LIMIT, "K = 2")
+    dash_duo.wait_for_contains_text(f"#{ids.WHATIF_TABLE}", f"measured: {limited.label}", 30)
+    dash_duo.wait_for_contains_text(f"#{ids.WHATIF_SUMMARY}", "backward_pre+limit=2", 30)
+    headers, rows = _whatif_table(dash_duo)
+    assert all(math.isfinite(v) for row in rows for v in _numbers(row))
+    fig = _figure(dash_duo, ids.WHATIF_GRAPH)
+    assert fig["titles"][0].startswith("predicted · backward_pre+limit=2")
+    assert {"forward compute", "exposed communication"} <= {t["name"] for t in fig["data"]}
+    _screenshot(dash_duo, ids.TAB_WHATIF, bottom_of=ids.WHATIF_PANEL)
+
+    # A non-positive bandwidth: one line in the panel, the app stays up.
+    box = dash_duo.find_element(f"#{ids.WHATIF_NETWORK_VALUE}")
+    dash_duo.clear_input(box)
+    box.send_keys("-1" + Keys.ENTER)
+    dash_duo.wait_for_contains_text(
+        f"#{ids.WHATIF_OUTPUT} .{ids.ERROR_PANEL_CLASS}", "bandwidth scale must be", 30
+    )
+    assert not dash_duo.find_elements(f"#{ids.WHATIF_TABLE}")
+
+    # Other tabs hide the panel.
+    _open_tab(dash_duo, ids.TAB_OVERVIEW)
+    assert dash_duo.find_element(f"#{ids.WHATIF_PANEL}").is_displayed() is False
     assert dash_duo.get_logs() == []

@@ -1,0 +1,272 @@
+"""The what-if panel's data: the scenario from the controls, the measured run that matches it,
+and a predicted step as the analysis' ``timeline`` / ``exposed`` tables (for the timeline figure).
+
+The prediction itself is ``overlapscope.sim``'s (``predict_from`` over the registry's cached
+calibration); nothing here models anything. The one derived table is the predicted exposed
+communication per rank, with the analysis' and the simulator's definition: the union of the
+rank's communication minus the union of its compute.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dashboards.data import RunSource, read_manifest
+from overlapscope.analysis.intervals import subtract, union
+from overlapscope.errors import UserError
+from overlapscope.sim import Measured, Policy, Scenario
+from overlapscope.sim.schedule import Replay
+
+LIMIT_OFF = "off"
+LIMIT_CHOICES: tuple[int, ...] = (1, 2, 3)
+# Lanes of the replay drawn in the timeline; the issue ranges are not (the measured timeline
+# has none either: they live in the event table).
+DRAWN_LANES: tuple[str, ...] = ("compute", "comm", "wait")
+TIMELINE_COLUMNS = [
+    "rank",
+    "step",
+    "lane",
+    "phase",
+    "unit",
+    "start_us",
+    "end_us",
+    "dur_us",
+    "bytes",
+]
+EXPOSED_COLUMNS = ["rank", "start_us", "end_us", "dur_us"]
+
+
+class ScenarioError(UserError):
+    """A control holds a value the scenario cannot take; the message names the control."""
+
+
+class NetworkMode(enum.Enum):
+    """How the network input is read."""
+
+    BANDWIDTH_SCALE = "scale"  # multiplies the measured bus bandwidth
+    LINK_GBIT = "gbit"  # a shaped link of this rate
+
+
+NETWORK_LABELS: dict[NetworkMode, str] = {
+    NetworkMode.BANDWIDTH_SCALE: "bandwidth × (1 = as measured)",
+    NetworkMode.LINK_GBIT: "link Gbit/s",
+}
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def scenario_from_controls(
+    policy: object,
+    forward_prefetch: object,
+    limit: object,
+    network_mode: object,
+    network_value: object,
+) -> Scenario:
+    """The scenario the controls describe; ``ScenarioError`` names the control that is wrong.
+
+    ``forward_prefetch`` is a checklist's value (a non-empty list when ticked) or a bool;
+    ``limit`` is ``"off"`` or K; ``network_value`` is the number in the network input.
+    """
+    try:
+        pol = Policy(policy)
+    except ValueError:
+        choices = ", ".join(p.value for p in Policy)
+        raise ScenarioError(f"policy: {str(policy)[:40]!r} is not one of {choices}") from None
+    fwd = bool(forward_prefetch)
+    match limit:
+        case None | "off":
+            k = None
+        case int() | str() if str(limit).isdigit() and int(limit) >= 1:
+            k = int(limit)
+        case _:
+            raise ScenarioError(f"rate limiter: {str(limit)[:40]!r} is not off or K >= 1")
+    try:
+        mode = NetworkMode(network_mode)
+    except ValueError:
+        raise ScenarioError(f"network: unknown mode {str(network_mode)[:40]!r}") from None
+    x = _number(network_value)
+    match mode:
+        case NetworkMode.BANDWIDTH_SCALE:
+            if x is None or not math.isfinite(x) or x <= 0:
+                raise ScenarioError(
+                    f"network: the bandwidth scale must be a number > 0 (got {network_value!r}); "
+                    "1 keeps the measured network"
+                )
+            return Scenario(pol, forward_prefetch=fwd, limit_all_gathers=k, bandwidth_scale=x)
+        case NetworkMode.LINK_GBIT:
+            if x is None or not math.isfinite(x) or x <= 0:
+                raise ScenarioError(
+                    f"network: the link rate must be a number of Gbit/s > 0 (got {network_value!r})"
+                )
+            return Scenario(pol, forward_prefetch=fwd, limit_all_gathers=k, link_gbit=x)
+    raise AssertionError(f"unhandled network mode {mode!r}")
+
+
+def scenario_link_gbit(scenario: Scenario, source_link_gbit: float | None) -> float | None:
+    """The link rate (Gbit/s) of the scenario's network; None for an unshaped network.
+
+    Only call it where ``has_link_rate``: a bandwidth scale of an unshaped run has no rate.
+    """
+    if scenario.link_gbit is not None:
+        return scenario.link_gbit
+    if source_link_gbit is None:
+        return None
+    return float(source_link_gbit) * scenario.bandwidth_scale
+
+
+def has_link_rate(scenario: Scenario, source_link_gbit: float | None) -> bool:
+    """False for a bandwidth scale (other than 1) of an unshaped run."""
+    return not (
+        scenario.link_gbit is None and scenario.bandwidth_scale != 1.0 and source_link_gbit is None
+    )
+
+
+def _same_rate(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return math.isclose(a, b, rel_tol=1e-6)
+
+
+def _config(manifest: dict[str, Any] | None) -> dict[str, Any] | None:
+    cfg = (manifest or {}).get("config")
+    return cfg if isinstance(cfg, dict) and isinstance(cfg.get("engine"), dict) else None
+
+
+def _link_of(cfg: dict[str, Any]) -> float | None:
+    link = cfg.get("link_gbit")
+    return float(link) if isinstance(link, int | float) and not isinstance(link, bool) else None
+
+
+def expected_config(source: dict[str, Any], scenario: Scenario) -> dict[str, Any] | None:
+    """The run.json ``config`` a run of ``scenario`` in the source's sweep would have: the
+    source's, with the engine's policy, forward prefetch and limiter and the link rate set;
+    None when the scenario's network cannot be written as a link rate (a bandwidth scale of
+    an unshaped run)."""
+    cfg = {**source, "engine": dict(source["engine"])}
+    cfg["engine"].update(
+        policy=scenario.policy.value,
+        forward_prefetch=scenario.forward_prefetch,
+        limit_all_gathers=scenario.limit_all_gathers,
+    )
+    link = _link_of(source)
+    if not has_link_rate(scenario, link):
+        return None
+    rate = scenario_link_gbit(scenario, link)
+    if rate is not None or "link_gbit" in cfg:
+        cfg["link_gbit"] = rate
+    return cfg
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    numbers = (float, int)
+    if all(isinstance(x, numbers) and not isinstance(x, bool) for x in (a, b)):
+        return math.isclose(float(a), float(b), rel_tol=1e-6)
+    return bool(a == b)
+
+
+def matching_run(sources: Sequence[RunSource], source_key: str, scenario: Scenario) -> str | None:
+    """A measured run whose run.json config is the source's under ``scenario`` (another run
+    than the source first, e.g. a sweep's other configuration or repeat); None if none."""
+    by_key = {s.key: s for s in sources}
+    if source_key not in by_key:
+        return None
+    src_cfg = _config(read_manifest(by_key[source_key].path))
+    want = expected_config(src_cfg, scenario) if src_cfg is not None else None
+    if want is None:
+        return None
+    ordered = [s for s in sources if s.key != source_key] + [by_key[source_key]]
+    for s in ordered:
+        manifest = read_manifest(s.path) if s.path.is_dir() else None
+        if manifest is None or manifest.get("predicted"):
+            continue
+        cfg = _config(manifest)
+        if cfg is not None and _same(cfg, want):
+            return s.key
+    return None
+
+
+def scenario_mismatch(scenario: Scenario, source: Measured, target: Measured) -> str | None:
+    """Why ``target`` is not a measurement of ``scenario`` (engine settings or link rate), as
+    a phrase for the panel; None when it is one (or when the network cannot be compared)."""
+    t = target.scenario
+    engine = Scenario(scenario.policy, scenario.forward_prefetch, scenario.limit_all_gathers)
+    if engine != Scenario(t.policy, t.forward_prefetch, t.limit_all_gathers):
+        return (
+            f"was measured as {t.label}, not {engine.label}: the error compares two configurations"
+        )
+    if not has_link_rate(scenario, source.link_gbit):
+        return None
+    link = scenario_link_gbit(scenario, source.link_gbit)
+    if _same_rate(link, target.link_gbit):
+        return None
+
+    def rate(x: float | None) -> str:
+        return "an unshaped network" if x is None else f"a {x:g} Gbit/s link"
+
+    return f"ran on {rate(target.link_gbit)}, the scenario on {rate(link)}"
+
+
+def replay_index(counted_steps: dict[int, tuple[int, ...]], step: int | None) -> tuple[int, int]:
+    """(index of the replay, measured step it replays) for ``step``: replay i is the i-th
+    counted step of the lowest rank (the calibration's order); the first when ``step`` is
+    not counted."""
+    if not counted_steps:
+        raise UserError("the run has no counted steps to replay")
+    steps = sorted(counted_steps[min(counted_steps)])
+    i = steps.index(step) if step in steps else 0
+    return i, steps[i]
+
+
+def predicted_tables(rep: Replay, step: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One replayed step as the analysis' ``timeline`` (compute, comm and wait rows; comm
+    rows carry the collective's bytes) and ``exposed`` tables, times in µs from step start."""
+    rows = [
+        (iv.rank, iv.lane, iv.phase.value, iv.unit, iv.start_us, iv.end_us, iv.collective)
+        for iv in rep.intervals
+        if iv.lane in DRAWN_LANES
+    ]
+    iv = pd.DataFrame(
+        rows, columns=["rank", "lane", "phase", "unit", "start_us", "end_us", "collective"]
+    )
+    sizes = np.array([c.bytes for c in rep.program.collectives] + [0], dtype=np.int64)
+    is_comm = (iv["lane"] == "comm").to_numpy()
+    coll = iv["collective"].to_numpy()
+    timeline = iv.assign(
+        step=step,
+        dur_us=iv["end_us"] - iv["start_us"],
+        bytes=np.where(is_comm & (coll >= 0), sizes[np.where(coll >= 0, coll, -1)], 0),
+    )[TIMELINE_COLUMNS]
+    parts = []
+    for rank, r in timeline.groupby("rank", sort=True):
+        comm, comp = r[r["lane"] == "comm"], r[r["lane"] == "compute"]
+        x = subtract(
+            union(comm["start_us"], comm["end_us"]), union(comp["start_us"], comp["end_us"])
+        )
+        parts.append(
+            pd.DataFrame(
+                {"rank": rank, "start_us": x.starts, "end_us": x.ends, "dur_us": x.ends - x.starts}
+            )
+        )
+    exposed = (
+        pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=EXPOSED_COLUMNS)
+    )
+    return timeline.reset_index(drop=True), exposed[EXPOSED_COLUMNS]
