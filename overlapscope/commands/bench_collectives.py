@@ -38,11 +38,10 @@ TOLERANCE = 0.15  # the issue's bar: large-message busbw within 15% of the link 
 DEFINITIONS = {
     "size_bytes": "full buffer: all-gather output / reduce-scatter input (nccl-tests)",
     "algbw": "size_bytes / median time (Gbit/s = 1e9 bit/s)",
-    "busbw all_gather": "algbw * (n-1)/n",
-    "busbw reduce_scatter": (
-        "gloo reduce-scatter = async all_reduce of the full buffer + local chunk; "
-        "busbw = algbw * 2(n-1)/n (all-reduce factor: bytes that crossed each link), "
-        "rs_busbw = algbw * (n-1)/n (reduce-scatter factor)"
+    "busbw": "algbw * (n-1)/n (all-gather and reduce-scatter alike)",
+    "implementation": (
+        "the engine's gloo collectives: direct send/recv with every peer "
+        "(overlapscope/engine/p2p.py); reduce-scatter adds the received chunks"
     ),
     "time": "per iteration: max over ranks; median over iters after warmup",
 }
@@ -98,11 +97,8 @@ def _table(cfg: BenchConfig, rows: list[BenchRow]) -> Table:
     for col in ("collective", "size", "time ms", "algbw", "busbw", "busbw/link"):
         t.add_column(col, justify="left" if col == "collective" else "right", no_wrap=True)
     for r in rows:
-        name = r.collective.value
-        if r.collective is Collective.REDUCE_SCATTER:
-            name += "*"
         t.add_row(
-            name,
+            r.collective.value,
             format_size(r.size_bytes),
             f"{r.time_us / 1e3:.2f}",
             f"{r.algbw_gbit:.3f}",
@@ -112,10 +108,8 @@ def _table(cfg: BenchConfig, rows: list[BenchRow]) -> Table:
     n = cfg.num_ranks
     t.caption = (
         f"size = full buffer. busbw = algbw x {bus_factor(Collective.ALL_GATHER, n):.3g} "
-        f"(all-gather, (n-1)/n). * reduce-scatter runs as an all-reduce of the full buffer "
-        f"(as the engine does on gloo): busbw = algbw x {bus_factor(Collective.REDUCE_SCATTER, n):.3g}"
-        f" (all-reduce factor 2(n-1)/n, the bytes that crossed each link); with the "
-        f"reduce-scatter factor (n-1)/n it would be half (JSON: rs_busbw_gbit_s)."
+        "((n-1)/n: the bytes each rank sends and receives). Both run the engine's gloo "
+        "path: a direct send/recv exchange with every peer."
     )
     return t
 

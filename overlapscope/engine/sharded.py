@@ -40,6 +40,7 @@ from overlapscope.engine.comm import Collectives, PendingGrad, new_comm_group
 from overlapscope.engine.config import EngineConfig, MixedPrecision, Policy, Sharding
 from overlapscope.engine.flat_param import FlatParam
 from overlapscope.engine.instrument import Instrument
+from overlapscope.engine.p2p import LaneWork
 from overlapscope.trace.names import OPTIM_UNIT, ROOT_UNIT, Phase
 
 
@@ -49,7 +50,7 @@ class Unit:
     module: nn.Module
     flat: FlatParam | None
     is_root: bool = False
-    ag_work: dist.Work | None = None  # all-gather in flight
+    ag_work: dist.Work | LaneWork | None = None  # all-gather in flight
     ag_phase: Phase | None = None
     ag_src: torch.Tensor | None = None  # the all-gather's input, alive until it is done
     pending_grad: PendingGrad | None = None

@@ -8,12 +8,10 @@ reduce-scatter) timed at ``t`` seconds on ``n`` ranks,
     busbw = algbw * (n - 1) / n        all-gather, reduce-scatter
     busbw = algbw * 2 (n - 1) / n      all-reduce
 
-On gloo, reduce-scatter is done the way overlapscope's engine does it: an ``async_op=True``
-all-reduce of the full buffer, then keeping the local chunk. Its row therefore reports two
-bus bandwidths over the same ``size_bytes``: ``busbw`` with the all-reduce factor
-``2(n-1)/n`` (what really crossed each rank's link, comparable to the link rate) and
-``rs_busbw`` with the reduce-scatter factor ``(n-1)/n`` (what a native reduce-scatter would
-have to beat; half of ``busbw``).
+Both collectives run through the engine's own gloo code path
+(``overlapscope/engine/p2p.py``): every rank exchanges its blocks directly with every peer
+(``send``/``recv``, the reduce-scatter then adds the received chunks), so each rank sends and
+receives ``size_bytes * (n - 1) / n``, as in a ring.
 """
 
 from __future__ import annotations
@@ -30,17 +28,21 @@ TAG = "OVS-BENCH "
 
 class Collective(enum.Enum):
     ALL_GATHER = "all_gather"
-    REDUCE_SCATTER = "reduce_scatter"  # via all_reduce of the full buffer (gloo)
+    REDUCE_SCATTER = "reduce_scatter"
+
+
+IMPLEMENTATION = {
+    Collective.ALL_GATHER: "engine p2p: recv from / send shard to every peer",
+    Collective.REDUCE_SCATTER: "engine p2p: send each peer its chunk, add the received ones",
+}
 
 
 def bus_factor(kind: Collective, num_ranks: int) -> float:
     """The nccl-tests factor from algbw to busbw for the collective that actually ran."""
     n = num_ranks
     match kind:
-        case Collective.ALL_GATHER:
+        case Collective.ALL_GATHER | Collective.REDUCE_SCATTER:
             return (n - 1) / n
-        case Collective.REDUCE_SCATTER:
-            return 2 * (n - 1) / n  # the all-reduce that implements it
         case _:
             raise ValueError(f"unknown collective {kind!r}")
 
@@ -107,17 +109,12 @@ class BenchRow:
     time_max_us: float
     algbw_gbit: float
     busbw_gbit: float
-    rs_busbw_gbit: float | None  # reduce-scatter only: (n-1)/n factor
     link_ratio: float | None  # busbw / link rate; None when unshaped
 
     def to_json(self) -> dict[str, object]:
         return {
             "collective": self.collective.value,
-            "implementation": (
-                "all_reduce(async_op=True) of full buffer, keep local chunk"
-                if self.collective is Collective.REDUCE_SCATTER
-                else "all_gather_into_tensor(async_op=True)"
-            ),
+            "implementation": IMPLEMENTATION[self.collective],
             "size_bytes": self.size_bytes,
             "num_ranks": self.num_ranks,
             "iters": self.iters,
@@ -127,7 +124,6 @@ class BenchRow:
             "algbw_gbit_s": self.algbw_gbit,
             "busbw_gbit_s": self.busbw_gbit,
             "busbw_factor": bus_factor(self.collective, self.num_ranks),
-            "rs_busbw_gbit_s": self.rs_busbw_gbit,
             "busbw_over_link": self.link_ratio,
         }
 
@@ -143,9 +139,6 @@ def summarize(
     t = float(np.median(times_s))
     algbw = size_bytes * 8 / t / 1e9
     busbw = algbw * bus_factor(collective, num_ranks)
-    rs_busbw = (
-        algbw * (num_ranks - 1) / num_ranks if collective is Collective.REDUCE_SCATTER else None
-    )
     return BenchRow(
         collective=collective,
         size_bytes=size_bytes,
@@ -156,6 +149,5 @@ def summarize(
         time_max_us=float(times_s.max()) * 1e6,
         algbw_gbit=algbw,
         busbw_gbit=busbw,
-        rs_busbw_gbit=rs_busbw,
         link_ratio=None if link_gbit is None else busbw / link_gbit,
     )

@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 from overlapscope.engine.comm import Collectives, new_comm_group
+from overlapscope.engine.p2p import P2PLane
 from overlapscope.lab.bench import TAG, Collective
 
 
@@ -26,25 +27,20 @@ def _emit(event: str, **fields: object) -> None:
     print(TAG + json.dumps({"event": event, **fields}), flush=True)
 
 
-def _run_once(kind: Collective, comm: Collectives, shard: torch.Tensor, full: torch.Tensor) -> None:
-    """One collective through the engine's own code path, issued and waited at once."""
+def _run_once(kind: Collective, lane: P2PLane, shard: torch.Tensor, full: torch.Tensor) -> None:
+    """One collective through the engine's own gloo code path, issued and waited at once."""
     match kind:
         case Collective.ALL_GATHER:
-            work = comm.all_gather(full, shard)  # issue all-gather
-            work.wait()  # wait: all-gather done
+            lane.all_gather(full, shard).wait()
         case Collective.REDUCE_SCATTER:
-            # The engine's gloo reduce-scatter: an async all-reduce of the full buffer, then
-            # keep the local chunk (gloo's reduce_scatter_tensor blocks and is an all-reduce
-            # inside). The engine's /n scaling for the mean is compute, so it is left out.
-            work = comm.group.allreduce([full])  # issue all-reduce of the full buffer
-            work.wait()  # wait: all-reduce done
-            shard.copy_(full.view(-1, shard.numel())[comm.rank])  # keep the local chunk
+            # The engine's reduce_scatter_mean without its /n scaling (compute, left out).
+            lane.reduce_scatter_sum(full).wait()
         case _:
             raise ValueError(f"unknown collective {kind!r}")
 
 
 def measure(
-    kind: Collective, comm: Collectives, size_bytes: int, iters: int, warmup: int
+    kind: Collective, lane: P2PLane, size_bytes: int, iters: int, warmup: int
 ) -> list[float]:
     """Per-iteration seconds, each the max over ranks, for ``iters`` timed iterations."""
     rank, num_ranks = dist.get_rank(), dist.get_world_size()
@@ -54,7 +50,7 @@ def measure(
     for i in range(warmup + iters):
         dist.barrier()  # sync point (default group): all ranks start the iteration together
         t0 = time.perf_counter()
-        _run_once(kind, comm, shard, full)
+        _run_once(kind, lane, shard, full)
         dt = time.perf_counter() - t0
         if i >= warmup:
             times[i - warmup] = dt
@@ -85,17 +81,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         world_size=args.num_ranks,
         timeout=timedelta(seconds=120),
     )
-    # The engine's communication group: one gloo worker thread, pinned to the lab veth.
+    # The engine's communication group (pinned to the lab veth) and its collectives.
     comm = Collectives(new_comm_group("gloo"), "gloo")
+    assert comm.lane is not None
+    lane = comm.lane
     try:
         for size_bytes in sizes:
             for kind in Collective:
                 if args.rank == 0:
                     _emit("start", collective=kind.value, size_bytes=size_bytes)
-                times = measure(kind, comm, size_bytes, args.iters, args.warmup)
+                times = measure(kind, lane, size_bytes, args.iters, args.warmup)
                 if args.rank == 0:
                     _emit("result", collective=kind.value, size_bytes=size_bytes, times_s=times)
     finally:
+        comm.close()
         dist.destroy_process_group()
     return 0
 

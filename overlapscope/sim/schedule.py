@@ -114,7 +114,7 @@ class Program:
     max_alive_units: int
     max_alive_in_backward: int
     deferred_prefetches: int
-    max_mem_units_in_backward: int  # alive units + all-gathers in flight, at a bwd compute
+    max_mem_units_in_backward: int  # alive full units (gathered or in flight), at a bwd compute
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,10 +154,9 @@ class _SymbolicEngine:
 
     def compute(self, phase: Phase, unit: str, piece: int = 0) -> None:
         if phase is Phase.BWD:
-            # memory held during this compute: gathered units, plus the backend's staging
-            # buffer of each all-gather still in flight (measured on gloo: 2x unit bytes)
-            in_flight = sum(1 for u in self.pending_ag if u != ROOT)
-            self.max_mem_bwd = max(self.max_mem_bwd, len(self.alive) + in_flight)
+            # memory held during this compute: the gathered units (an all-gather in flight
+            # already holds its unit's full buffer: the engine's ring receives into it)
+            self.max_mem_bwd = max(self.max_mem_bwd, len(self.alive))
         self.ops.append(Op(OpKind.COMPUTE, phase, unit, piece))
 
     def issue(self, kind: str, unit: str, phase: Phase, nbytes: int) -> int:

@@ -29,15 +29,15 @@ phase                 lane       the range covers
 ====================  =========  ==========================================================
 
 The comm ranges mark the *issue* on the training thread. The transfer itself is the
-backend's own event: on CPU the ``gloo:all_gather`` / ``gloo:all_reduce`` op on the comm
-process group's single gloo thread, which runs collectives strictly in issue order (the
-k-th gloo op belongs to the k-th comm range of the rank); on CUDA the NCCL kernel launched
-inside the range (linked by its correlation id).
-
-On gloo the engine issues a reduce-scatter as an asynchronous all-reduce of the full
-gradient and keeps its own chunk (gloo's ``reduce_scatter_tensor`` blocks the issuing
-thread, and gloo implements it as an all-reduce internally anyway): the ``rs`` range is
-followed by a ``gloo:all_reduce`` op.
+backend's own event: on CUDA the NCCL kernel launched inside the range (linked by its
+correlation id). On CPU the engine builds all-gather and reduce-scatter from gloo sends and
+receives (``overlapscope/engine/p2p.py``); gloo records each as a ``gloo:send`` /
+``gloo:recv`` event on the training thread that starts inside the issue range and ends when
+the transfer completed; the analysis folds them into one transfer per range
+(``overlapscope/trace/p2p.py``). ``no_shard``'s all-reduce is a ``gloo:all_reduce`` op on the
+comm group's single gloo thread, which runs them in issue order (the k-th op belongs to the
+k-th ``ar`` range). Traces of earlier engine versions carry ``gloo:all_gather`` /
+``gloo:all_reduce`` ops on that thread for every collective, and still read the same way.
 """
 
 from __future__ import annotations

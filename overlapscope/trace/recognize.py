@@ -33,6 +33,7 @@ from overlapscope.trace.labels import (
     parse_fsdp2,
 )
 from overlapscope.trace.names import Lane, Phase, parse_range
+from overlapscope.trace.p2p import P2P_CAT, fold_p2p
 from overlapscope.trace.parse import RawTrace, dtype_bytes
 from overlapscope.trace.schema import (
     KIND_CATEGORIES,
@@ -320,6 +321,7 @@ def _sequence(comm_rows: IntArray, group: ObjArray, step: IntArray, ts: FloatArr
 
 def recognize(raw: RawTrace, world_size: int) -> RankTable:
     """Build one rank's event table (without the ``rank`` column) from its raw columns."""
+    raw = fold_p2p(raw, world_size)  # the engine's gloo send/recv -> one event per collective
     frame = raw.events
     n = len(frame)
     warnings: list[str] = []
@@ -335,7 +337,9 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     end = ts + frame["dur_us"].to_numpy()
     rc = _row_classes(nc, codes, on_gpu)
     source = _compute_source(on_gpu, rc.is_ovs & (rc.ovs_lane == Lane.COMPUTE.value))
-    gloo_tids = set(np.unique(tid[rc.gloo_op]).tolist()) | {
+    # Folded point-to-point collectives sit on the issuing (training) thread: not a gloo thread.
+    not_p2p = (frame["cat"] != P2P_CAT).to_numpy()
+    gloo_tids = set(np.unique(tid[rc.gloo_op & not_p2p]).tolist()) | {
         t for t, name in raw.thread_names.items() if "gloo" in name
     }
     on_gloo_thread = np.isin(tid, np.asarray(sorted(gloo_tids), dtype=np.int64))

@@ -71,13 +71,20 @@ def load_rank(run: Path, rank: int) -> list[Interval]:
 
 
 def comm_ops(events: list[Interval]) -> list[tuple[Interval, Interval]]:
-    """Pair each comm issue range with its gloo op: the comm group runs them in issue order."""
+    """Pair each comm issue range with its transfer: gloo records the engine's first ring
+    round (a send and a receive) on the issuing thread, starting inside the issue range; the
+    send ends when the whole collective is done (engine/p2p.py)."""
     issues = [e for e in events if (r := parse_range(e.name)) and r.phase in COMM_PHASES]
-    gloo_tids = {e.tid for e in events if e.name.startswith("gloo:")}
-    assert len(gloo_tids) == 1, "the comm group must have one gloo thread"
-    ops = [e for e in events if e.name.startswith("gloo:")]
-    assert len(issues) == len(ops)
-    return list(zip(issues, ops, strict=True))
+    p2p = [e for e in events if e.name in ("gloo:send", "gloo:recv")]
+    pairs = []
+    for i in issues:
+        mine = [o for o in p2p if o.tid == i.tid and i.start <= o.start <= i.end]
+        sends = sum(o.name == "gloo:send" for o in mine)
+        assert sends >= 1 and 2 * sends == len(mine), (i, mine)  # pieces: a send per receive
+        span = Interval(i.name, min(o.start for o in mine), max(o.end for o in mine), i.tid)
+        pairs.append((i, span))
+    assert sum(len([o for o in p2p if i.start <= o.start <= i.end]) for i in issues) == len(p2p)
+    return pairs
 
 
 @pytest.fixture(scope="module")

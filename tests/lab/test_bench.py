@@ -38,12 +38,11 @@ def test_parse_size_rejects_garbage() -> None:
 
 def test_bus_factors_follow_nccl_tests() -> None:
     assert bus_factor(Collective.ALL_GATHER, 4) == pytest.approx(0.75)
-    assert bus_factor(Collective.REDUCE_SCATTER, 4) == pytest.approx(1.5)  # all-reduce factor
+    assert bus_factor(Collective.REDUCE_SCATTER, 4) == pytest.approx(0.75)
     row = summarize(Collective.REDUCE_SCATTER, 10**9 // 8, 4, np.array([1.0, 2.0, 3.0]), 1.0)
     assert row.algbw_gbit == pytest.approx(0.5)  # median 2 s for 1 Gbit
-    assert row.busbw_gbit == pytest.approx(0.75)
-    assert row.rs_busbw_gbit == pytest.approx(0.375)
-    assert row.link_ratio == pytest.approx(0.75)
+    assert row.busbw_gbit == pytest.approx(0.375)
+    assert row.link_ratio == pytest.approx(0.375)
     assert aligned_size(1001, 2) == 1000
 
 
@@ -94,7 +93,7 @@ def _ratio(result: dict[str, object], collective: Collective, size_bytes: int) -
 @pytest.mark.root
 @pytest.mark.multirank
 @needs_lab
-def test_bench_cli_two_ranks_reduce_scatter_tracks_link(tmp_path: Path) -> None:
+def test_bench_cli_two_ranks_track_link(tmp_path: Path) -> None:
     result = _bench(2, LINK_GBIT, "1MB,16MB", tmp_path)
     assert result["link_gbit"] == LINK_GBIT
     assert result["num_ranks"] == 2
@@ -104,10 +103,10 @@ def test_bench_cli_two_ranks_reduce_scatter_tracks_link(tmp_path: Path) -> None:
         assert row["time_us_median"] > 0 and row["busbw_gbit_s"] > 0
     rs = _ratio(result, Collective.REDUCE_SCATTER, 16 * 2**20)
     assert abs(rs - 1) <= 0.15, f"reduce-scatter busbw is {rs:.0%} of the link"
-    # 2-rank gloo all-gather moves the two directions of its one TCP connection largely in
-    # turn (docs/LAB.md), so it reaches ~0.6 of the link; still bounded by the link.
+    # The engine's send/recv all-gather uses both directions of the link at once (gloo's own
+    # _allgather_base reached only ~0.6 here: docs/LAB.md).
     ag = _ratio(result, Collective.ALL_GATHER, 16 * 2**20)
-    assert 0.4 < ag <= 1.05, f"all-gather busbw is {ag:.0%} of the link"
+    assert abs(ag - 1) <= 0.15, f"all-gather busbw is {ag:.0%} of the link"
 
 
 @pytest.mark.root
@@ -119,6 +118,5 @@ def test_bench_cli_four_ranks_track_link(tmp_path: Path) -> None:
     result = _bench(4, LINK_GBIT / 2, "8MB", tmp_path)
     rs = _ratio(result, Collective.REDUCE_SCATTER, size)
     assert abs(rs - 1) <= 0.15, f"reduce-scatter busbw is {rs:.0%} of the link"
-    # 4-rank all-gather measured 83-93% of the link (docs/LAB.md): near, never above it.
     ag = _ratio(result, Collective.ALL_GATHER, size)
-    assert 0.7 < ag <= 1.05, f"all-gather busbw is {ag:.0%} of the link"
+    assert abs(ag - 1) <= 0.15, f"all-gather busbw is {ag:.0%} of the link"

@@ -1,0 +1,146 @@
+"""Fold the engine's point-to-point collectives into one transfer event each.
+
+On gloo, overlapscope's engine builds all-gather and reduce-scatter from ``send``/``recv``
+(``overlapscope/engine/p2p.py``). gloo records each as a ``gloo:send`` / ``gloo:recv`` event
+on the thread that issued it, from the issue (inside the engine's ``ovs/<phase>/<unit>``
+issue range) to the moment the engine's waiter thread saw it complete. One collective is
+therefore ``2 (N - 1)`` events that start together inside one issue range.
+
+:func:`fold_p2p` replaces them by one event per issue range:
+
+- name ``gloo:send/recv (<kind>)``, category :data:`P2P_CAT`; the kind follows the range's
+  phase (``ag_*`` all-gather, ``rs`` reduce-scatter, ``ar`` all-reduce);
+- end: the last of its sends and receives to complete;
+- start: its issue, or the end of the previous folded collective of the thread if that is
+  later. Sends and receives move in posting order on every peer connection, so a collective
+  issued while an earlier one is still in flight queues behind it: its transfer starts when
+  the earlier one ends, as on one NCCL stream (and as the engine's former one-thread gloo
+  group showed it);
+- size: the full buffer, ``N x`` the bytes its sends in the range carry (the first ring
+  round: the shard of an all-gather, one chunk of a reduce-scatter, possibly in pieces), carried as ``Out msg nelems`` with ``dtype`` ``uint8`` (a byte count), where an NCCL
+  kernel carries its element count.
+
+Sends and receives outside any issue range (e.g. a user's own point-to-point traffic) are
+left as they are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+
+from overlapscope.trace.attribution import innermost_containing
+from overlapscope.trace.names import Phase, parse_range
+from overlapscope.trace.parse import RawTrace
+
+P2P_NAMES = ("gloo:send", "gloo:recv")
+P2P_CAT = "gloo_p2p"
+_KIND_OF_PHASE = {
+    Phase.AG_FWD: "all_gather",
+    Phase.AG_BWD: "all_gather",
+    Phase.RS: "reduce_scatter",
+    Phase.AR: "all_reduce",
+}
+
+
+def folded_name(kind: str) -> str:
+    return f"gloo:send/recv ({kind})"
+
+
+def _issue_rows(ev: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    names = ev["name"].astype(str).to_numpy()
+    rows, kinds = [], []
+    for i in np.flatnonzero(~ev["on_gpu"].to_numpy()):
+        if not names[i].startswith("ovs/"):
+            continue
+        r = parse_range(names[i])
+        if r is not None and r.phase in _KIND_OF_PHASE:
+            rows.append(i)
+            kinds.append(_KIND_OF_PHASE[r.phase])
+    return np.asarray(rows, dtype=np.int64), kinds
+
+
+def fold_p2p(raw: RawTrace, world_size: int) -> RawTrace:
+    """``raw`` with every issue range's sends and receives folded into one event."""
+    ev = raw.events
+    names = ev["name"].astype(str).to_numpy()
+    p2p = np.flatnonzero(np.isin(names, P2P_NAMES) & ~ev["on_gpu"].to_numpy())
+    if len(p2p) == 0:
+        return raw
+    issue, kinds = _issue_rows(ev)
+    if len(issue) == 0:
+        return raw
+    ts = ev["ts_us"].to_numpy()
+    end = ts + ev["dur_us"].to_numpy()
+    tid = ev["tid"].to_numpy()
+    holder = np.full(len(p2p), -1, dtype=np.int64)
+    for t in np.unique(tid[p2p]):
+        q = np.flatnonzero(tid[p2p] == t)
+        on_t = np.flatnonzero(tid[issue] == t)
+        hit = innermost_containing(ts[issue[on_t]], end[issue[on_t]], ts[p2p[q]])
+        holder[q[hit >= 0]] = on_t[hit[hit >= 0]]
+    held = holder >= 0
+    if not held.any():
+        return raw
+
+    args = raw.comm_args
+    dims = args["dims_bytes"].reindex(p2p).fillna(-1).to_numpy(dtype=np.float64)
+    groups = pd.DataFrame(
+        {"row": p2p[held], "issue": holder[held], "start": ts[p2p[held]], "end": end[p2p[held]]}
+    )
+    groups["send_bytes"] = np.where(names[p2p[held]] == "gloo:send", dims[held], np.nan)
+    agg = groups.groupby("issue").agg(
+        start=("start", "min"), end=("end", "max"), send_bytes=("send_bytes", "sum")
+    )
+    agg = agg.assign(tid=tid[issue[agg.index.to_numpy()]]).sort_values(["tid", "start"])
+    # Stream order: a collective's transfer starts once the previous one of its thread ended.
+    prev_end = (
+        agg.groupby("tid")["end"].transform(lambda e: e.shift(1).cummax()).fillna(-np.inf)
+    ).to_numpy()
+    start = np.minimum(np.maximum(agg["start"].to_numpy(), prev_end), agg["end"].to_numpy())
+    issue_idx = agg.index.to_numpy()
+    kind = [kinds[i] for i in issue_idx]
+    send_bytes = agg["send_bytes"].to_numpy()
+
+    folded = pd.DataFrame(
+        {
+            "tid": agg["tid"].to_numpy(),
+            "stream": -1,
+            "on_gpu": False,
+            "cat": P2P_CAT,
+            "name": [folded_name(k) for k in kind],
+            "ts_us": start,
+            "dur_us": agg["end"].to_numpy() - start,
+            "correlation": -1,
+        }
+    )
+    keep = np.setdiff1d(np.arange(len(ev)), p2p[held])
+    events = pd.concat([ev.iloc[keep], folded[ev.columns]], ignore_index=True)
+    for col in ev.columns:  # keep the parser's dtypes (categoricals turn to object on concat)
+        events[col] = events[col].astype(
+            ev[col].dtype if col not in ("cat", "name") else "category"
+        )
+
+    # comm_args: old rows re-indexed to their new positions, plus one row per folded event.
+    new_pos = pd.Series(np.arange(len(keep)), index=keep)
+    kept_args = args[args.index.isin(keep)]
+    kept_args = kept_args.set_axis(new_pos.reindex(kept_args.index).to_numpy(), axis=0)
+    full_bytes = np.where(np.isfinite(send_bytes), send_bytes * max(world_size, 1), np.nan)
+    folded_args = pd.DataFrame(
+        {
+            "coll_name": pd.Series(kind, dtype=object),
+            "in_nelems": np.nan,
+            "out_nelems": full_bytes,  # counted in bytes: dtype uint8
+            "dtype": pd.Series(["uint8"] * len(kind), dtype=object),
+            "group_size": float(world_size),
+            "pg_name": pd.Series([None] * len(kind), dtype=object),
+            "seq_arg": np.nan,
+            "dims_bytes": np.full(len(kind), -1, dtype=np.int64),
+        }
+    )
+    folded_args.index = pd.Index(np.arange(len(keep), len(keep) + len(kind)), dtype=np.int64)
+    comm_args = pd.concat([kept_args, folded_args[kept_args.columns]])
+    comm_args["dims_bytes"] = comm_args["dims_bytes"].astype(np.int64)
+    return dataclasses.replace(raw, events=events, comm_args=comm_args)
