@@ -336,7 +336,7 @@ def calibrate(traces: RunTraces, a: RunAnalysis) -> Calibration:
     rk = a.ranks
     measured = Measured(
         scenario=_scenario_from_config(cfg),
-        link_gbit=cfg.get("link_gbit"),
+        link_gbit=None if cfg.get("link_gbit") is None else float(cfg["link_gbit"]),
         step_time_us=float(rk["mean_step_time_us"].mean()),
         exposed_comm_us=float((rk["exposed_comm_us"] / rk["num_steps"]).mean()),
         nccl_wait_us=float((rk["nccl_wait_us"] / rk["num_steps"]).mean()),

@@ -13,6 +13,7 @@ how many units' full parameters are alive when the peak (early backward) is reac
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -218,6 +219,15 @@ def load_calibration(run_dir: str | Path) -> Calibration:
     if not (run_dir / "run.json").is_file():
         raise UserError(
             f"{run_dir}: no run.json; what-if needs a run directory written by `overlapscope run`"
+        )
+    try:
+        predicted = "predicted" in json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError):
+        predicted = False  # load_run reports an unreadable run.json with its own message
+    if predicted:
+        raise UserError(
+            f"{run_dir}: this is a what-if prediction, not a measured run; "
+            "calibrate from the measured run it was predicted from"
         )
     traces = load_run(run_dir, progress=False)
     return calibrate(traces, analyze(traces))

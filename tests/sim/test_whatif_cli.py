@@ -87,6 +87,11 @@ def test_cli_json_and_trace(measured: Path, tmp_path: Path) -> None:
     assert step == pytest.approx(doc["step_time_us"], rel=0.01)
     per_step = (1 + LAYERS) + LAYERS + (LAYERS + 1)  # AG fwd (root + units), AG bwd, RS
     assert len(a.collectives) == per_step * len(run.run_meta["profiled_steps"])
+    # A prediction is not a calibration source: one line, naming the run.
+    again = cli("whatif", str(trace), "--policy", "none")
+    assert again.returncode == 2
+    lines = again.stderr.strip().splitlines()
+    assert len(lines) == 1 and "what-if prediction" in lines[0] and str(trace) in lines[0]
 
 
 @pytest.mark.parametrize(
