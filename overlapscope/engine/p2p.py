@@ -54,7 +54,12 @@ class LaneWork:
     description: str
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
-    result: torch.Tensor | None = None
+    result: torch.Tensor | None = None  # reduce-scatter: the rank's reduced chunk
+    # Every tensor the collective touches. The waiter thread drops its own references before
+    # ``done`` is set, so these are freed on the training thread with the handle: the
+    # profiler's memory accounting is per thread, and a free on the unprofiled waiter
+    # thread would never be subtracted.
+    keep: tuple[torch.Tensor, ...] = ()
 
     def wait(self) -> bool:
         self.done.wait()
@@ -118,8 +123,9 @@ class P2PLane:
         first_sends: list[Any],
         finish: Callable[[], torch.Tensor | None],
         what: str,
+        keep: tuple[torch.Tensor, ...],
     ) -> LaneWork:
-        handle = LaneWork(what)
+        handle = LaneWork(what, keep=keep)
         if self._failed is not None:  # an earlier collective failed: the lane is unusable
             handle.error = self._failed
             handle.done.set()
@@ -160,60 +166,83 @@ class P2PLane:
                 for w in recvs + sends:
                     w.wait()
 
-        return self._submit(run_rounds, first_sends, lambda: None, f"all-gather (tag {tag})")
+        return self._submit(
+            run_rounds, first_sends, lambda: None, f"all-gather (tag {tag})", (out, shard)
+        )
 
     def reduce_scatter_sum(self, full: torch.Tensor) -> LaneWork:
-        """Sum ``full`` over ranks and keep this rank's chunk; ``handle.result`` holds it.
+        """Sum ``full`` over ranks; ``handle.result`` is this rank's reduced chunk (a buffer of
+        its own; with one rank, ``full`` itself).
 
         Ring: in round ``s`` a rank sends its partial sum of chunk ``rank - s - 1`` to the
         right and adds the left neighbour's partial sum of chunk ``rank - s - 2`` into its
         own, in place in ``full`` (each chunk is added to once and sent on the next round;
         chunk ``rank - 1``, sent first, is never written). After ``n - 1`` rounds chunk
-        ``rank`` holds the sum over all ranks. Each round moves in pieces of
+        ``rank`` holds the sum over all ranks; its last addition goes into the receive buffer,
+        which is returned. Each round moves in pieces of
         ``REDUCE_PIECE_BYTES`` so that adding a piece overlaps receiving the next."""
         n, r = self.world_size, self.rank
         chunks = full.view(n, -1)
         tag = self._next_tag()
         if n == 1:
-            return self._completed(chunks[r].clone(), "reduce-scatter")
+            return self._completed(chunks[r], "reduce-scatter")
         incoming = torch.empty_like(chunks[r])
         pieces = _pieces(incoming.numel(), max(1, REDUCE_PIECE_BYTES // incoming.element_size()))
         first_recvs, first_sends = self._round(chunks[(r - 1) % n], incoming, tag, pieces)
 
-        def add_in(recvs: list[Any], into: torch.Tensor) -> None:
+        def add_in(recvs: list[Any], chunk: int) -> None:
+            """The reduction, on the lane's thread: add the received partial sum into the
+            rank's chunk, or, in the last round (chunk ``rank``), the chunk into the received
+            buffer, which becomes the result (no extra copy of the shard)."""
             for w, p in zip(recvs, pieces, strict=True):
                 w.wait()
-                into[p].add_(incoming[p])  # the reduction, on the lane's thread
+                if chunk == r:
+                    incoming[p].add_(chunks[r][p])
+                else:
+                    chunks[chunk][p].add_(incoming[p])
 
         def run_rounds() -> None:
-            add_in(first_recvs, chunks[(r - 2) % n])
+            add_in(first_recvs, (r - 2) % n)
             for s in range(1, n - 1):
                 recvs, sends = self._round(chunks[(r - s - 1) % n], incoming, tag, pieces)
-                add_in(recvs, chunks[(r - s - 2) % n])
+                add_in(recvs, (r - s - 2) % n)
                 for w in sends:
                     w.wait()
 
         return self._submit(
-            run_rounds, first_sends, lambda: chunks[r].clone(), f"reduce-scatter (tag {tag})"
+            run_rounds,
+            first_sends,
+            lambda: incoming,
+            f"reduce-scatter (tag {tag})",
+            (full, incoming),
         )
 
     # -- completion (waiter thread) ----------------------------------------------------------
 
+    @staticmethod
+    def _run(job: _Job) -> torch.Tensor | None:
+        """One collective's completion. A function of its own so that its locals (gloo work
+        handles, which hold the tensors) are gone when it returns."""
+        job.run_rounds()
+        for w in job.first_sends:  # last: their events then span the collective
+            w.wait()
+        return job.finish()
+
     def _complete(self) -> None:
         while (job := self._jobs.get()) is not _STOP:
             handle = job.handle
+            done = handle.done
             try:
                 if self._failed is not None:
                     raise self._failed
-                job.run_rounds()
-                for w in job.first_sends:  # last: their events then span the collective
-                    w.wait()
-                handle.result = job.finish()
+                handle.result = self._run(job)
             except BaseException as e:
                 self._failed = self._failed or e
                 handle.error = e
-            finally:
-                handle.done.set()
+            # Drop every reference this thread holds before the training thread can go on
+            # (see LaneWork.keep); afterwards only the Event is touched.
+            del job, handle
+            done.set()
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Stop the waiter thread after the collectives already issued have completed."""

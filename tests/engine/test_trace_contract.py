@@ -198,3 +198,26 @@ def test_every_phase_of_every_unit_on_every_rank(
             assert parse_range(e.name) is not None, e.name
     waits = [e for e in events if (r := parse_range(e.name)) and r.phase is Phase.AG_BWD_WAIT]
     assert waits
+
+
+@pytest.mark.parametrize("variant", ["none", "backward_pre"])
+def test_memory_accounting_returns_to_its_level_every_step(
+    runs: dict[str, Path], variant: str
+) -> None:
+    """The profiler counts allocations per thread: a tensor made on the training thread but
+    freed on the comm lane's waiter thread would never be subtracted, and the reported peak
+    would climb step after step (it did, by one unit's gradient per step, until the lane
+    released its references before signalling completion)."""
+    for rank in (0, 1):
+        with gzip.open(runs[variant] / f"rank-{rank}.pt.trace.json.gz") as f:
+            events = json.loads(f.read())["traceEvents"]
+        memory = sorted((e for e in events if e.get("name") == "[memory]"), key=lambda e: e["ts"])
+        steps = sorted(
+            (e for e in events if e["name"].startswith("ProfilerStep#")), key=lambda e: e["ts"]
+        )
+        assert len(steps) == 2 and memory
+        level = []
+        for s in steps:
+            inside = [m for m in memory if s["ts"] <= m["ts"] <= s["ts"] + s["dur"]]
+            level.append(inside[-1]["args"]["Total Allocated"])
+        assert abs(level[1] - level[0]) < 64 * 1024, (rank, level)  # a unit is ~MBs
