@@ -49,29 +49,34 @@ def folded_name(kind: str) -> str:
     return f"gloo:send/recv ({kind})"
 
 
-def _issue_rows(ev: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
-    names = ev["name"].astype(str).to_numpy()
-    rows, kinds = [], []
-    for i in np.flatnonzero(~ev["on_gpu"].to_numpy()):
-        if not names[i].startswith("ovs/"):
-            continue
-        r = parse_range(names[i])
-        if r is not None and r.phase in _KIND_OF_PHASE:
-            rows.append(i)
-            kinds.append(_KIND_OF_PHASE[r.phase])
-    return np.asarray(rows, dtype=np.int64), kinds
+def _kind_by_category(categories: pd.Index) -> list[str | None]:
+    """The collective kind of every name that is an overlapscope issue range, else None
+    (classified once per distinct name, not per row)."""
+    out: list[str | None] = []
+    for name in map(str, categories):
+        r = parse_range(name) if name.startswith("ovs/") else None
+        out.append(_KIND_OF_PHASE.get(r.phase) if r is not None else None)
+    return out
 
 
 def fold_p2p(raw: RawTrace, world_size: int) -> RawTrace:
     """``raw`` with every issue range's sends and receives folded into one event."""
     ev = raw.events
-    names = ev["name"].astype(str).to_numpy()
-    p2p = np.flatnonzero(np.isin(names, P2P_NAMES) & ~ev["on_gpu"].to_numpy())
+    names = ev["name"]
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        names = names.astype("category")
+    categories = names.cat.categories
+    codes = names.cat.codes.to_numpy()
+    cpu = ~ev["on_gpu"].to_numpy()
+    p2p = np.flatnonzero(np.isin(codes, np.flatnonzero(categories.isin(P2P_NAMES))) & cpu)
     if len(p2p) == 0:
         return raw
-    issue, kinds = _issue_rows(ev)
+    kind_of = _kind_by_category(categories)
+    is_issue = np.asarray([k is not None for k in kind_of], dtype=bool)
+    issue = np.flatnonzero(is_issue[codes] & cpu) if len(categories) else p2p[:0]
     if len(issue) == 0:
         return raw
+    kinds = [kind_of[c] for c in codes[issue]]
     ts = ev["ts_us"].to_numpy()
     end = ts + ev["dur_us"].to_numpy()
     tid = ev["tid"].to_numpy()
@@ -90,7 +95,10 @@ def fold_p2p(raw: RawTrace, world_size: int) -> RawTrace:
     groups = pd.DataFrame(
         {"row": p2p[held], "issue": holder[held], "start": ts[p2p[held]], "end": end[p2p[held]]}
     )
-    groups["send_bytes"] = np.where(names[p2p[held]] == "gloo:send", dims[held], np.nan)
+    is_send = (
+        codes[p2p[held]] == categories.get_loc("gloo:send") if "gloo:send" in categories else False
+    )
+    groups["send_bytes"] = np.where(is_send, dims[held], np.nan)
     agg = groups.groupby("issue").agg(
         start=("start", "min"), end=("end", "max"), send_bytes=("send_bytes", "sum")
     )
