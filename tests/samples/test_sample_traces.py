@@ -131,5 +131,8 @@ def test_prefetch_costs_memory(samples):
         return max(samples[label]["meta"]["peak_mem_bytes"])
 
     unit_bytes = max(u["full_bytes"] for u in samples["none"]["meta"]["units"])
-    # a second unit's full parameters are alive in backward_pre's backward
-    assert peak("backward_pre") - peak("none") >= unit_bytes
+    # A second unit's full parameters are alive in backward_pre's backward: it costs memory,
+    # at most one unit more. (Not always a whole unit: `none`'s own peak is set by the
+    # gradients still waiting for their reduce-scatters at the end of backward.)
+    extra = peak("backward_pre") - peak("none")
+    assert 0 < extra <= unit_bytes, (extra, unit_bytes)
