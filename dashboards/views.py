@@ -6,7 +6,7 @@ gone or unreadable becomes an error panel (``error_panel``), never an exception.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 from dash import dcc, html
@@ -125,27 +125,29 @@ def format_cell(column: str, value: object) -> str:
     return fmt.format(value) if fmt and isinstance(value, int | float) else str(value)
 
 
-def overview_html(table: pd.DataFrame) -> html.Table:
-    head = html.Tr(
-        [
-            html.Th(OVERVIEW_HEADERS[c], style=HEAD_STYLE | TEXT_ALIGN.get(c, {}))
-            for c in OVERVIEW_COLUMNS
-        ]
-    )
+def html_table(
+    rows: pd.DataFrame, columns: Sequence[str], headers: Mapping[str, str], table_id: str
+) -> html.Table:
+    """A plain table of ``rows[columns]``, headed by ``headers``, cells by ``format_cell``."""
+    head = html.Tr([html.Th(headers[c], style=HEAD_STYLE | TEXT_ALIGN.get(c, {})) for c in columns])
     body = [
         html.Tr(
             [
                 html.Td(format_cell(c, row[c]), style=CELL_STYLE | TEXT_ALIGN.get(c, {}))
-                for c in OVERVIEW_COLUMNS
+                for c in columns
             ]
         )
-        for row in table.to_dict("records")
+        for row in rows.to_dict("records")
     ]
     return html.Table(
         [html.Thead(head), html.Tbody(body)],
-        id=ids.OVERVIEW_TABLE,
+        id=table_id,
         style={"borderCollapse": "collapse", "fontSize": "14px", "width": "100%"},
     )
+
+
+def overview_html(table: pd.DataFrame) -> html.Table:
+    return html_table(table, OVERVIEW_COLUMNS, OVERVIEW_HEADERS, ids.OVERVIEW_TABLE)
 
 
 def overview_view(registry: RunRegistry) -> list[Component]:
@@ -315,21 +317,7 @@ def default_target(
 def whatif_html(rows: pd.DataFrame, source: str, target: str | None) -> html.Table:
     columns = [c for c in rows.columns if target is not None or c not in TARGET_COLUMNS]
     names = {c: WHATIF_HEADERS[c].format(source=source, target=target) for c in columns}
-    head = html.Tr([html.Th(names[c], style=HEAD_STYLE | TEXT_ALIGN.get(c, {})) for c in columns])
-    body = [
-        html.Tr(
-            [
-                html.Td(format_cell(c, row[c]), style=CELL_STYLE | TEXT_ALIGN.get(c, {}))
-                for c in columns
-            ]
-        )
-        for row in rows.to_dict("records")
-    ]
-    return html.Table(
-        [html.Thead(head), html.Tbody(body)],
-        id=ids.WHATIF_TABLE,
-        style={"borderCollapse": "collapse", "fontSize": "14px", "width": "100%"},
-    )
+    return html_table(rows, columns, names, ids.WHATIF_TABLE)
 
 
 def _summary(pred: Prediction, source: str) -> str:

@@ -67,9 +67,6 @@ class LaneWork:
             raise RuntimeError(f"{self.description} failed: {self.error}") from self.error
         return True
 
-    def is_completed(self) -> bool:
-        return self.done.is_set()
-
 
 @dataclass(slots=True)
 class _Job:

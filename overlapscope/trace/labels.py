@@ -130,8 +130,8 @@ def collective_kind(text: str) -> CollectiveKind:
 
 
 def expected_kinds(phase: Phase) -> tuple[CollectiveKind, ...]:
-    """Collective kinds the backend may run for an overlapscope issue phase (on gloo a
-    reduce-scatter runs as an all-reduce)."""
+    """Collective kinds the backend may run for an overlapscope issue phase, the phase's own
+    kind first (earlier engine versions ran a gloo reduce-scatter as an all-reduce)."""
     match phase:
         case Phase.AG_FWD | Phase.AG_BWD:
             return (CollectiveKind.ALL_GATHER,)

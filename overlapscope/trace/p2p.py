@@ -32,21 +32,12 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.trace.attribution import innermost_containing
-from overlapscope.trace.names import Phase, parse_range
+from overlapscope.trace.labels import expected_kinds
+from overlapscope.trace.names import COMM_PHASES, parse_range
 from overlapscope.trace.parse import RawTrace
 
 P2P_NAMES = ("gloo:send", "gloo:recv")
 P2P_CAT = "gloo_p2p"
-_KIND_OF_PHASE = {
-    Phase.AG_FWD: "all_gather",
-    Phase.AG_BWD: "all_gather",
-    Phase.RS: "reduce_scatter",
-    Phase.AR: "all_reduce",
-}
-
-
-def folded_name(kind: str) -> str:
-    return f"gloo:send/recv ({kind})"
 
 
 def _kind_by_category(categories: pd.Index) -> list[str | None]:
@@ -55,7 +46,8 @@ def _kind_by_category(categories: pd.Index) -> list[str | None]:
     out: list[str | None] = []
     for name in map(str, categories):
         r = parse_range(name) if name.startswith("ovs/") else None
-        out.append(_KIND_OF_PHASE.get(r.phase) if r is not None else None)
+        issues = r is not None and r.phase in COMM_PHASES
+        out.append(expected_kinds(r.phase)[0].value if r is not None and issues else None)
     return out
 
 
@@ -95,9 +87,7 @@ def fold_p2p(raw: RawTrace, world_size: int) -> RawTrace:
     groups = pd.DataFrame(
         {"row": p2p[held], "issue": holder[held], "start": ts[p2p[held]], "end": end[p2p[held]]}
     )
-    is_send = (
-        codes[p2p[held]] == categories.get_loc("gloo:send") if "gloo:send" in categories else False
-    )
+    is_send = np.asarray(categories)[codes[p2p[held]]] == "gloo:send"
     groups["send_bytes"] = np.where(is_send, dims[held], np.nan)
     agg = groups.groupby("issue").agg(
         start=("start", "min"), end=("end", "max"), send_bytes=("send_bytes", "sum")
@@ -118,7 +108,7 @@ def fold_p2p(raw: RawTrace, world_size: int) -> RawTrace:
             "stream": -1,
             "on_gpu": False,
             "cat": P2P_CAT,
-            "name": [folded_name(k) for k in kind],
+            "name": [f"gloo:send/recv ({k})" for k in kind],
             "ts_us": start,
             "dur_us": agg["end"].to_numpy() - start,
             "correlation": -1,
