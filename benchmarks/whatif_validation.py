@@ -17,7 +17,9 @@ Two further columns separate the model from the machine:
   compute durations. Compute is the same work in every configuration, so any difference
   between the source's and the target's measured compute is run-to-run noise of the
   machine, which no model of the source can predict; this column shows what is left when
-  that noise is removed (the schedule, link and rate-scaling part of the model).
+  that noise is removed (the schedule, link and rate-scaling part of the model);
+- ``repeat spread``: each run against the median of its own configuration's repeats, the
+  machine's floor: a prediction from a run carries that run's deviation.
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ def main(argv: list[str]) -> int:
             row = {
                 "source": name(sp),
                 "target": name(tp),
+                "same_link": tgt.measured.link_gbit == src.measured.link_gbit,
                 "measured_step_us": tgt.measured.step_time_us,
                 "predicted_step_us": pred.step_time_us,
                 "step_err_pct": err_pct(pred.step_time_us, tgt.measured.step_time_us),
@@ -120,6 +123,7 @@ def main(argv: list[str]) -> int:
                     "source": name(sp),
                     "target_config": cfg,
                     "target_repeats": len(tgts),
+                    "same_link": tgts[0].measured.link_gbit == src.measured.link_gbit,
                     "measured_step_us_median": meas,
                     "predicted_step_us": pred.step_time_us,
                     "step_err_pct": err_pct(pred.step_time_us, meas),
@@ -129,17 +133,38 @@ def main(argv: list[str]) -> int:
                 }
             )
 
+    # The machine's own floor: how far each run lies from the median of its configuration's
+    # repeats. A prediction from a run carries that run's deviation, whatever the model.
+    repeat_spread = [
+        err_pct(c.measured.step_time_us, statistics.median(t.measured.step_time_us for t in tgts))
+        for tgts in by_config.values()
+        if len(tgts) > 1
+        for c in tgts
+    ]
+
+    def by_link(rows: list[dict[str, Any]], column: str, name: str) -> dict[str, Any]:
+        return {
+            f"{name}_{which}_link": summarize(
+                [float(r[column]) for r in rows if r["same_link"] == (which == "same")]
+            )
+            for which in ("same", "other")
+        }
+
     compute = {str(p): compute_per_step_us(c) for p, c in calibs.items()}
     summary: dict[str, Any] = {
         "num_runs": len(runs),
         "num_configs": len(by_config),
         "config_step_time_err_pct": summarize(col(config_rows, "step_err_pct")),
         "config_peak_mem_err_pct": summarize(col(config_rows, "mem_err_pct")),
+        **by_link(config_rows, "step_err_pct", "config_step_time_err_pct"),
         "num_pairs": len(pairs),
         "step_time_err_pct": summarize(col(pairs, "step_err_pct")),
         "peak_mem_err_pct": summarize(col(pairs, "mem_err_pct")),
         "schedule_only_step_time_err_pct": summarize(col(pairs, "schedule_only_step_err_pct")),
+        **by_link(pairs, "step_err_pct", "step_time_err_pct"),
+        **by_link(pairs, "schedule_only_step_err_pct", "schedule_only_step_time_err_pct"),
         "self_replay_step_time_err_pct": summarize(col(selfs, "step_err_pct")),
+        "repeat_spread_step_time_pct": summarize(repeat_spread),
         "measured_compute_per_step_us": {
             "min": min(compute.values()),
             "max": max(compute.values()),
@@ -157,10 +182,13 @@ def main(argv: list[str]) -> int:
         )
     for k in (
         "config_step_time_err_pct",
+        "config_step_time_err_pct_same_link",
+        "config_step_time_err_pct_other_link",
         "config_peak_mem_err_pct",
         "step_time_err_pct",
         "schedule_only_step_time_err_pct",
         "self_replay_step_time_err_pct",
+        "repeat_spread_step_time_pct",
         "peak_mem_err_pct",
     ):
         s = summary[k]

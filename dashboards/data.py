@@ -59,12 +59,17 @@ class CalibrationError(UserError):
 
 @dataclass(frozen=True, slots=True)
 class RunSource:
-    """One run the dashboard may show: ``key`` is all the browser ever sends back."""
+    """One run the dashboard may show: ``key`` is all the browser ever sends back.
+
+    ``workload``: what must match for two runs to compare policies (the run.json config but
+    the prefetch configuration, steps and seed), as text; None without a run.json."""
 
     key: str
     path: Path
     label: str
     policy: str | None
+    workload: str | None = None
+    config: str | None = None  # policy[+fwd][+limit=K], as the sweep labels configurations
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +91,45 @@ def _policy(manifest: dict[str, Any] | None) -> str | None:
     engine = ((manifest or {}).get("config") or {}).get("engine") or {}
     policy = engine.get("policy")
     return str(policy) if policy is not None else None
+
+
+def _config_label(manifest: dict[str, Any] | None) -> str | None:
+    engine = ((manifest or {}).get("config") or {}).get("engine") or {}
+    if engine.get("policy") is None:
+        return None
+    label = str(engine["policy"])
+    if engine.get("forward_prefetch"):
+        label += "+fwd"
+    if engine.get("limit_all_gathers"):
+        label += f"+limit={engine['limit_all_gathers']}"
+    return label
+
+
+# run.json config fields that do not change what one step of the workload costs, and the
+# engine fields a policy comparison varies.
+NOT_WORKLOAD = ("steps", "window", "seed", "lr")
+SCHEDULE = ("policy", "forward_prefetch", "limit_all_gathers")
+
+
+def workload_fields(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A run.json config as flat ``section.field`` items, without what is not the workload
+    (steps, seed, ...) nor the prefetch configuration; the link rate is kept."""
+    out: dict[str, Any] = {}
+    for k, v in cfg.items():
+        if k in NOT_WORKLOAD:
+            continue
+        if isinstance(v, dict):
+            out.update({f"{k}.{kk}": vv for kk, vv in v.items() if kk not in SCHEDULE})
+        else:
+            out[k] = v
+    return out
+
+
+def _workload(manifest: dict[str, Any] | None) -> str | None:
+    cfg = (manifest or {}).get("config")
+    if not isinstance(cfg, dict) or (manifest or {}).get("predicted"):
+        return None
+    return json.dumps(workload_fields(cfg), sort_keys=True)
 
 
 def _run_dirs(root: Path) -> list[Path]:
@@ -125,14 +169,30 @@ def discover_runs(paths: Sequence[Path]) -> list[RunSource]:
                 key, n = f"{_slug(label)}-{n}", n + 1
             keys.add(key)
             manifest = read_manifest(d) if d.is_dir() else None
-            runs.append(RunSource(key=key, path=d.resolve(), label=label, policy=_policy(manifest)))
+            runs.append(
+                RunSource(
+                    key=key,
+                    path=d.resolve(),
+                    label=label,
+                    policy=_policy(manifest),
+                    workload=_workload(manifest),
+                    config=_config_label(manifest),
+                )
+            )
     return runs
 
 
 def default_pair(runs: Sequence[RunSource]) -> tuple[str | None, str | None]:
-    """Serial (policy ``none``) vs pipelined (``backward_pre`` first) when both exist."""
+    """Serial (policy ``none``) vs pipelined (``backward_pre`` first) when both exist, of
+    the same workload and link when such a pair exists."""
     if not runs:
         return None, None
+    for serial_run in (r for r in runs if r.policy == "none" and r.workload is not None):
+        same = [r for r in runs if r.workload == serial_run.workload and r is not serial_run]
+        pick = next((r for r in same if r.policy == "backward_pre"), None)
+        pick = pick or next((r for r in same if r.policy not in (None, "none")), None)
+        if pick is not None:
+            return serial_run.key, pick.key
     serial = next((r.key for r in runs if r.policy == "none"), None)
     pipelined = next((r.key for r in runs if r.policy == "backward_pre"), None)
     pipelined = pipelined or next((r.key for r in runs if r.policy not in (None, "none")), None)

@@ -7,13 +7,14 @@ gone or unreadable becomes an error panel (``error_panel``), never an exception.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 from dash import dcc, html
 from dash.development.base_component import Component
 
 from dashboards import ids
-from dashboards.data import LoadedRun, RunRegistry
+from dashboards.data import LoadedRun, RunRegistry, RunSource
 from dashboards.figures import (
     TimelinePanel,
     ranks_figure,
@@ -82,9 +83,7 @@ def _selected(run_a: str | None, run_b: str | None) -> list[str | None]:
 
 
 def run_options(registry: RunRegistry) -> list[dict[str, str]]:
-    return [
-        {"label": f"{s.label} ({s.policy or 'traces'})", "value": s.key} for s in registry.sources
-    ]
+    return [{"label": picker_label(s), "value": s.key} for s in registry.sources]
 
 
 def step_options(registry: RunRegistry, run_a: str | None, run_b: str | None) -> list[int]:
@@ -101,7 +100,7 @@ NUMBER_FORMATS: dict[str, str] = {
     "nccl_wait_ms": "{:.1f}",
     "overlap_pct": "{:.1f}",
     "peak_mem_mib": "{:.1f}",
-    "busbw_gbps": "{:.3f}",
+    "busbw_gbit_s": "{:.3f}",
     "measured_source": "{:,.1f}",
     "predicted": "{:,.1f}",
     "measured_target": "{:,.1f}",
@@ -171,7 +170,11 @@ def _findings(findings: pd.DataFrame) -> list[Component]:
                 [
                     html.Strong(
                         f"{r.title}"
-                        + (f" (rank {int(r.rank)})" if pd.notna(r.rank) else "")
+                        + (
+                            f" (rank {int(r.rank)})"
+                            if pd.notna(r.rank) and f"rank {int(r.rank)}" not in r.title
+                            else ""
+                        )
                         + f": {r.stake_ms:.1f} ms/step at stake"
                     ),
                     html.Div(f"evidence: {r.evidence}"),
@@ -331,6 +334,17 @@ def _summary(pred: Prediction, source: str) -> str:
     )
 
 
+def picker_label(s: RunSource) -> str:
+    """The run's name, and its configuration where the name does not say it."""
+    config = s.config or "traces"
+    return s.label if s.label == config else f"{s.label} ({config})"
+
+
+def _run_config(meta: dict[str, Any] | None) -> dict[str, Any] | None:
+    cfg = (meta or {}).get("config")
+    return cfg if isinstance(cfg, dict) else None
+
+
 def _target(registry: RunRegistry, target: str) -> tuple[LoadedRun, Measured]:
     return registry.load(target), registry.calibration(target).measured
 
@@ -377,7 +391,13 @@ def whatif_view(
         except UserError as e:
             notes.append(error_panel(str(e), COMPARE_ERROR))
         else:
-            mismatch = scenario_mismatch(scenario, calib.measured, measured_target)
+            mismatch = scenario_mismatch(
+                scenario,
+                calib.measured,
+                measured_target,
+                _run_config(calib.run_meta),
+                _run_config(target_run.run_meta),
+            )
             if mismatch:
                 notes.append(
                     html.P(f"Note: {target_run.source.label} {mismatch}.", style=NOTE_STYLE)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dashboards.data import RunSource, read_manifest
+from dashboards.data import RunSource, read_manifest, workload_fields
 from overlapscope.analysis.intervals import subtract, union
 from overlapscope.errors import UserError
 from overlapscope.sim import Measured, Policy, Scenario
@@ -204,25 +204,49 @@ def matching_run(sources: Sequence[RunSource], source_key: str, scenario: Scenar
     return None
 
 
-def scenario_mismatch(scenario: Scenario, source: Measured, target: Measured) -> str | None:
-    """Why ``target`` is not a measurement of ``scenario`` (engine settings or link rate), as
-    a phrase for the panel; None when it is one (or when the network cannot be compared)."""
+def workload_differences(source: dict[str, Any] | None, target: dict[str, Any] | None) -> str:
+    """How ``target``'s run.json config runs another workload than ``source``'s (model,
+    batch, ranks, device, sharding, ... but not the prefetch configuration or the link), as
+    "model.dim 256, not 384"; empty when the same or when either is unknown."""
+    if source is None or target is None:
+        return ""
+    # the link is compared on its own (the scenario may change it)
+    a, b = (
+        {k: v for k, v in workload_fields(c).items() if k != "link_gbit"} for c in (source, target)
+    )
+    keys = [k for k in dict.fromkeys([*a, *b]) if not _same(a.get(k), b.get(k))]
+    return ", ".join(f"{k} {b.get(k)}, not {a.get(k)}" for k in keys)
+
+
+def scenario_mismatch(
+    scenario: Scenario,
+    source: Measured,
+    target: Measured,
+    source_config: dict[str, Any] | None = None,
+    target_config: dict[str, Any] | None = None,
+) -> str | None:
+    """Why ``target`` is not a measurement of ``scenario`` run on the source's workload
+    (another prefetch configuration, another workload, another link rate), every reason as
+    one phrase for the panel; None when it is one (or when nothing can be compared)."""
+    reasons: list[str] = []
     t = target.scenario
     engine = Scenario(scenario.policy, scenario.forward_prefetch, scenario.limit_all_gathers)
     if engine != Scenario(t.policy, t.forward_prefetch, t.limit_all_gathers):
-        return (
+        reasons.append(
             f"was measured as {t.label}, not {engine.label}: the error compares two configurations"
         )
-    if not has_link_rate(scenario, source.link_gbit):
-        return None
-    link = scenario_link_gbit(scenario, source.link_gbit)
-    if _same_rate(link, target.link_gbit):
-        return None
+    work = workload_differences(source_config, target_config)
+    if work:
+        reasons.append(f"ran another workload ({work}): the error compares two workloads")
+    if has_link_rate(scenario, source.link_gbit):
+        link = scenario_link_gbit(scenario, source.link_gbit)
+        if not _same_rate(link, target.link_gbit):
 
-    def rate(x: float | None) -> str:
-        return "an unshaped network" if x is None else f"a {x:g} Gbit/s link"
+            def rate(x: float | None) -> str:
+                return "an unshaped network" if x is None else f"a {x:g} Gbit/s link"
 
-    return f"ran on {rate(target.link_gbit)}, the scenario on {rate(link)}"
+            reasons.append(f"ran on {rate(target.link_gbit)}, the scenario on {rate(link)}")
+    return "; ".join(reasons) or None
 
 
 def replay_index(counted_steps: dict[int, tuple[int, ...]], step: int | None) -> tuple[int, int]:

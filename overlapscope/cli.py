@@ -72,6 +72,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"overlapscope: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        # A file system failure no check foresaw (disk full, permissions changed mid-run):
+        # still one line, naming the file.
+        if args.traceback:
+            raise
+        where = f"{e.filename}: " if e.filename else ""
+        print(
+            f"overlapscope: error: {where}{e.strerror or e}; check the path and free space "
+            "(--traceback for details)",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt:
         print("overlapscope: interrupted", file=sys.stderr)
         return 130

@@ -130,7 +130,7 @@ def analyze(run: RunTraces, *, hta: bool = False) -> RunAnalysis:
     comm = run.events.loc[exposure.index].assign(exposed_us=exposure.to_numpy())
     collectives, collective_ranks = collective_tables(comm, run.world_size)
     bound = bound_table(units, compute_by_unit(run, counted), ranks)
-    findings = find(ranks, units, collectives, run.run_meta)
+    findings = find(ranks, units, collectives, run.run_meta, has_gpu=run.has_gpu)
     result = RunAnalysis(
         summary=RunSummary(
             world_size=run.world_size,

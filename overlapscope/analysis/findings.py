@@ -88,7 +88,7 @@ def _phase_exposure(
 
 def _top_text(top: pd.DataFrame, n: int = 3) -> str:
     parts = [
-        f"{u if isinstance(u, str) else '?'} {v:.0f} µs"
+        f"{u if isinstance(u, str) else '?'} {v:,.0f} µs"
         for u, v in top.head(n).itertuples(index=False)
     ]
     return ", ".join(parts)
@@ -99,6 +99,8 @@ def find(
     units: pd.DataFrame,
     collectives: pd.DataFrame,
     run_meta: dict[str, Any] | None,
+    *,
+    has_gpu: bool = True,
 ) -> tuple[Finding, ...]:
     """All findings whose stake passes the threshold, largest stake first."""
     if ranks.empty:
@@ -107,26 +109,40 @@ def find(
     floor = MIN_STAKE_FRACTION * step_us if np.isfinite(step_us) else 0.0
     cfg = _config(run_meta)
     policy = cfg.get("policy")
+    # An overlapscope engine run (its run.json lists units) is changed with our flags; any
+    # other trace with torch FSDP's knobs.
+    engine = isinstance((run_meta or {}).get("units"), list)
     out: list[Finding] = []
 
     stake, top = _phase_exposure(units, ranks, Phase.AG_BWD)
     if stake > floor:
-        if policy == "backward_pre":
+        if policy == "backward_pre" and engine:
+            change = (
+                "already --policy backward_pre, which prefetches one unit ahead: use fewer, "
+                "larger units so each backward hides its successor's all-gather, or a faster link"
+            )
+        elif policy == "backward_pre":
             change = (
                 "already backward_pre: prefetch deeper (FSDP2 set_modules_to_backward_prefetch) "
                 "or use larger units so each backward hides its successor's all-gather"
             )
-        else:
+        elif engine:
             change = (
                 "prefetch the next unit's all-gather before each unit's backward: "
-                "--policy backward_pre (FSDP1 BackwardPrefetch.BACKWARD_PRE)"
+                "--policy backward_pre"
+            )
+        else:
+            change = (
+                "prefetch the next unit's all-gather before each unit's backward: FSDP1 "
+                "backward_prefetch=BackwardPrefetch.BACKWARD_PRE (FSDP2 prefetches one unit "
+                "by default; set_modules_to_backward_prefetch for more)"
             )
         out.append(
             Finding(
                 FindingKind.BACKWARD_ALL_GATHER_EXPOSED,
                 stake,
                 "backward all-gathers are exposed",
-                f"{stake:.0f} µs/step of backward all-gather runs with no compute; "
+                f"{stake:,.0f} µs/step of backward all-gather runs with no compute; "
                 f"most exposed units: {_top_text(top)}",
                 change,
             )
@@ -134,19 +150,24 @@ def find(
 
     stake, top = _phase_exposure(units, ranks, Phase.AG_FWD)
     if stake > floor:
-        change = (
-            "already forward_prefetch: make units larger or overlap the first all-gather with "
-            "the data loading"
-            if cfg.get("forward_prefetch") is True
-            else "issue the next unit's all-gather during the current unit's forward: "
-            "forward_prefetch=True"
-        )
+        if cfg.get("forward_prefetch") is True:
+            change = (
+                "already forward prefetch: make units larger or overlap the first all-gather "
+                "with the data loading"
+            )
+        elif engine:
+            change = "issue the next unit's all-gather during the current unit's forward: --forward-prefetch"
+        else:
+            change = (
+                "issue the next unit's all-gather during the current unit's forward: FSDP1 "
+                "forward_prefetch=True (FSDP2: set_modules_to_forward_prefetch)"
+            )
         out.append(
             Finding(
                 FindingKind.FORWARD_ALL_GATHER_EXPOSED,
                 stake,
                 "forward all-gathers are exposed",
-                f"{stake:.0f} µs/step of forward all-gather runs with no compute; "
+                f"{stake:,.0f} µs/step of forward all-gather runs with no compute; "
                 f"most exposed units: {_top_text(top)}",
                 change,
             )
@@ -156,27 +177,35 @@ def find(
     if limiter > floor:
         peaks = (run_meta or {}).get("peak_mem_bytes")
         mem = (
-            f"; peak memory {max(peaks) / 2**20:.0f} MiB"
+            f"; peak memory {max(peaks) / 2**20:,.0f} MiB"
             if isinstance(peaks, list) and peaks
             else ""
+        )
+        change = (
+            "if there is memory headroom, relax the rate limiter: a larger K in "
+            "--limit-all-gathers K, or leave the flag out"
+            if engine
+            else "if there is memory headroom, relax the rate limiter: FSDP1 "
+            "limit_all_gathers=False (or allow more in-flight all-gathers)"
         )
         out.append(
             Finding(
                 FindingKind.RATE_LIMITER,
                 limiter,
                 "the rate limiter holds all-gathers back",
-                f"{limiter:.0f} µs/step waiting in the all-gather rate limiter{mem}",
-                "if there is memory headroom, relax the rate limiter: limit_all_gathers=False "
-                "(or allow more in-flight all-gathers)",
+                f"{limiter:,.0f} µs/step waiting in the all-gather rate limiter{mem}",
+                change,
             )
         )
 
-    out.extend(_straggler(collectives, ranks, floor))
+    out.extend(_straggler(collectives, ranks, floor, has_gpu))
     out.extend(_network(collectives, ranks, cfg, floor))
     return tuple(sorted(out, key=lambda f: f.stake_us, reverse=True))
 
 
-def _straggler(collectives: pd.DataFrame, ranks: pd.DataFrame, floor: float) -> list[Finding]:
+def _straggler(
+    collectives: pd.DataFrame, ranks: pd.DataFrame, floor: float, has_gpu: bool
+) -> list[Finding]:
     multi = collectives[collectives["num_ranks"] >= 2]
     if multi.empty:
         return []
@@ -197,10 +226,11 @@ def _straggler(collectives: pd.DataFrame, ranks: pd.DataFrame, floor: float) -> 
             stake,
             f"rank {rank} arrives last",
             f"rank {rank} starts last in {share:.0%} of {len(multi)} matched collectives, "
-            f"{float(mine['straggler_lag_us'].median()):.0f} µs late (median); peers wait "
-            f"{stake:.0f} µs/step on average",
-            f"look at rank {rank}: its host (CPU contention, data loading), its GPU clocks, "
-            "or extra work it does before the collectives",
+            f"{float(mine['straggler_lag_us'].median()):,.0f} µs late (median); peers wait "
+            f"{stake:,.0f} µs/step on average",
+            f"look at rank {rank}: its host (CPU contention, data loading), "
+            + ("its GPU clocks, " if has_gpu else "the cores it shares with other ranks, ")
+            + "or extra work it does before the collectives",
             rank=rank,
         )
     ]

@@ -37,6 +37,9 @@ RANK_COLUMNS = {
     "nccl_wait_us": ("wait µs", 0),
     "idle_us": ("idle µs", 0),
 }
+# The ranks table holds totals over the counted steps; the report shows them per step,
+# beside the step time.
+PER_STEP = ("compute_us", "comm_us", "exposed_comm_us", "nccl_wait_us", "idle_us")
 UNIT_COLUMNS = {
     "rank": ("rank", 0),
     "unit": ("unit", 0),
@@ -64,20 +67,28 @@ COLLECTIVE_COLUMNS = {
     "transfer_us": ("transfer µs", 0),
     "peer_wait_us": ("peer wait µs", 0),
     "straggler_rank": ("straggler", 0),
-    "busbw_gbps": ("busbw GB/s", 3),
+    "busbw_gbit_s": ("busbw Gbit/s", 3),
 }
 
 
 def sections(a: RunAnalysis) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, headers, rows) of each table of the default report."""
+    ranks = a.ranks.copy()
+    steps = ranks["num_steps"].where(ranks["num_steps"] > 0)
+    for col in PER_STEP:
+        ranks[col] = ranks[col] / steps
     out = [
         (
-            "Per rank (totals over counted steps)",
+            "Per rank (mean per counted step)",
             [h for h, _ in RANK_COLUMNS.values()],
-            _table(a.ranks, RANK_COLUMNS),
+            _table(ranks, RANK_COLUMNS),
         ),
     ]
-    units = a.units[a.units["exposed_us"] > 0].head(TOP_N)
+    units = (
+        a.units[a.units["exposed_us"] > 0]
+        .sort_values(["exposed_us_per_step", "rank"], ascending=[False, True], kind="stable")
+        .head(TOP_N)
+    )
     if len(units):
         out.append(
             (
@@ -94,7 +105,10 @@ def sections(a: RunAnalysis) -> list[tuple[str, list[str], list[list[str]]]]:
             (
                 "Top collectives",
                 [h for h, _ in COLLECTIVE_COLUMNS.values()],
-                _table(coll.head(TOP_N), COLLECTIVE_COLUMNS),
+                _table(
+                    coll.head(TOP_N).assign(busbw_gbit_s=coll["busbw_gbps"] * 8),
+                    COLLECTIVE_COLUMNS,
+                ),
             )
         )
     if len(a.levers):
@@ -110,17 +124,25 @@ def sections(a: RunAnalysis) -> list[tuple[str, list[str], list[list[str]]]]:
 
 def notes(a: RunAnalysis) -> list[str]:
     """One-line facts under the tables: steps counted, bound, HTA, warnings."""
-    lines = [
+    lines = [f"warning: {w}" for w in a.warnings]
+    lines += [
         "steps counted: "
         + "; ".join(
             f"rank {r}: {list(s) if s else 'whole trace'}" for r, s in a.counted_steps.items()
         )
     ]
     b = a.bound_summary
+    below = b["overlap_efficiency"] < 0
     lines.append(
         f"overlap bound (mean over ranks, per step): serial {_fmt(b['serial_us'])} µs, ideal "
         f"{_fmt(b['ideal_us'])} µs, actual {_fmt(b['actual_us'])} µs, efficiency "
         f"{_fmt(b['overlap_efficiency'], 2)}"
+        + (
+            " (below 0: the step is longer than its compute and communication in series; "
+            "the rest is waiting for peers, the limiter or the host)"
+            if below
+            else ""
+        )
     )
     hta = a.hta
     if hta is None:
@@ -150,13 +172,14 @@ def notes(a: RunAnalysis) -> list[str]:
                 )
     else:
         lines.append(f"HTA: {hta.status}")
-    lines.extend(f"warning: {w}" for w in a.warnings)
     return lines
 
 
 def text(a: RunAnalysis) -> str:
     """The default report as plain aligned text."""
-    parts: list[str] = []
+    parts: list[str] = [f"warning: {w}" for w in a.warnings]
+    if parts:
+        parts.append("")
     for title, headers, rows in sections(a):
         widths = [
             max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
@@ -166,7 +189,7 @@ def text(a: RunAnalysis) -> str:
         parts.append("  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=False)))
         parts.extend("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=False)) for r in rows)
         parts.append("")
-    parts.extend(notes(a))
+    parts.extend(n for n in notes(a) if not n.startswith("warning: "))
     return "\n".join(parts) + "\n"
 
 

@@ -11,7 +11,8 @@ import orjson
 from overlapscope.analysis.api import RunAnalysis, analyze
 from overlapscope.analysis.report import markdown, text
 from overlapscope.errors import UserError
-from overlapscope.trace.loader import load_run
+from overlapscope.outputs import check_dir, check_file, write_file
+from overlapscope.trace.loader import ALLOW_FLAG, load_run
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -20,9 +21,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="exposed communication, overlap %%, NCCL wait and bandwidth from traces",
         description="Analyse a run directory or Kineto trace files (.json / .json.gz).",
     )
-    p.add_argument(
-        "paths", nargs="+", type=Path, metavar="PATH", help="run directory or trace files"
-    )
+    add_input_args(p)
     p.add_argument("--json", metavar="FILE", help="write the JSON report to FILE ('-': stdout)")
     p.add_argument("--csv", metavar="DIR", type=Path, help="write every table as CSV into DIR")
     p.add_argument("--markdown", metavar="FILE", type=Path, help="write a Markdown report")
@@ -31,13 +30,31 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         action="store_true",
         help="also run Holistic Trace Analysis on GPU traces and show its figures (slow)",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress display while loading")
     p.set_defaults(func=run)
     return p
 
 
+def add_input_args(p: argparse.ArgumentParser) -> None:
+    """The run to read: PATH..., --allow-missing-ranks, --no-progress (analyze, diagnose)."""
+    p.add_argument(
+        "paths", nargs="+", type=Path, metavar="PATH", help="a run directory or its trace files"
+    )
+    p.add_argument(
+        ALLOW_FLAG,
+        dest="allow_missing_ranks",
+        action="store_true",
+        help="analyse the readable traces when a rank's trace is missing, corrupt or "
+        "duplicated (with a warning), instead of stopping",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress display while loading")
+
+
 def load_and_analyze(args: argparse.Namespace) -> RunAnalysis:
-    run_traces = load_run(args.paths, progress=False if args.no_progress else None)
+    run_traces = load_run(
+        args.paths,
+        progress=False if args.no_progress else None,
+        allow_missing_ranks=args.allow_missing_ranks,
+    )
     return analyze(run_traces, hta=getattr(args, "hta", False))
 
 
@@ -57,12 +74,19 @@ def write_csv(result: RunAnalysis, out: Path) -> None:
         "timeline": result.timeline,
     }
     for name, df in tables.items():
-        df.to_csv(out / f"{name}.csv", index=False)
+        write_file(out / f"{name}.csv", df.to_csv(index=False), "--csv")
 
 
 def run(args: argparse.Namespace) -> int:
-    result = load_and_analyze(args)
     to_stdout = args.json == "-"
+    # Every output path is checked before the (long) analysis, so a bad one costs nothing.
+    if args.json and not to_stdout:
+        check_file(args.json, "--json")
+    if args.markdown:
+        check_file(args.markdown, "--markdown")
+    if args.csv:
+        check_dir(args.csv, "--csv")
+    result = load_and_analyze(args)
     if args.json:
         doc = orjson.dumps(
             result.to_json_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
@@ -71,11 +95,11 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.buffer.write(doc + b"\n")
             sys.stdout.flush()
         else:
-            Path(args.json).write_bytes(doc + b"\n")
+            write_file(args.json, doc + b"\n", "--json")
     if args.csv:
         write_csv(result, args.csv)
     if args.markdown:
-        args.markdown.write_text(markdown(result))
+        write_file(args.markdown, markdown(result), "--markdown")
     report = text(result)
     # With --json - the report goes to stderr so stdout stays valid JSON.
     (sys.stderr if to_stdout else sys.stdout).write(report)

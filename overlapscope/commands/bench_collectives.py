@@ -19,6 +19,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import overlapscope
+from overlapscope.commands.run import positive_float
 from overlapscope.errors import UserError
 from overlapscope.lab import TbfShape, shaped_network
 from overlapscope.lab.bench import (
@@ -32,6 +33,7 @@ from overlapscope.lab.bench import (
     parse_size,
     summarize,
 )
+from overlapscope.outputs import check_dir, check_file, write_file
 
 DEFAULT_SIZES = "1MB,4MB,16MB,64MB"
 TOLERANCE = 0.15  # the issue's bar: large-message busbw within 15% of the link rate
@@ -40,8 +42,10 @@ DEFINITIONS = {
     "algbw": "size_bytes / median time (Gbit/s = 1e9 bit/s)",
     "busbw": "algbw * (n-1)/n (all-gather and reduce-scatter alike)",
     "implementation": (
-        "the engine's gloo collectives: direct send/recv with every peer "
-        "(overlapscope/engine/p2p.py); reduce-scatter adds the received chunks"
+        "the engine's gloo collectives (overlapscope/engine/p2p.py): a ring of send/recv, "
+        "n-1 rounds, in each every rank sends one block of size_bytes/n to its right "
+        "neighbour and receives one from its left; reduce-scatter adds each received "
+        "partial sum into its own (in 2 MB pieces)"
     ),
     "time": "per iteration: max over ranks; median over iters after warmup",
 }
@@ -51,35 +55,76 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p = subparsers.add_parser(
         "bench-collectives",
         help="measure all-gather / reduce-scatter bus bandwidth over the lab link",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        # Plain text: the module docstring is for developers (reST markup).
+        description="Start --nproc ranks in the slow-network lab (each in its own network "
+        "namespace; needs root and iproute2), time the engine's own gloo all-gather and "
+        "reduce-scatter (rings of send/recv, overlapscope/engine/p2p.py) and print one row "
+        "per (collective, size): median time, algbw, busbw (nccl-tests definitions) and "
+        "busbw / link rate.",
     )
-    p.add_argument("--nproc", type=int, default=2, help="number of ranks (default 2)")
+    p.add_argument(
+        "--nproc", type=int, default=2, metavar="N", help="number of ranks, >= 2 (default: 2)"
+    )
     p.add_argument(
         "--link-gbit",
-        type=float,
+        type=positive_float,
         default=None,
-        help="shape every rank's link to this many Gbit/s (default: unshaped veth)",
+        metavar="R",
+        help="shape every rank's link to R Gbit/s, a finite number > 0 (default: unshaped veth)",
     )
     p.add_argument(
         "--sizes",
         default=DEFAULT_SIZES,
-        help=f"full-buffer sizes, K/M/G = 2^10/2^20/2^30 bytes (default {DEFAULT_SIZES})",
+        help="comma-separated full-buffer sizes > 0, K/M/G = 2^10/2^20/2^30 bytes, rounded "
+        f"down to a multiple of 4 bytes x --nproc (default: {DEFAULT_SIZES})",
     )
-    p.add_argument("--iters", type=int, default=5, help="timed iterations per size (default 5)")
-    p.add_argument("--warmup", type=int, default=1, help="untimed iterations first (default 1)")
-    p.add_argument("--json", metavar="FILE|-", help="also write results as JSON ('-': stdout)")
-    p.add_argument("--log-dir", type=Path, help="rank logs (default: a new temporary folder)")
-    p.add_argument("--timeout", type=float, default=600.0, help="give up after this many s")
+    p.add_argument(
+        "--iters", type=int, default=5, metavar="K", help="timed iterations per size (default: 5)"
+    )
+    p.add_argument(
+        "--warmup", type=int, default=1, metavar="W", help="untimed iterations first (default: 1)"
+    )
+    p.add_argument(
+        "--json", metavar="FILE|-", help="also write results as JSON ('-': stdout; default: none)"
+    )
+    p.add_argument(
+        "--log-dir", type=Path, metavar="DIR", help="rank logs (default: a new temporary folder)"
+    )
+    p.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=600.0,
+        metavar="S",
+        help="give up after S seconds (default: 600)",
+    )
     p.set_defaults(func=run)
     return p
 
 
+def _sizes(text: str, num_ranks: int) -> tuple[int, ...]:
+    """``--sizes`` in bytes, each rounded down to equal float32 chunks per rank."""
+    sizes = []
+    for token in (t.strip() for t in text.split(",")):
+        if not token:
+            continue
+        try:
+            size = parse_size(token)
+        except ValueError as e:
+            raise UserError(f"--sizes: {e}") from None
+        if size <= 0:
+            raise UserError(f"--sizes {token!r}: every size must be > 0; write e.g. 4MB")
+        try:
+            sizes.append(aligned_size(size, num_ranks))
+        except ValueError as e:
+            raise UserError(f"--sizes {token!r}: {e}") from None
+    return tuple(sizes)
+
+
 def _config(args: argparse.Namespace) -> BenchConfig:
+    if args.nproc < 2:
+        raise UserError(f"--nproc must be >= 2 for a collective benchmark, got {args.nproc}")
+    sizes = _sizes(args.sizes, args.nproc)
     try:
-        sizes = tuple(
-            aligned_size(parse_size(s), args.nproc) for s in args.sizes.split(",") if s.strip()
-        )
         return BenchConfig(
             num_ranks=args.nproc,
             link_gbit=args.link_gbit,
@@ -109,7 +154,8 @@ def _table(cfg: BenchConfig, rows: list[BenchRow]) -> Table:
     t.caption = (
         f"size = full buffer. busbw = algbw x {bus_factor(Collective.ALL_GATHER, n):.3g} "
         "((n-1)/n: the bytes each rank sends and receives). Both run the engine's gloo "
-        "path: a direct send/recv exchange with every peer."
+        "path: a ring of send/recv, n-1 rounds, each rank sending one block to its right "
+        "neighbour and receiving one from its left (reduce-scatter adds what it receives)."
     )
     return t
 
@@ -214,8 +260,17 @@ def to_json(cfg: BenchConfig, rows: list[BenchRow]) -> dict[str, object]:
     }
 
 
+def check_outputs(args: argparse.Namespace) -> None:
+    """Refuse unusable --json / --log-dir paths before the benchmark starts."""
+    if args.json and args.json != "-":
+        check_file(args.json, "--json")
+    if args.log_dir is not None:
+        check_dir(args.log_dir, "--log-dir")
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = _config(args)
+    check_outputs(args)
     log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="overlapscope-bench-"))
     # With --json -, stdout carries only the JSON; table and progress go to stderr.
     out = Console(stderr=args.json == "-")
@@ -229,6 +284,6 @@ def run(args: argparse.Namespace) -> int:
         if args.json == "-":
             print(text)
         else:
-            Path(args.json).write_text(text + "\n", encoding="utf-8")
+            write_file(args.json, text + "\n", "--json")
             out.print(f"JSON written to {args.json}")
     return 0

@@ -7,6 +7,8 @@ Binds 127.0.0.1 unless ``--host`` says otherwise; Dash debug mode only with ``--
 from __future__ import annotations
 
 import argparse
+import logging
+import socket
 import sys
 from pathlib import Path
 
@@ -48,6 +50,24 @@ def default_roots() -> list[Path]:
     )
 
 
+def check_port(host: str, port: int) -> None:
+    """Refuse, in one line and before any work, a port something already listens on (the
+    server's own error would come after the warm-up, as werkzeug's multi-line exit 1)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise UserError(f"--host {host}: cannot resolve it ({e.strerror})") from None
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(addr)
+        except OSError as e:
+            raise UserError(
+                f"--port {port}: cannot serve on {host}:{port} ({e.strerror}); pick another --port"
+            ) from None
+
+
 def url_for(host: str, port: int) -> str:
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}/"
@@ -59,20 +79,33 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 < args.port < 65536:
         raise UserError(f"--port {args.port}: pick a port between 1 and 65535")
+    check_port(args.host, args.port)
     runs = discover_runs(args.paths or default_roots())
     app = create_app(runs)
+    failed: list[UserError] = []
     if not args.no_warm:
         registry = registry_of(app)
         for src in runs:
             try:
                 registry.load(src.key)
             except UserError as e:  # shown as an error panel in the app; say it here too
-                print(f"warning: {e}", file=sys.stderr)
+                failed.append(e)
+        if runs and len(failed) == len(runs):
+            raise UserError(f"no run could be loaded ({failed[0]}); give a run directory")
+        for err in failed:
+            print(f"warning: {err}", file=sys.stderr)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: serving on {args.host}: reachable from other machines", file=sys.stderr)
     print(
-        f"overlapscope dashboard: {len(runs)} run(s) at {url_for(args.host, args.port)}", flush=True
+        f"overlapscope dashboard: {len(runs) - len(failed)} run(s)"
+        + (f" ({len(failed)} could not be loaded)" if failed else "")
+        + f" at {url_for(args.host, args.port)} (Ctrl-C to stop)",
+        flush=True,
     )
+    if not args.debug:
+        # Our line above gives the URL: no second one from Dash, no line per request.
+        logging.getLogger("dash.dash").setLevel(logging.WARNING)
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
     try:
         app.run(host=args.host, port=args.port, debug=args.debug, use_reloader=False)
     except OSError as e:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from overlapscope.analysis.api import analyze
-from overlapscope.trace.loader import load_run
+from overlapscope.commands.analyze import add_input_args, load_and_analyze
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -16,16 +14,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="rank what costs time (exposed all-gathers, limiter, stragglers, network)",
         description="Findings ranked by time at stake, each with evidence and the change to try.",
     )
-    p.add_argument(
-        "paths", nargs="+", type=Path, metavar="PATH", help="run directory or trace files"
-    )
-    p.add_argument("--no-progress", action="store_true", help="no progress display while loading")
+    add_input_args(p)
     p.set_defaults(func=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    result = analyze(load_run(args.paths, progress=False if args.no_progress else None))
+    result = load_and_analyze(args)
     out = sys.stdout
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
@@ -36,7 +31,9 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     for i, f in enumerate(result.findings, 1):
-        where = f" (rank {f.rank})" if f.rank is not None else ""
+        where = (
+            f" (rank {f.rank})" if f.rank is not None and f"rank {f.rank}" not in f.title else ""
+        )
         out.write(f"{i}. {f.title}{where}: {f.stake_us:,.0f} µs/step at stake\n")
         out.write(f"   evidence: {f.evidence}\n")
         out.write(f"   try: {f.change}\n")

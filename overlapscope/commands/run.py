@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 from overlapscope.engine.config import (
@@ -15,10 +17,12 @@ from overlapscope.engine.config import (
     ModelKind,
     Policy,
     Sharding,
+    check_checkpoint_units,
 )
 from overlapscope.engine.launch import launch
 from overlapscope.engine.recipe import DEFAULT_LIMIT_WINDOW, ProfileWindow, RunConfig
 from overlapscope.errors import UserError
+from overlapscope.outputs import check_dir, write_file
 from overlapscope.trace.files import RUN_MANIFEST
 
 
@@ -26,29 +30,109 @@ def _values(e: type) -> list[str]:
     return [m.value for m in e]  # type: ignore[attr-defined]
 
 
-def add_limit_flag(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """``--limit-all-gathers [K]``, shared by every command that sets the rate limiter."""
+# argparse ``type=`` converters: a bad value is rejected while parsing, before anything is
+# created, as one line ``argument --FLAG: <message>``.
+
+
+def int_at_least(low: int, hint: str = "") -> Callable[[str], int]:
+    """An integer >= ``low``; ``hint`` (e.g. what 0 means) is added to the error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not an integer; give an integer >= {low}{hint}"
+            ) from None
+        if value < low:
+            raise argparse.ArgumentTypeError(
+                f"{value} is too small: give an integer >= {low}{hint}"
+            )
+        return value
+
+    parse.__name__ = f"integer >= {low}"
+    return parse
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (no nan, no inf: they would not survive JSON)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number; give a finite number > 0"
+        ) from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number > 0")
+    return value
+
+
+def checkpoint_units(text: str) -> str:
+    try:
+        return check_checkpoint_units(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_limit_flag(
+    p: argparse.ArgumentParser | argparse._ArgumentGroup,
+    help: str | None = None,
+    off: str = "leave the flag out to turn the rate limiter off",
+) -> None:
+    """``--limit-all-gathers [K]``, shared by every command that sets the rate limiter;
+    ``help`` replaces its help text, ``off`` says (in the error for K < 1) how to turn it off."""
     p.add_argument(
         "--limit-all-gathers",
-        type=int,
+        type=int_at_least(1, f" ({off})"),
         nargs="?",
         const=DEFAULT_LIMIT_WINDOW,
         default=None,
         metavar="K",
-        help=f"rate limiter: hold prefetches while K units are alive (K={DEFAULT_LIMIT_WINDOW} "
-        "if omitted; off by default)",
+        help=help
+        or f"rate limiter: hold prefetches while K units are alive (K={DEFAULT_LIMIT_WINDOW} "
+        "if omitted; default: off)",
     )
 
 
 def add_engine_flags(p: argparse.ArgumentParser, *, with_policy: bool = True) -> None:
-    """Flags shared by ``run`` and ``sweep``."""
+    """Flags shared by ``run`` and ``sweep``; ``with_policy=False`` is ``sweep``'s variant,
+    whose ``--policies`` sets policy, rate limiter and forward prefetch per point.
+
+    Every help text states its flag's default once (the parsers add none of their own)."""
     g = p.add_argument_group("engine")
     if with_policy:
-        g.add_argument("--policy", choices=_values(Policy), default="backward_pre")
-    g.add_argument("--forward-prefetch", action="store_true", help="prefetch in forward too")
-    add_limit_flag(g)
-    g.add_argument("--sharding", choices=_values(Sharding), default="full_shard")
-    g.add_argument("--mixed-precision", choices=_values(MixedPrecision), default="none")
+        g.add_argument(
+            "--policy",
+            choices=_values(Policy),
+            default="backward_pre",
+            help="when the next unit's backward all-gather is issued (default: %(default)s)",
+        )
+        g.add_argument("--forward-prefetch", action="store_true", help="prefetch in forward too")
+        add_limit_flag(g)
+    else:
+        g.add_argument(
+            "--forward-prefetch", action="store_true", help="add +fwd to every configuration"
+        )
+        add_limit_flag(
+            g,
+            help="window K of a bare +limit in --policies (configurations without +limit run "
+            f"without the rate limiter; default: {DEFAULT_LIMIT_WINDOW})",
+            off="configurations without +limit in --policies run without the rate limiter",
+        )
+    g.add_argument(
+        "--sharding",
+        choices=_values(Sharding),
+        default="full_shard",
+        help="full_shard: re-gather in backward; shard_grad_op: keep full parameters from "
+        "forward to backward; no_shard: DDP-like all-reduce (default: %(default)s)",
+    )
+    g.add_argument(
+        "--mixed-precision",
+        choices=_values(MixedPrecision),
+        default="none",
+        help="bf16: bf16 compute and all-gather, fp32 shards and gradient reduction "
+        "(default: %(default)s)",
+    )
     g.add_argument(
         "--no-instrument", action="store_true", help="no profiler ranges (overhead baseline)"
     )
@@ -60,38 +144,117 @@ def add_engine_flags(p: argparse.ArgumentParser, *, with_policy: bool = True) ->
     )
     g.add_argument(
         "--checkpoint-units",
+        type=checkpoint_units,
         default="none",
         metavar="{none,all,every-N}",
-        help="recompute these units' activations in backward (activation checkpointing)",
+        help="recompute these units' activations in backward (activation checkpointing; "
+        "every-N: every N-th unit, the first included; default: %(default)s)",
     )
     m = p.add_argument_group("workload")
-    m.add_argument("--model", choices=_values(ModelKind), default="gpt")
-    m.add_argument("--layers", type=int, default=4)
-    m.add_argument("--dim", type=int, default=256)
-    m.add_argument("--heads", type=int, default=4)
-    m.add_argument("--seq-len", type=int, default=128)
-    m.add_argument("--vocab", type=int, default=1024)
+    m.add_argument(
+        "--model",
+        choices=_values(ModelKind),
+        default="gpt",
+        help="gpt: transformer blocks; mlp: Linear + GELU layers (default: %(default)s)",
+    )
+    m.add_argument(
+        "--layers",
+        type=int,
+        default=4,
+        metavar="N",
+        help="blocks (gpt) or layers (mlp), one sharded unit each (default: %(default)s)",
+    )
+    m.add_argument("--dim", type=int, default=256, metavar="D", help="width (default: %(default)s)")
+    m.add_argument(
+        "--heads",
+        type=int,
+        default=4,
+        metavar="H",
+        help="attention heads (gpt), must divide --dim (default: %(default)s)",
+    )
+    m.add_argument(
+        "--seq-len",
+        type=int,
+        default=128,
+        metavar="T",
+        help="tokens per sample (default: %(default)s)",
+    )
+    m.add_argument(
+        "--vocab",
+        type=int,
+        default=1024,
+        metavar="V",
+        help="vocabulary size (default: %(default)s)",
+    )
     t = p.add_argument_group("training and capture")
-    t.add_argument("--nproc", type=int, default=2, help="local ranks (default 2)")
-    t.add_argument("--steps", type=int, default=6)
-    t.add_argument("--global-batch", type=int, default=8, help="split evenly across ranks")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--lr", type=float, default=1e-3)
-    t.add_argument("--profile-wait", type=int, default=1)
-    t.add_argument("--profile-warmup", type=int, default=1)
-    t.add_argument("--profile-active", type=int, default=2)
-    t.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    t.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto")
+    t.add_argument("--nproc", type=int, default=2, metavar="N", help="ranks (default: %(default)s)")
     t.add_argument(
-        "--threads-per-rank", type=int, default=None, help="torch threads per rank (cores/N)"
+        "--steps", type=int, default=6, metavar="S", help="training steps (default: %(default)s)"
+    )
+    t.add_argument(
+        "--global-batch",
+        type=int,
+        default=8,
+        metavar="B",
+        help="samples per step, split evenly across ranks (default: %(default)s)",
+    )
+    t.add_argument(
+        "--seed", type=int, default=0, help="seed of weights and data (default: %(default)s)"
+    )
+    t.add_argument(
+        "--lr",
+        type=positive_float,
+        default=1e-3,
+        help="learning rate, a finite number > 0 (default: %(default)s)",
+    )
+    t.add_argument(
+        "--profile-wait",
+        type=int,
+        default=1,
+        metavar="N",
+        help="steps before the profiler starts (default: %(default)s)",
+    )
+    t.add_argument(
+        "--profile-warmup",
+        type=int,
+        default=1,
+        metavar="N",
+        help="profiler warm-up steps, not recorded (default: %(default)s)",
+    )
+    t.add_argument(
+        "--profile-active",
+        type=int,
+        default=2,
+        metavar="N",
+        help="profiled (recorded) steps (default: %(default)s)",
+    )
+    t.add_argument(
+        "--device",
+        choices=["auto", "cpu", "cuda"],
+        default="auto",
+        help="auto: cuda if available, else cpu (default: %(default)s)",
+    )
+    t.add_argument(
+        "--backend",
+        choices=["auto", "gloo", "nccl"],
+        default="auto",
+        help="auto: nccl on cuda, gloo on cpu (default: %(default)s)",
+    )
+    t.add_argument(
+        "--threads-per-rank",
+        type=int_at_least(0, " (0 = auto: cores / --nproc)"),
+        default=0,
+        metavar="N",
+        help="torch threads per rank; 0 = auto: CPU cores / --nproc, at least 1 "
+        "(default: %(default)s)",
     )
     t.add_argument(
         "--link-gbit",
-        type=float,
+        type=positive_float,
         default=None,
         metavar="R",
-        help="run each rank in its own network namespace over a link shaped to R Gbit/s "
-        "(needs root and iproute2)",
+        help="run each rank in its own network namespace over a link shaped to R Gbit/s, a "
+        "finite number > 0 (needs root and iproute2; default: unshaped loopback)",
     )
 
 
@@ -150,10 +313,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="profile N local ranks of the instrumented engine",
         description="Train a built-in workload on N local ranks (torchrun) with the sharded "
         "engine, profile a window of steps, and write one Kineto trace per rank plus run.json.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     add_engine_flags(p)
-    p.add_argument("--out", type=Path, required=True, help="run directory to create")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="run directory to create")
     p.add_argument("--force", action="store_true", help="replace --out if it is a run")
     p.add_argument(
         "--dry-run",
@@ -191,10 +353,13 @@ def summarize(run_dir: Path) -> str:
 
 
 def dry_run(cfg: RunConfig, out: Path, force: bool) -> str:
+    check_dir(out, "--out")
     if (out / "config.json").exists() and not force:
         raise UserError(f"--out {out} already has a config.json: add --force to overwrite it")
+    # allow_nan=False: every rank must read config.json back as strict JSON.
+    text = json.dumps(cfg.to_dict(), indent=1, allow_nan=False) + "\n"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=1) + "\n")
+    write_file(out / "config.json", text, "--out")
     return (
         f"wrote {out / 'config.json'}; start its {cfg.nproc} ranks (NODES x PER_NODE = "
         f"{cfg.nproc}) by running on every node:\n"
@@ -204,6 +369,7 @@ def dry_run(cfg: RunConfig, out: Path, force: bool) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_dir(args.out, "--out")
     cfg = config_from_args(args)
     if args.dry_run:
         print(dry_run(cfg, args.out.resolve(), args.force))

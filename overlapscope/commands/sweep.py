@@ -18,9 +18,10 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from overlapscope.commands.run import add_engine_flags, config_from_args
+from overlapscope.commands.run import add_engine_flags, config_from_args, int_at_least
 from overlapscope.engine.recipe import DEFAULT_LIMIT_WINDOW, RunConfig
 from overlapscope.errors import UserError
+from overlapscope.outputs import check_dir
 from overlapscope.sweep import (
     RunEvent,
     parse_points,
@@ -30,6 +31,7 @@ from overlapscope.sweep import (
     write_outputs,
 )
 from overlapscope.sweep.report import SUMMARY_JSON
+from overlapscope.sweep.spec import GRAMMAR
 
 DEFAULT_POLICIES = "none,backward_post,backward_pre,backward_pre+limit"
 
@@ -38,17 +40,30 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "sweep",
         help="run prefetch configurations side by side and compare them",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        # Plain text: the module docstring is for developers (reST markup).
+        description="Run several prefetch configurations, repeated, and compare them. Every "
+        "configuration runs the same model, seed and batch through the same launcher as "
+        "overlapscope run; each run is analysed, and the sweep writes summary.json, "
+        "summary.csv, summary.md and tradeoff.html (step time vs peak memory).",
     )
     p.add_argument(
         "--policies",
         default=DEFAULT_POLICIES,
-        help="comma-separated configs, each <policy>[+limit[=K]][+fwd] "
-        f"(default {DEFAULT_POLICIES})",
+        metavar="P1,P2,...",
+        help=f"comma-separated configurations, each {GRAMMAR}: +limit[=K] rate limiter "
+        "(K: --limit-all-gathers), +fwd forward prefetch, +ckpt[=all|every-N] activation "
+        "checkpointing (+ckpt: all), +offload CPU offload (default: %(default)s)",
     )
-    p.add_argument("--repeats", type=int, default=3, help="runs per config (default 3)")
-    p.add_argument("--out", type=Path, required=True, help="sweep directory to create")
+    p.add_argument(
+        "--repeats",
+        type=int_at_least(1),
+        default=3,
+        metavar="R",
+        help="runs per configuration (default: %(default)s)",
+    )
+    p.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="sweep directory to create"
+    )
     p.add_argument("--force", action="store_true", help="replace --out if it is a sweep")
     add_engine_flags(p, with_policy=False)
     p.set_defaults(func=run)
@@ -56,6 +71,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def _prepare_out(out: Path, force: bool) -> None:
+    check_dir(out, "--out")
     if out.exists():
         is_sweep = (out / SUMMARY_JSON).exists() or (out / "runs").is_dir()
         if not force:
@@ -116,9 +132,13 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         raise UserError(str(e)) from None
-    if args.repeats < 1:
-        raise UserError(f"--repeats must be >= 1, got {args.repeats}")
+    check_dir(args.out, "--out")
     base = config_from_args(args, policy=points[0].policy.value)
+    try:
+        for point in points:  # every configuration is valid before anything is created
+            point.apply(base)
+    except ValueError as e:
+        raise UserError(str(e)) from None
     out = args.out.resolve()
     _prepare_out(out, args.force)
     console = Console(stderr=True)

@@ -14,8 +14,9 @@ import math
 import sys
 from pathlib import Path
 
-from overlapscope.commands.run import add_limit_flag
+from overlapscope.commands.run import add_limit_flag, positive_float
 from overlapscope.errors import UserError
+from overlapscope.outputs import check_apart, check_dir, check_file, write_file
 from overlapscope.sim.export import write_predicted_run
 from overlapscope.sim.predict import load_calibration, predict_from
 from overlapscope.sim.schedule import Policy, Scenario
@@ -41,11 +42,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     add_limit_flag(p)
     net = p.add_mutually_exclusive_group()
     net.add_argument(
-        "--link-gbit", type=float, metavar="R", help="predict on a shaped link of R Gbit/s"
+        "--link-gbit", type=positive_float, metavar="R", help="predict on a shaped link of R Gbit/s"
     )
     net.add_argument(
         "--bandwidth-scale",
-        type=float,
+        type=positive_float,
         default=1.0,
         metavar="X",
         help="multiply the measured bus bandwidth by X",
@@ -54,7 +55,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument(
         "--trace", type=Path, metavar="DIR", help="write the predicted timeline as a run directory"
     )
-    p.add_argument("--force", action="store_true", help="replace --trace if it is a run")
+    p.add_argument(
+        "--force", action="store_true", help="replace --trace if it holds an earlier prediction"
+    )
     p.set_defaults(func=run)
     return p
 
@@ -73,39 +76,59 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
         raise UserError(f"--{flag}: {e}") from None
 
 
-def _fmt_us(v: float) -> str:
-    return f"{v / 1e3:10.1f} ms"
+# (JSON field, what the table calls it, unit): the table prints ms and MiB.
+ROWS = {
+    "step_time_us": ("step time", "ms"),
+    "exposed_comm_us": ("exposed comm", "ms"),
+    "nccl_wait_us": ("NCCL wait", "ms"),
+    "peak_mem_bytes": ("peak memory", "MiB"),
+}
+
+
+def _fmt(metric: str, v: float) -> str:
+    unit = ROWS.get(metric, (metric, "ms"))[1]
+    return f"{v / 2**20:,.1f} MiB" if unit == "MiB" else f"{v / 1e3:,.1f} ms"
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    if args.json and args.json != "-":
+        check_file(args.json, "--json")
+    if args.trace is not None:
+        check_dir(args.trace, "--trace")
+        check_apart(args.trace, [args.run_dir], "--trace")
 
 
 def run(args: argparse.Namespace) -> int:
     scenario = scenario_from_args(args)
     if not args.run_dir.is_dir():
         raise UserError(f"{args.run_dir}: not a directory; give a run written by overlapscope run")
+    _check_outputs(args)
     pred = predict_from(load_calibration(args.run_dir), scenario)
     if not math.isfinite(pred.step_time_us):
         raise UserError(f"{args.run_dir}: the replay produced no step time")
-    if args.trace is not None:
-        write_predicted_run(pred, args.trace, force=args.force)
     doc = pred.to_json_dict()
     if args.trace is not None:
         doc["trace_dir"] = str(args.trace)
+    text = json.dumps(doc, indent=1) + "\n"
+    if args.trace is not None:
+        write_predicted_run(pred, args.trace, force=args.force)
     if args.json == "-":
-        json.dump(doc, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        sys.stdout.write(text)
         return 0
     if args.json:
-        Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+        write_file(args.json, text, "--json")
     m = pred.calibration.measured
     print(
         f"what-if {scenario.label}  (measured: {m.scenario.label}, link {m.link_gbit or 'unshaped'})"
     )
-    print(f"  {'':18}{'measured':>14}{'predicted':>14}")
-    for row in pred.table().itertuples():
-        if row.metric == "peak_mem_bytes":
-            a, b = f"{row.measured_source / 2**20:10.1f} MiB", f"{row.predicted / 2**20:10.1f} MiB"
-        else:
-            a, b = _fmt_us(row.measured_source), _fmt_us(row.predicted)
-        print(f"  {row.metric:18}{a:>14}{b:>14}")
+    rows = [
+        (ROWS.get(r.metric, (r.metric, ""))[0], _fmt(r.metric, r.measured_source),
+         _fmt(r.metric, r.predicted))
+        for r in pred.table().itertuples()
+    ]  # fmt: skip
+    w = [max(len(x[i]) for x in [("", "measured", "predicted"), *rows]) for i in range(3)]
+    for name, a, b in [("", "measured", "predicted"), *rows]:
+        print(f"  {name:{w[0]}}  {a:>{w[1]}}  {b:>{w[2]}}")
     print(f"  max alive units in backward: {pred.max_alive_in_backward}")
     if args.trace is not None:
         print(f"predicted timeline: {args.trace}")

@@ -47,6 +47,21 @@ def _enum_value(enum_cls: type[enum.Enum], value: object, field: str) -> enum.En
         raise ValueError(f"{field}={value!r} is not one of: {choices}") from None
 
 
+CHECKPOINT_UNITS_FORMS = "none, all or every-N with N >= 1 (e.g. every-2)"
+
+
+def check_checkpoint_units(spec: object) -> str:
+    """``spec`` if it names which units to checkpoint (``none``, ``all`` or ``every-N``,
+    N >= 1); otherwise ValueError ``'<spec>': use none, all or every-N ...``."""
+    if isinstance(spec, str):
+        every = spec.removeprefix("every-")
+        if spec in ("none", "all") or (
+            spec.startswith("every-") and every.isascii() and every.isdigit() and int(every) >= 1
+        ):
+            return spec
+    raise ValueError(f"{spec!r}: use {CHECKPOINT_UNITS_FORMS}")
+
+
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
     """How the sharded engine schedules communication.
@@ -83,14 +98,10 @@ class EngineConfig:
         return index % int(spec.removeprefix("every-")) == 0
 
     def __post_init__(self) -> None:
-        spec = self.checkpoint_units
-        every = spec.removeprefix("every-")
-        if spec not in ("none", "all") and not (
-            spec.startswith("every-") and every.isdigit() and int(every) >= 1
-        ):
-            raise ValueError(
-                f"checkpoint_units={spec!r} must be 'none', 'all' or 'every-N' with N >= 1"
-            )
+        try:
+            check_checkpoint_units(self.checkpoint_units)
+        except ValueError as e:
+            raise ValueError(f"--checkpoint-units {e}") from None
         object.__setattr__(self, "policy", _enum_value(Policy, self.policy, "policy"))
         object.__setattr__(self, "sharding", _enum_value(Sharding, self.sharding, "sharding"))
         object.__setattr__(
@@ -100,8 +111,8 @@ class EngineConfig:
         )
         if self.limit_all_gathers is not None and self.limit_all_gathers < 1:
             raise ValueError(
-                f"limit_all_gathers={self.limit_all_gathers} must be >= 1 "
-                "(or None to disable the rate limiter)"
+                f"--limit-all-gathers {self.limit_all_gathers}: K must be >= 1 "
+                "(leave the flag out to turn the rate limiter off)"
             )
 
 

@@ -9,14 +9,16 @@ reduce-scatter) timed at ``t`` seconds on ``n`` ranks,
     busbw = algbw * 2 (n - 1) / n      all-reduce
 
 Both collectives run through the engine's own gloo code path
-(``overlapscope/engine/p2p.py``): every rank exchanges its blocks directly with every peer
-(``send``/``recv``, the reduce-scatter then adds the received chunks), so each rank sends and
-receives ``size_bytes * (n - 1) / n``, as in a ring.
+(``overlapscope/engine/p2p.py``): a ring of ``send``/``recv``. In each of ``n - 1`` rounds
+every rank sends one block (``size_bytes / n``) to its right neighbour and receives one from
+its left neighbour; the reduce-scatter adds each received partial sum into its own (in 2 MB
+pieces). So each rank sends and receives ``size_bytes * (n - 1) / n``.
 """
 
 from __future__ import annotations
 
 import enum
+import math
 import re
 from dataclasses import dataclass
 
@@ -32,8 +34,14 @@ class Collective(enum.Enum):
 
 
 IMPLEMENTATION = {
-    Collective.ALL_GATHER: "engine p2p: recv from / send shard to every peer",
-    Collective.REDUCE_SCATTER: "engine p2p: send each peer its chunk, add the received ones",
+    Collective.ALL_GATHER: (
+        "engine p2p ring: n-1 rounds, each sends a block to the right neighbour and "
+        "receives one from the left"
+    ),
+    Collective.REDUCE_SCATTER: (
+        "engine p2p ring: n-1 rounds, each sends a partial-sum chunk to the right neighbour "
+        "and adds the one received from the left"
+    ),
 }
 
 
@@ -68,9 +76,15 @@ def format_size(num_bytes: int) -> str:
 
 
 def aligned_size(size_bytes: int, num_ranks: int, elem_bytes: int = 4) -> int:
-    """Largest size <= ``size_bytes`` that splits into ``num_ranks`` equal float32 chunks."""
+    """Largest size <= ``size_bytes`` that splits into ``num_ranks`` equal float32 chunks
+    (ValueError when ``size_bytes`` holds less than one per rank)."""
     unit = num_ranks * elem_bytes
-    return max(unit, size_bytes // unit * unit)
+    if num_ranks < 1 or size_bytes < unit:
+        raise ValueError(
+            f"{size_bytes} bytes is less than one float32 per rank: give at least {unit} bytes "
+            f"on {num_ranks} ranks"
+        )
+    return size_bytes // unit * unit
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +106,13 @@ class BenchConfig:
             raise ValueError(f"--warmup must be >= 0, got {self.warmup}")
         if not self.sizes_bytes:
             raise ValueError("--sizes must name at least one size")
-        if self.link_gbit is not None and not self.link_gbit > 0:
-            raise ValueError(f"--link-gbit must be > 0, got {self.link_gbit}")
+        bad = [s for s in self.sizes_bytes if s <= 0]
+        if bad:
+            raise ValueError(f"--sizes: {bad[0]} bytes; every size must be > 0")
+        if self.link_gbit is not None and not (
+            math.isfinite(self.link_gbit) and self.link_gbit > 0
+        ):
+            raise ValueError(f"--link-gbit must be a finite number > 0, got {self.link_gbit}")
 
 
 @dataclass(frozen=True, slots=True)

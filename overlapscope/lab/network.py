@@ -42,6 +42,15 @@ BRIDGE = "br0"
 MAX_RANKS = 200
 # Master port inside the lab. Each lab has its own namespaces, so this never collides.
 DEFAULT_MASTER_PORT = 29500
+# A GSO super-packet carries up to 64 KiB, and tbf counts it with every segment's headers
+# (~69 KB). A packet larger than the burst is split by tbf into 1514-byte frames, which then
+# arrive one by one: the receiver's kernel and gloo thread handle each frame separately. With
+# the burst at exactly 64 KiB (every rate below 0.26 Gbit/s) that cost 6-20x the kernel and
+# gloo-thread CPU per byte and slowed compute on the same cores up to 2.5x (docs/LAB.md).
+MIN_BURST_BYTES = 96 * 1024
+# Above this rate the burst grows to 0.5 ms of tokens so the kernel timer cannot starve the
+# bucket; up to it (1.57 Gbit/s) the burst is MIN_BURST_BYTES at every rate.
+BURST_S = 0.0005
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +59,14 @@ class TbfShape:
 
     ``rate_bit_s``: the shaped rate (tbf counts whole Ethernet frames, so TCP payload gets
     ~95.6% of it at MTU 1500: 1448 payload bytes per 1514-byte frame).
-    ``burst_bytes``: the token bucket. At least 64 KiB so one full GSO segment (veth sends
-    up to 64 KiB super-packets) passes without being split, and at least 2 ms of tokens so
-    the kernel timer never starves the bucket at high rates. Against a 1 MiB message it adds
-    at most a few percent; against 16 MiB, well under 1%.
+    ``burst_bytes``: the token bucket. ``MIN_BURST_BYTES`` so one full GSO super-packet
+    passes whole, the same at every rate up to 1.57 Gbit/s (0.5 ms of tokens above that).
+    The credit a transfer gets after an idle gap is then the same bytes at every rate, so a
+    transfer's time scales with ``1 / rate`` (what-if's link-rate scaling relies on it).
+    With a burst in *time* (the 2 ms this used to be) a 1 Gbit/s link gave 250 KB of credit
+    and a 0.25 Gbit/s link 96 KiB, and the what-if sweeps' transfers (1.1-1.6 MB each way)
+    measured 1.05-1.10x the rate at 1 Gbit/s but 0.99-1.00x at 0.25. Against a 1 MiB
+    message the credit is at most a few percent.
     ``latency_ms``: how long a packet may wait in the queue (sets the queue limit to
     ``rate * latency + burst``): 20 ms is deep enough that TCP meets back-pressure rather
     than drops at these rates, short enough not to add seconds of bufferbloat.
@@ -74,7 +87,7 @@ class TbfShape:
         if not link_gbit > 0:
             raise ValueError(f"link_gbit must be > 0, got {link_gbit}")
         rate = round(link_gbit * 1e9)
-        burst = max(64 * 1024, round(rate / 8 * 0.002))
+        burst = max(MIN_BURST_BYTES, round(rate / 8 * BURST_S))
         return cls(rate_bit_s=rate, burst_bytes=burst, latency_ms=20.0)
 
     def tc_args(self) -> list[str]:
@@ -208,8 +221,12 @@ def _build(lab: Lab) -> None:
 
 
 @contextmanager
-def shaped_network(num_ranks: int, link_gbit: float | None) -> Iterator[Lab]:
+def shaped_network(
+    num_ranks: int, link_gbit: float | None, *, shape: TbfShape | None = None
+) -> Iterator[Lab]:
     """Build a lab of ``num_ranks`` namespaces joined at ``link_gbit`` (``None``: unshaped).
+
+    ``shape`` overrides ``TbfShape.for_gbit(link_gbit)`` (experiments on the shaper itself).
 
     Always tears the lab down: on normal exit, on an exception in the body, on Ctrl-C, and on
     SIGTERM/SIGHUP (turned into ``SystemExit`` while the lab is up). Raises
@@ -217,7 +234,8 @@ def shaped_network(num_ranks: int, link_gbit: float | None) -> Iterator[Lab]:
     """
     if not 1 <= num_ranks <= MAX_RANKS:
         raise ValueError(f"num_ranks must be in 1..{MAX_RANKS}, got {num_ranks}")
-    shape = None if link_gbit is None else TbfShape.for_gbit(link_gbit)
+    if shape is None and link_gbit is not None:
+        shape = TbfShape.for_gbit(link_gbit)
     check_lab_available()
     remove_stale_namespaces()
     base = f"{NAME_PREFIX}{os.getpid()}x{next_seq()}"

@@ -9,7 +9,9 @@ event table of :class:`~overlapscope.trace.loader.RunTraces` (issue ranges) and 
 - issue cost per communication phase (the ``ovs/ag_*`` / ``ovs/rs`` ranges) and the per-step
   thread time outside every range (hooks, data, ``zero_grad``);
 - one :class:`LinkModel` per collective kind, fitted to the matched collectives' transfer
-  times (fastest rank's duration);
+  times (fastest rank's duration: the wire);
+- per collective and step, its lane time (last rank's start to last rank's end:
+  :func:`_lane_time_us`) and the part of it after the fastest rank was done (the lag);
 - memory: a per-rank baseline = measured peak − alive full units in backward × unit bytes.
 """
 
@@ -22,6 +24,7 @@ import pandas as pd
 
 from overlapscope.analysis import RunAnalysis
 from overlapscope.errors import UserError
+from overlapscope.sim.memory import WindowKey, window_peaks
 from overlapscope.sim.schedule import (
     OpKind,
     Policy,
@@ -35,6 +38,11 @@ from overlapscope.trace.names import ROOT_UNIT, Phase
 
 TCP_EFFICIENCY = 0.956  # TCP payload per tbf-counted byte at MTU 1500 (docs/LAB.md)
 MAX_CONTENTION = 1.5
+# Fit contention only where the units' busy fractions differ by this much (standard
+# deviation): where the queue is busy through every unit (backward_pre on a slow link) or
+# through none, the slope is rounding noise (it came out at the 1.5 cap on one such run and
+# halved its compute: a 27 % wrong prediction).
+MIN_BUSY_SPREAD = 0.05
 
 
 def bus_factor(kind: str, world_size: int) -> float:
@@ -90,18 +98,26 @@ class Calibration:
     step_model: StepModel
     ranks: dict[int, RankTimes]
     links: dict[str, LinkModel]
-    transfer_us: dict[tuple[str, Phase], float]  # mean measured transfer per (unit, phase)
+    transfer_us: dict[tuple[str, Phase], float]  # mean lane time per (unit, phase)
     # one sample per counted step: that step's compute per rank and transfers (the replay
     # is run once per sample and averaged, so run-to-run variation is kept, not averaged
     # away before the max() of every dependency)
     step_compute_us: tuple[dict[int, dict[tuple[Phase, str, int], float]], ...]
     dispatch_us: float  # pick-up latency of each collective on the comm thread
     step_transfer_us: tuple[dict[tuple[str, Phase], float], ...]
+    # per step, the part of each lane time after the fastest rank was done (ranks' own lag,
+    # not the wire: kept as is when the link is rescaled)
+    step_lag_us: tuple[dict[tuple[str, Phase], float], ...]
     contention: float  # compute runs 1 + contention times slower while the queue is busy
     unit_full_bytes: dict[str, int]
     unit_shard_bytes: dict[str, int]
     alive_unit_bytes: int  # full bytes of the largest non-root unit
     mem_baseline_bytes: dict[int, float]
+    mem_peak_bytes: dict[int, int]  # measured, per rank
+    # per rank, highest memory per compute window, and the measured schedule's alive units
+    # per window (overlapscope/sim/memory.py); empty where the trace has no memory events
+    mem_window_bytes: dict[int, dict[WindowKey, int]]
+    measured_window_units: tuple[tuple[WindowKey, int], ...]
     peer_skew_us: float  # mean lag of the last rank to start a collective
     measured: Measured
     run_meta: dict[str, object]
@@ -174,12 +190,23 @@ def _fit_contention(comp: pd.DataFrame, unit_bytes: dict[str, int]) -> float:
     g = rows.groupby(["phase", "size"])
     mean_d = g["dur_us"].transform("mean")
     mean_f = g["busy_frac"].transform("mean")
-    x = (mean_d * (rows["busy_frac"] - mean_f)).to_numpy()
+    dev = (rows["busy_frac"] - mean_f).to_numpy()
+    if float(dev.std()) < MIN_BUSY_SPREAD:
+        return 0.0  # every unit equally busy: α cannot be told from the base duration
+    # Within a group, dur - mean(dur) = base × α × (busy - mean(busy)), with
+    # base = mean(dur) / (1 + α × mean(busy)): least squares for α with base from the
+    # previous α, repeated to the fixed point (from α = 0 the first step under-fits by
+    # 1 / (1 + α × mean(busy))).
     y = (rows["dur_us"] - mean_d).to_numpy()
-    sxx = float((x * x).sum())
-    if sxx <= 0:
-        return 0.0
-    return float(np.clip((x * y).sum() / sxx, 0.0, MAX_CONTENTION))
+    d, f = mean_d.to_numpy(), mean_f.to_numpy()
+    alpha = 0.0
+    for _ in range(50):
+        x = d / (1 + alpha * f) * dev
+        new = float(np.clip((x * y).sum() / float((x * x).sum()), 0.0, MAX_CONTENTION))
+        if abs(new - alpha) < 1e-9:
+            break
+        alpha = new
+    return new
 
 
 def _rank_times(
@@ -210,6 +237,11 @@ def _dispatch_us(ev: pd.DataFrame) -> float:
     """Mean time from "every rank issued it and every queue is free" to "the last rank's
     op started" (the backend thread's pick-up latency), over the run's collectives.
 
+    "Issued" is the end of the issue range, as in the replay. On the engine's gloo runs the
+    op usually starts before that range ends, so this comes out 0: the replay then starts each
+    collective when its issue range ends, a little later than measured, which the
+    self-replay error (docs/WHATIF.md) includes.
+
     The k-th communication op of a rank belongs to its k-th issue range (one queue, issue
     order); collectives are matched across ranks by that position within the step.
     """
@@ -229,9 +261,37 @@ def _dispatch_us(ev: pd.DataFrame) -> float:
     return float(lag.mean()) if len(lag) else 0.0
 
 
-def _transfers(coll: pd.DataFrame) -> dict[tuple[str, Phase], float]:
-    mean = coll.groupby(["unit", "phase"])["transfer_us"].mean()
-    return {(str(u), Phase(str(ph))): float(t) for (u, ph), t in mean.items() if t > 0}
+def _lane_time_us(coll: pd.DataFrame) -> pd.Series:
+    """How long each collective held its group's queue: from the last rank's start to the
+    last rank's end.
+
+    The analysis' ``transfer_us`` is the fastest rank's duration (right for bandwidth).
+    The replay needs more: a collective is done, and the next one on the queue can start,
+    only when every rank has finished it, and ranks finish apart (over the 1,344
+    collectives of the what-if validation's 24 runs, the span exceeds the fastest
+    duration by 0.4 ms median, 1.4 ms mean, 3.9 ms at the 90th percentile). With the
+    fastest duration the replay of each run under its own configuration came out 1.3-5.4%
+    short; with the span, 3.1% short to 1.0% long (docs/BENCHMARKS.md, what-if). Falls
+    back to the fastest duration where the span is not positive (one rank seen)."""
+    last_start = coll["start_us"] + coll["straggler_lag_us"].fillna(0.0)
+    span = coll["end_us"] - last_start
+    return span.where(span > 0, coll["transfer_us"])
+
+
+def _per_collective(
+    coll: pd.DataFrame, column: str = "transfer_us", *, keep_zero: bool = False
+) -> dict[tuple[str, Phase], float]:
+    """Mean of ``column`` per (unit, phase); non-positive means dropped unless ``keep_zero``
+    (a lag of 0 is a measurement; a lane time of 0 is not)."""
+    mean = coll.groupby(["unit", "phase"])[column].mean()
+    return {
+        (str(u), Phase(str(ph))): float(t)
+        for (u, ph), t in mean.items()
+        if t > 0 or (keep_zero and t == 0)
+    }
+
+
+MIN_SIZE_SPAN = 4.0  # fit a latency only over message sizes spanning at least this factor
 
 
 def _fit_link(kind: str, rows: pd.DataFrame, world_size: int) -> LinkModel:
@@ -241,10 +301,12 @@ def _fit_link(kind: str, rows: pd.DataFrame, world_size: int) -> LinkModel:
         raise UserError(f"no measured {kind} collectives with sizes to fit a link model")
     x = rows["bytes"].to_numpy(dtype=float) * f
     y = rows["transfer_us"].to_numpy(dtype=float)
-    # Least squares over every sample (keeps the total measured time); through the origin
-    # when one size only, or when the intercept or slope come out unphysical.
+    # Through the origin (keeps the total measured time) unless the sizes span enough to
+    # tell a fixed cost from a per-byte one: an FSDP run has one or two unit sizes, whose
+    # noisy times can fit any intercept (2.2 and 3.2 MB gave 0-5 ms and 1.0-2.2 Gbit/s
+    # on one 1 Gbit/s link), and a wrong intercept is multiplied when the rate is scaled.
     latency, inv_bw = 0.0, float(y.sum() / x.sum())
-    if len(np.unique(x)) >= 2:
+    if x.max() >= MIN_SIZE_SPAN * x.min():
         slope, icpt = np.polyfit(x, y, 1)
         if slope > 0 and 0 <= icpt < y.min():
             latency, inv_bw = float(icpt), float(slope)
@@ -263,9 +325,12 @@ def calibrate(traces: RunTraces, a: RunAnalysis) -> Calibration:
             "units: what-if needs a run directory written by `overlapscope run`"
         )
     cfg = meta["config"]
-    if cfg["engine"].get("sharding", "full_shard") != "full_shard":
+    sharding = cfg["engine"].get("sharding", "full_shard")
+    if sharding != "full_shard":
+        where = traces.sources[0].parent if traces.sources else "run"
         raise UserError(
-            "what-if models full_shard runs only; record one with --sharding full_shard"
+            f"{where}: a {sharding} run; what-if models full_shard runs only: record one "
+            "with --sharding full_shard"
         )
     units_all = {u["name"]: u for u in meta["units"]}
     units = tuple(n for n in units_all if n != ROOT_UNIT)
@@ -284,11 +349,15 @@ def calibrate(traces: RunTraces, a: RunAnalysis) -> Calibration:
     coll = coll.assign(unit=coll["unit"].astype(str), phase=coll["phase"].astype(str))
     if coll.empty:
         raise UserError("the run has no matched collectives across ranks to calibrate the link")
+    lane = _lane_time_us(coll)
+    lag = (lane - coll["transfer_us"]).clip(lower=0.0)
+    wire = coll  # the fastest rank's duration: what the link's bandwidth shows
+    coll = coll.assign(transfer_us=lane, lag_us=lag)
     rs_rows = coll[coll["phase"] == "rs"]
     reduce_kind = str(rs_rows["kind"].mode().iloc[0]) if len(rs_rows) else "reduce_scatter"
     links = {
         str(k): _fit_link(str(k), g, world)
-        for k, g in coll.groupby(coll["kind"].astype(str))
+        for k, g in wire.groupby(wire["kind"].astype(str))
         if str(k) in ("all_gather", "all_reduce", "reduce_scatter")
     }
     ag_bytes = dict(full)
@@ -299,9 +368,12 @@ def calibrate(traces: RunTraces, a: RunAnalysis) -> Calibration:
         elif ph == "rs" and b > 0:
             reduce_bytes[str(u)] = int(b)
     model = StepModel(units, ag_bytes, reduce_bytes, reduce_kind)
-    transfer = _transfers(coll)
+    transfer = _per_collective(coll)
     step_numbers = sorted(a.counted_steps[min(a.counted_steps)])
-    step_transfer = tuple(_transfers(coll[coll["step"] == s]) for s in step_numbers)
+    step_transfer = tuple(_per_collective(coll[coll["step"] == s]) for s in step_numbers)
+    step_lag = tuple(
+        _per_collective(coll[coll["step"] == s], "lag_us", keep_zero=True) for s in step_numbers
+    )
 
     # compute, contention, issue costs, per-step overhead
     comp = _compute_rows(a, counted)
@@ -332,6 +404,12 @@ def calibrate(traces: RunTraces, a: RunAnalysis) -> Calibration:
     alive_bwd = [int(v) for v in meta.get("max_alive_in_backward", [])]
     mem_units = measured_program.max_mem_units_in_backward
     baseline = {r: float(p - mem_units * alive_bytes) for r, p in enumerate(peaks)}
+    # the memory curve per compute window (CPU runs: the profiler's [memory] events)
+    windows = (
+        {}
+        if traces.has_gpu
+        else {info.rank: window_peaks(info.path) for info in traces.ranks if info.rank < len(peaks)}
+    )
 
     rk = a.ranks
     measured = Measured(
@@ -355,12 +433,16 @@ def calibrate(traces: RunTraces, a: RunAnalysis) -> Calibration:
         transfer_us=transfer,
         step_compute_us=step_compute,
         step_transfer_us=step_transfer,
+        step_lag_us=step_lag,
         dispatch_us=_dispatch_us(ev),
         contention=contention,
         unit_full_bytes=full,
         unit_shard_bytes=shard,
         alive_unit_bytes=alive_bytes,
         mem_baseline_bytes=baseline,
+        mem_peak_bytes=dict(enumerate(peaks)),
+        mem_window_bytes={r: w for r, w in windows.items() if w},
+        measured_window_units=measured_program.window_units,
         peer_skew_us=skew,
         measured=measured,
         run_meta=meta,

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from overlapscope.errors import UserError
+from overlapscope.outputs import replace_dir
 from overlapscope.sim.predict import Prediction
 from overlapscope.trace.names import format_range
 
@@ -83,16 +82,31 @@ def rank_trace(pred: Prediction, rank: int, first_step: int) -> dict[str, Any]:
     }
 
 
+def _is_predicted_run(d: Path) -> bool:
+    try:
+        return "predicted" in json.loads((d / "run.json").read_text())
+    except (OSError, ValueError, TypeError):
+        return False
+
+
 def write_predicted_run(pred: Prediction, out: Path | str, *, force: bool = False) -> Path:
-    """Write ``out/rank-K.pt.trace.json.gz`` and ``out/run.json``; returns ``out``."""
-    out = Path(out)
-    if out.exists():
-        if not force:
-            raise UserError(f"{out} exists: pass --force to replace it, or choose another --trace")
-        if not (out / "run.json").exists() and any(out.iterdir()):
-            raise UserError(f"{out} exists and is not a run directory: refusing to replace it")
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    """Write ``out/rank-K.pt.trace.json.gz`` and ``out/run.json``; returns ``out``.
+
+    The directory is built beside ``out`` and moved into place, so a failure leaves ``out``
+    as it was. An existing ``out`` is replaced only with ``force`` and only if it is an
+    earlier prediction; ``out`` may never be, hold or lie inside the measured run.
+    """
+    return replace_dir(
+        out,
+        lambda tmp: _write_run(pred, tmp),
+        flag="--trace",
+        force=force,
+        is_replaceable=_is_predicted_run,
+        protect=[Path(pred.calibration.source)] if pred.calibration.source else [],
+    )
+
+
+def _write_run(pred: Prediction, out: Path) -> None:
     calib = pred.calibration
     meta = json.loads(json.dumps(calib.run_meta))  # deep copy
     profiled = meta.get("profiled_steps") or [0]
@@ -122,7 +136,7 @@ def write_predicted_run(pred: Prediction, out: Path | str, *, force: bool = Fals
         max_alive_in_backward=[pred.max_alive_in_backward] * len(ranks),
         deferred_prefetches=[pred.deferred_prefetches] * len(ranks),
         predicted={
-            "from": calib.source,
+            "from": str(Path(calib.source).resolve()) if calib.source else "",
             "scenario": s.label,
             "bandwidth_scale": s.bandwidth_scale,
             "link_gbit": s.link_gbit,
@@ -130,4 +144,3 @@ def write_predicted_run(pred: Prediction, out: Path | str, *, force: bool = Fals
         },
     )
     (out / "run.json").write_text(json.dumps(meta, indent=1) + "\n")
-    return out

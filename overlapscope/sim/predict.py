@@ -1,14 +1,13 @@
 """``predict(run_dir, scenario) -> Prediction``: the what-if facade (CLI and dashboard).
 
-Peak memory model (per rank, documented in docs/WHATIF.md)::
+Peak memory (per rank, docs/WHATIF.md): the measured memory curve, one window per compute
+op, re-stacked with the predicted schedule's alive full units (overlapscope/sim/memory.py);
+where the trace has no memory events (GPU runs), the one-window model::
 
     peak_mem = baseline + max_alive_in_backward × unit_full_bytes
     baseline = measured peak_mem − measured max_alive_in_backward × unit_full_bytes
 
-where ``unit_full_bytes`` is the largest non-root unit's full parameter size: the activations,
-optimizer state, shards and gradient buffers are the same under every policy; what changes is
-how many units' full parameters are alive when the peak (early backward) is reached.
-"""
+where ``unit_full_bytes`` is the largest non-root unit's full parameter size."""
 
 from __future__ import annotations
 
@@ -30,8 +29,10 @@ from overlapscope.sim.calibrate import (
     bus_factor,
     calibrate,
 )
+from overlapscope.sim.memory import predicted_peak
 from overlapscope.sim.schedule import (
     Collective,
+    Program,
     Replay,
     Scenario,
     build_program,
@@ -153,20 +154,52 @@ def transfer_us(
     links: dict[str, LinkModel],
     c: Collective,
     measured_us: dict[tuple[str, Phase], float],
+    lag_us: dict[tuple[str, Phase], float] | None = None,
 ) -> float:
-    """Wire time of ``c`` under the scenario's links.
+    """Time ``c`` holds the queue under the scenario's links.
 
-    The same collective (unit, phase) measured in the run: its measured time, with the
-    bandwidth part rescaled to the scenario's link (as Lumos replays measured op durations);
-    otherwise the fitted link model.
+    The same collective (unit, phase) measured in the run: its measured lane time, with
+    the wire part rescaled to the scenario's link (as Lumos replays measured op durations;
+    :func:`rescale_lane_time`); otherwise the fitted link model.
     """
     new = _link(links, c.kind, calib.world_size)
     measured = measured_us.get((c.unit, c.phase), calib.transfer_us.get((c.unit, c.phase)))
     old = calib.links.get(c.kind)
     if measured is None or old is None:
         return new.transfer_us(c.bytes)
-    bw_part = max(measured - old.latency_us, 0.0)
-    return old.latency_us + bw_part * old.busbw_bytes_per_us / new.busbw_bytes_per_us
+    lag = (lag_us or {}).get((c.unit, c.phase), 0.0)
+    return rescale_lane_time(
+        measured, lag, old.latency_us, old.busbw_bytes_per_us / new.busbw_bytes_per_us
+    )
+
+
+def rescale_lane_time(lane_us: float, lag_us: float, latency_us: float, ratio: float) -> float:
+    """A measured lane time on a link ``1 / ratio`` times as fast.
+
+    ``lane = latency + wire + lag``: only the wire part scales. ``lag`` is how long after
+    the fastest rank the last one finished (the ranks' own delay, not the wire's: on the
+    lab it averages 1.0-1.8 ms per collective at both 1 and 0.25 Gbit/s, while the
+    transfers take 12.5 and 50 ms).
+    """
+    wire = max(lane_us - lag_us - latency_us, 0.0)
+    return latency_us + lag_us + wire * ratio
+
+
+def _peak_mem(calib: Calibration, program: Program, rank: int, baseline: float) -> float:
+    """The re-stacked memory curve (overlapscope/sim/memory.py) where the rank's trace has
+    one; otherwise baseline + alive full units at the fullest backward compute."""
+    windows = calib.mem_window_bytes.get(rank)
+    if windows:
+        peak = predicted_peak(
+            calib.mem_peak_bytes[rank],
+            windows,
+            calib.measured_window_units,
+            program.window_units,
+            calib.alive_unit_bytes,
+        )
+        if peak is not None:
+            return float(peak)
+    return baseline + program.max_mem_units_in_backward * calib.alive_unit_bytes
 
 
 def predict_from(
@@ -177,25 +210,23 @@ def predict_from(
     program = build_program(calib.step_model, scenario)
     links = scaled_links(calib, scenario)
     alpha = calib.contention if contention is None else contention
-    samples = list(zip(calib.step_compute_us, calib.step_transfer_us, strict=True)) or [
-        ({r: t.compute_us for r, t in calib.ranks.items()}, calib.transfer_us)
-    ]
+    samples = list(
+        zip(calib.step_compute_us, calib.step_transfer_us, calib.step_lag_us, strict=True)
+    ) or [({r: t.compute_us for r, t in calib.ranks.items()}, calib.transfer_us, {})]
     replays = []
-    for compute, measured in samples:
+    for compute, measured, lags in samples:
         ranks = {
             r: dataclasses.replace(t, compute_us=compute.get(r, t.compute_us))
             for r, t in calib.ranks.items()
         }
         transfer = [
-            calib.dispatch_us + transfer_us(calib, links, c, measured) for c in program.collectives
+            calib.dispatch_us + transfer_us(calib, links, c, measured, lags)
+            for c in program.collectives
         ]
         replays.append(replay(program, ranks, transfer, alpha))
     per_sample = pd.DataFrame([asdict(m) for rep in replays for m in rank_metrics(rep)])
     per_rank = per_sample.groupby("rank", as_index=False).mean()
-    mem = {
-        r: b + program.max_mem_units_in_backward * calib.alive_unit_bytes
-        for r, b in calib.mem_baseline_bytes.items()
-    }
+    mem = {r: _peak_mem(calib, program, r, b) for r, b in calib.mem_baseline_bytes.items()}
     per_rank["peak_mem_bytes"] = per_rank["rank"].map(mem).fillna(0).astype("int64")
     return Prediction(
         scenario=scenario,
@@ -221,10 +252,15 @@ def load_calibration(run_dir: str | Path) -> Calibration:
             f"{run_dir}: no run.json; what-if needs a run directory written by `overlapscope run`"
         )
     try:
-        predicted = "predicted" in json.loads((run_dir / "run.json").read_text())
-    except (OSError, ValueError):
-        predicted = False  # load_run reports an unreadable run.json with its own message
-    if predicted:
+        meta = json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError) as e:
+        raise UserError(
+            f"{run_dir / 'run.json'}: unreadable ({e}); what-if needs a run that finished "
+            "writing it: run it again"
+        ) from None
+    if not isinstance(meta, dict):
+        raise UserError(f"{run_dir / 'run.json'}: not an overlapscope run manifest")
+    if "predicted" in meta:
         raise UserError(
             f"{run_dir}: this is a what-if prediction, not a measured run; "
             "calibrate from the measured run it was predicted from"

@@ -29,6 +29,7 @@ Timeline of one backward unit, policy ``backward_pre``, as replayed::
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -66,10 +67,10 @@ class Scenario:
     def __post_init__(self) -> None:
         if self.limit_all_gathers is not None and self.limit_all_gathers < 1:
             raise ValueError(f"limit_all_gathers {self.limit_all_gathers} must be >= 1")
-        if not self.bandwidth_scale > 0:
-            raise ValueError(f"bandwidth_scale {self.bandwidth_scale} must be > 0")
-        if self.link_gbit is not None and not self.link_gbit > 0:
-            raise ValueError(f"link_gbit {self.link_gbit} must be > 0")
+        if not 0 < self.bandwidth_scale < math.inf:
+            raise ValueError(f"bandwidth_scale {self.bandwidth_scale} must be > 0 and finite")
+        if self.link_gbit is not None and not 0 < self.link_gbit < math.inf:
+            raise ValueError(f"link_gbit {self.link_gbit} must be > 0 and finite")
         if self.link_gbit is not None and self.bandwidth_scale != 1.0:
             raise ValueError("give link_gbit or bandwidth_scale, not both")
 
@@ -115,6 +116,9 @@ class Program:
     max_alive_in_backward: int
     deferred_prefetches: int
     max_mem_units_in_backward: int  # alive full units (gathered or in flight), at a bwd compute
+    # per compute op, in order: the most full units alive from its start to the next compute
+    # op's start (the memory model's windows, overlapscope/sim/memory.py)
+    window_units: tuple[tuple[tuple[Phase, str, int], int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,10 +149,14 @@ class _SymbolicEngine:
         self.max_mem_bwd = 0
         self.num_deferred = 0
         self.pending_rs: dict[str, int] = {}
+        self.windows: list[tuple[tuple[Phase, str, int], int]] = []
 
     # -- helpers (same names as in sharded.py)
     def note_alive(self) -> None:
         self.max_alive = max(self.max_alive, len(self.alive))
+        if self.windows:
+            key, most = self.windows[-1]
+            self.windows[-1] = (key, max(most, len(self.alive)))
         if self.in_backward:
             self.max_alive_bwd = max(self.max_alive_bwd, len(self.alive))
 
@@ -158,6 +166,7 @@ class _SymbolicEngine:
             # already holds its unit's full buffer: the engine's ring receives into it)
             self.max_mem_bwd = max(self.max_mem_bwd, len(self.alive))
         self.ops.append(Op(OpKind.COMPUTE, phase, unit, piece))
+        self.windows.append(((phase, unit, piece), len(self.alive)))
 
     def issue(self, kind: str, unit: str, phase: Phase, nbytes: int) -> int:
         k = len(self.colls)
@@ -276,6 +285,7 @@ class _SymbolicEngine:
             self.max_alive_bwd,
             self.num_deferred,
             self.max_mem_bwd,
+            tuple(self.windows),
         )
 
 

@@ -10,6 +10,8 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from overlapscope.outputs import write_files
+
 SUMMARY_JSON = "summary.json"
 SUMMARY_CSV = "summary.csv"
 SUMMARY_MD = "summary.md"
@@ -29,7 +31,7 @@ _MD_COLUMNS = {
 
 
 def _plain(v: Any) -> Any:
-    if isinstance(v, float) and math.isnan(v):
+    if isinstance(v, float) and not math.isfinite(v):  # NaN/inf are not JSON
         return None
     if hasattr(v, "item"):  # numpy scalar
         return _plain(v.item())
@@ -109,12 +111,16 @@ def tradeoff_figure(summary: pd.DataFrame) -> go.Figure:
 def write_outputs(
     out: Path, summary: pd.DataFrame, runs: pd.DataFrame, meta: dict[str, Any]
 ) -> list[Path]:
-    """Write all four outputs into ``out``; return their paths."""
+    """Write all four outputs into ``out``, each whole; return their paths."""
     paths = [out / n for n in (SUMMARY_JSON, SUMMARY_CSV, SUMMARY_MD, TRADEOFF_HTML)]
     doc = {"sweep": meta, "summary": _records(summary), "runs": _records(runs)}
-    paths[0].write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    summary.to_csv(paths[1], index=False)
-    paths[2].write_text(_markdown(summary, meta), encoding="utf-8")
     # Self-contained HTML (plotly.js embedded): opens offline.
-    tradeoff_figure(summary).write_html(paths[3], include_plotlyjs=True, full_html=True)
+    html = tradeoff_figure(summary).to_html(include_plotlyjs=True, full_html=True)
+    texts = [
+        json.dumps(doc, indent=2, allow_nan=False) + "\n",
+        summary.to_csv(index=False),
+        _markdown(summary, meta),
+        html,
+    ]
+    write_files((path, text, "--out") for path, text in zip(paths, texts, strict=True))
     return paths

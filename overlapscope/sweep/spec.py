@@ -1,12 +1,11 @@
 """What a sweep varies: one :class:`SweepPoint` per ``--policies`` token.
 
-Token grammar: ``<policy>[+limit[=K]][+fwd][+ckpt[=SPEC]][+offload]``, e.g. ``none``, ``backward_pre``,
-``backward_pre+limit`` (rate limiter at ``--limit-all-gathers K``, else its default
-window), ``backward_pre+limit=3``,
-``backward_post+fwd`` (also prefetch in forward), ``backward_pre+ckpt`` (activation
-checkpointing of every unit; ``+ckpt=every-2`` for every other), ``backward_pre+offload``
-(CPU offload of shards). ``--forward-prefetch`` adds ``+fwd`` to
-every point. Everything else (model, seed, batch, link) is the same for all points.
+Token grammar: ``<policy>[+limit[=K]][+fwd][+ckpt[=all|every-N]][+offload]``, e.g. ``none``,
+``backward_pre``, ``backward_pre+limit`` (rate limiter at ``--limit-all-gathers K``, else its
+default window), ``backward_pre+limit=3``, ``backward_post+fwd`` (also prefetch in forward),
+``backward_pre+ckpt`` (activation checkpointing of every unit; ``+ckpt=every-2`` for every
+other), ``backward_pre+offload`` (CPU offload of shards). ``--forward-prefetch`` adds ``+fwd``
+to every point. Everything else (model, seed, batch, link) is the same for all points.
 """
 
 from __future__ import annotations
@@ -14,10 +13,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from overlapscope.engine.config import Policy
+from overlapscope.engine.config import Policy, check_checkpoint_units
 from overlapscope.engine.recipe import DEFAULT_LIMIT_WINDOW, RunConfig
 
 _POLICIES = ", ".join(p.value for p in Policy)
+# Every modifier a token may carry after its policy (the help and every error list them all).
+MODIFIERS = "+limit[=K], +fwd, +ckpt[=all|every-N], +offload"
+GRAMMAR = "<policy>[+limit[=K]][+fwd][+ckpt[=all|every-N]][+offload]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +35,7 @@ class SweepPoint:
 
     def __post_init__(self) -> None:
         if self.limit_all_gathers is not None and self.limit_all_gathers < 1:
-            raise ValueError(f"{self.label}: +limit=K needs K >= 1")
+            raise ValueError(f"--policies: {self.label}: +limit=K needs K >= 1")
 
     def apply(self, base: RunConfig) -> RunConfig:
         """``base`` with this point's schedule; model, seed, batch and link unchanged."""
@@ -58,7 +60,7 @@ def parse_point(
     except ValueError:
         raise ValueError(
             f"--policies: {parts[0]!r} is not a policy; use one of {_POLICIES}, "
-            "optionally with +limit[=K] and +fwd"
+            f"each optionally followed by {MODIFIERS}"
         ) from None
     limit: int | None = None
     forward = forward_prefetch
@@ -75,13 +77,17 @@ def parse_point(
             forward = True
         elif name == "ckpt":
             ckpt = value or "all"
+            try:
+                check_checkpoint_units(ckpt)
+            except ValueError:
+                raise ValueError(
+                    f"--policies: {mod!r} in {token!r}: use +ckpt (every unit) or "
+                    "+ckpt=all|every-N with N >= 1 (e.g. +ckpt=every-2)"
+                ) from None
         elif name == "offload" and not value:
             offload = True
         else:
-            raise ValueError(
-                f"--policies: unknown modifier {mod!r} in {token!r}; use +limit[=K], +fwd, "
-                "+ckpt[=all|every-N] or +offload"
-            )
+            raise ValueError(f"--policies: unknown modifier {mod!r} in {token!r}; use {MODIFIERS}")
     label = policy.value
     if limit is not None:
         label += f"+limit={limit}"

@@ -21,6 +21,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from overlapscope.engine.recipe import ProfileWindow
+from overlapscope.outputs import write_file
 from overlapscope.trace.files import RUN_MANIFEST, RUN_SCHEMA_VERSION, trace_name
 
 __all__ = [
@@ -33,14 +34,8 @@ __all__ = [
 ]
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".partial")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def write_json_atomic(path: Path, obj: Any) -> None:
-    write_atomic(path, json.dumps(obj, indent=1).encode() + b"\n")
+    write_file(path, json.dumps(obj, indent=1) + "\n")
 
 
 def peak_memory_from_trace(trace_json: Path) -> int:

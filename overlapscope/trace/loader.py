@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.errors import UserError
-from overlapscope.trace.parse import RawTrace, TraceFileError, read_trace
+from overlapscope.trace.parse import NotATraceError, RawTrace, TraceFileError, read_trace
 from overlapscope.trace.recognize import ComputeSource, RankTable, recognize
 from overlapscope.trace.schema import EVENT_COLUMNS, Framework
 
@@ -70,12 +70,21 @@ class RunTraces:
         raise KeyError(f"rank {rank} not loaded; loaded: {[r.rank for r in self.ranks]}")
 
 
+# JSON files an overlapscope run or sweep writes beside its traces.
+NOT_TRACES = frozenset({RUN_META, "config.json", "summary.json"})
+ALLOW_FLAG = "--allow-missing-ranks"
+
+
 def _is_trace_name(p: Path) -> bool:
-    return p.name != RUN_META and p.name.endswith(TRACE_SUFFIXES)
+    return p.name not in NOT_TRACES and p.name.endswith(TRACE_SUFFIXES)
 
 
-def _listed_traces(d: Path) -> list[Path] | None:
-    """The trace files an overlapscope run.json lists, when it lists existing ones."""
+def _listed_traces(d: Path, strict: bool, warnings: list[str]) -> list[Path] | None:
+    """The trace files an overlapscope run.json lists (None: no readable list).
+
+    A listed file that is missing is a missing rank: an error, or with ``strict=False`` a
+    warning and the rest.
+    """
     try:
         meta = json.loads((d / RUN_META).read_text())
     except (OSError, ValueError):
@@ -84,19 +93,30 @@ def _listed_traces(d: Path) -> list[Path] | None:
     if not isinstance(names, list) or not names:
         return None
     listed = [d / str(n) for n in names]
-    return listed if all(p.is_file() for p in listed) else None
+    absent = [p for p in listed if not p.is_file()]
+    if absent and strict:
+        raise UserError(
+            f"{absent[0]}: missing (run.json lists it); copy the run again, or pass "
+            f"{ALLOW_FLAG} to analyse the {len(listed) - len(absent)} ranks present"
+        )
+    warnings.extend(f"{p}: missing (run.json lists it)" for p in absent)
+    return [p for p in listed if p.is_file()]
 
 
-def find_trace_files(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
+def find_trace_files(
+    paths: Sequence[Path], *, strict: bool = True, warnings: list[str] | None = None
+) -> tuple[list[Path], list[Path]]:
     """Expand directories into their trace files (those run.json lists, else every
-    ``*.json`` / ``*.json.gz`` but run.json); returns (files, run directories)."""
+    ``*.json`` / ``*.json.gz`` an overlapscope run does not write itself); returns
+    (files, run directories). Traces of more than one run directory are refused."""
+    warn: list[str] = [] if warnings is None else warnings
     files: list[Path] = []
     dirs: list[Path] = []
     for p in paths:
         if p.is_dir():
-            found = _listed_traces(p) or sorted(
-                q for q in p.iterdir() if q.is_file() and _is_trace_name(q)
-            )
+            found = _listed_traces(p, strict, warn)
+            if found is None:
+                found = sorted(q for q in p.iterdir() if q.is_file() and _is_trace_name(q))
             if not found:
                 raise UserError(
                     f"{p}: no trace files (*.json, *.json.gz) in this directory; "
@@ -108,7 +128,16 @@ def find_trace_files(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
             files.append(p)
         else:
             raise UserError(f"{p}: no such file or directory")
+    runs = sorted({str(d) for d in dirs} | {str(f.parent) for f in files if _is_run_dir(f.parent)})
+    if len({str(Path(r).resolve()) for r in runs}) > 1:
+        raise UserError(
+            f"traces of different runs ({runs[0]} and {runs[1]}); analyse one run at a time"
+        )
     return files, dirs
+
+
+def _is_run_dir(d: Path) -> bool:
+    return (d / RUN_META).is_file()
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +230,12 @@ def _read_run_meta(dirs: Iterable[Path], warnings: list[str]) -> tuple[dict[str,
             if isinstance(loaded, dict):
                 meta = loaded
                 completed = not partial
+                pred = loaded.get("predicted")
+                if isinstance(pred, dict):
+                    warnings.append(
+                        f"{d}: a what-if prediction ({pred.get('scenario')} from "
+                        f"{pred.get('from')}), not a measured run"
+                    )
         if partial:
             warnings.append(
                 f"{d}: {partial[0].name} present: not a completed overlapscope run; "
@@ -210,23 +245,30 @@ def _read_run_meta(dirs: Iterable[Path], warnings: list[str]) -> tuple[dict[str,
 
 
 def load_run(
-    paths: Path | str | Sequence[Path | str], *, progress: bool | None = None
+    paths: Path | str | Sequence[Path | str],
+    *,
+    progress: bool | None = None,
+    allow_missing_ranks: bool = False,
 ) -> RunTraces:
-    """Load traces into one aligned event table.
+    """Load the traces of one run into one aligned event table.
 
-    ``paths``: a run directory, trace files, or several of either. Raises
-    :class:`~overlapscope.errors.UserError` (one line: the file and what is wrong) when
-    nothing can be analysed; otherwise problems are in ``RunTraces.warnings``.
+    ``paths``: a run directory or trace files of one run. Raises
+    :class:`~overlapscope.errors.UserError` (one line: the file, what is wrong, the fix)
+    for a trace that cannot be read, a rank without a trace, two traces of one rank or
+    traces of two runs. ``allow_missing_ranks``: analyse the readable traces instead, with
+    the problems in ``RunTraces.warnings``. Other tools' JSON files in a directory are
+    skipped with a warning either way.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
     path_list = [Path(p) for p in paths]
     if not path_list:
         raise UserError("no trace path given; pass a run directory or trace files")
-    files, dirs = find_trace_files(path_list)
     warnings: list[str] = []
+    strict = not allow_missing_ranks
+    files, dirs = find_trace_files(path_list, strict=strict, warnings=warnings)
     meta, completed = _read_run_meta(dirs, warnings)
-    if dirs and meta is None and not any("partial" in w for w in warnings):
+    if dirs and meta is None and not any("partial" in w or "run.json (" in w for w in warnings):
         warnings.append("no run.json: not an overlapscope run directory; analysed as plain traces")
     world_hint = int(meta.get("world_size", 0)) if meta else 0
 
@@ -242,9 +284,15 @@ def load_run(
             raise errors[0]
         detail = "; ".join(str(e) for e in errors)
         raise UserError(f"no trace could be analysed: {detail}")
+    explicit = {str(p) for p in path_list}
+    for e in errors:
+        # Another tool's JSON file found in a directory is not a rank: skip it.
+        foreign = isinstance(e, NotATraceError) and str(e.path) not in explicit
+        if strict and not foreign:
+            raise UserError(f"{e}; or pass {ALLOW_FLAG} to analyse the other traces")
     warnings.extend(f"skipped {e}" for e in errors)
 
-    parsed = _resolve_ranks(parsed, warnings)
+    parsed = _resolve_ranks(parsed, warnings, strict)
     world_sizes = {p.raw.world_size for p in parsed if p.raw.world_size is not None}
     if len(world_sizes) > 1:
         listing = ", ".join(f"{p.raw.path.name}: {p.raw.world_size}" for p in parsed)
@@ -255,6 +303,13 @@ def load_run(
     world = world_sizes.pop() if world_sizes else max(world_hint, len(parsed))
     ranks_present = sorted(int(p.raw.rank or 0) for p in parsed)
     missing = sorted(set(range(world)) - set(ranks_present))
+    if missing and strict and dirs:
+        # A directory is taken to hold the whole run; named files are the ranks wanted.
+        where = ", ".join(str(d) for d in dirs)
+        raise UserError(
+            f"{where}: no trace of ranks {missing} (world size {world}); add their traces, "
+            f"or pass {ALLOW_FLAG} to analyse the {len(ranks_present)} present"
+        )
     if missing:
         warnings.append(
             f"ranks {missing} missing (world size {world}); cross-rank figures use the "
@@ -275,7 +330,7 @@ def load_run(
     )
 
 
-def _resolve_ranks(parsed: list[_Parsed], warnings: list[str]) -> list[_Parsed]:
+def _resolve_ranks(parsed: list[_Parsed], warnings: list[str], strict: bool) -> list[_Parsed]:
     no_info = [p for p in parsed if p.raw.rank is None]
     with_info = [p for p in parsed if p.raw.rank is not None]
     if no_info:
@@ -295,6 +350,11 @@ def _resolve_ranks(parsed: list[_Parsed], warnings: list[str]) -> list[_Parsed]:
     out: list[_Parsed] = []
     for p in sorted(with_info, key=lambda q: str(q.raw.path)):
         rank = int(p.raw.rank or 0)
+        if rank in seen and strict:
+            raise UserError(
+                f"{p.raw.path} and {seen[rank]}: two traces of rank {rank}; pass the traces "
+                f"of one run, or {ALLOW_FLAG} to keep the first"
+            )
         if rank in seen:
             warnings.append(
                 f"duplicate rank {rank}: {p.raw.path} and {seen[rank]}; kept {seen[rank]}"

@@ -31,6 +31,10 @@ class TraceFileError(UserError):
         self.problem = problem
 
 
+class NotATraceError(TraceFileError):
+    """A readable JSON document that is not a Kineto trace (e.g. another tool's file)."""
+
+
 @dataclass(frozen=True, slots=True)
 class RawTrace:
     """One file's events as columns, before phases are recognised."""
@@ -383,7 +387,7 @@ def read_trace(path: Path) -> RawTrace:
             ) from e
         del data
         if not isinstance(obj, dict) or not isinstance(obj.get("traceEvents"), list):
-            raise TraceFileError(
+            raise NotATraceError(
                 path,
                 "not a Kineto trace (no 'traceEvents' list); pass files written by "
                 "torch.profiler's export_chrome_trace",

@@ -77,7 +77,7 @@ def test_rate_limiter_with_memory_evidence():
     assert kinds(f) == [FindingKind.RATE_LIMITER]
     assert (
         f[0].stake_us == 300.0
-        and "1024 MiB" in f[0].evidence
+        and "1,024 MiB" in f[0].evidence
         and "limit_all_gathers" in f[0].change
     )
 
@@ -98,5 +98,25 @@ def test_straggler_and_network_ranked_by_stake():
     assert kinds(f) == [FindingKind.STRAGGLER, FindingKind.NETWORK]
     assert f[0].rank == 1 and f[0].stake_us == 800 / 2 / 2
     assert f[1].stake_us < f[0].stake_us
+    assert "GPU clocks" in f[0].change
+    on_cpu = find(ranks(), units("ag_fwd", 0.0), coll, None, has_gpu=False)
+    assert "GPU" not in on_cpu[0].change and "cores it shares" in on_cpu[0].change
     # no link speed known: no network finding
     assert FindingKind.NETWORK not in kinds(find(ranks(), units("ag_fwd", 0.0), coll, None))
+
+
+ENGINE_RUN = {"units": [], "config": {"engine": {"policy": "none"}}}
+
+
+def test_an_engine_run_is_told_its_own_flags_and_torch_runs_torch_knobs():
+    both = pd.concat([units("ag_bwd", 200.0), units("ag_fwd", 150.0)])
+    engine = {f.kind: f.change for f in find(ranks(limiter_us=400.0), both, NO_COLL, ENGINE_RUN)}
+    torch = {f.kind: f.change for f in find(ranks(limiter_us=400.0), both, NO_COLL, None)}
+    assert "--policy backward_pre" in engine[FindingKind.BACKWARD_ALL_GATHER_EXPOSED]
+    assert "--forward-prefetch" in engine[FindingKind.FORWARD_ALL_GATHER_EXPOSED]
+    assert "--limit-all-gathers" in engine[FindingKind.RATE_LIMITER]
+    assert not [c for c in engine.values() if "FSDP" in c or "set_modules" in c]
+    assert "BackwardPrefetch.BACKWARD_PRE" in torch[FindingKind.BACKWARD_ALL_GATHER_EXPOSED]
+    assert "forward_prefetch=True" in torch[FindingKind.FORWARD_ALL_GATHER_EXPOSED]
+    assert "limit_all_gathers=False" in torch[FindingKind.RATE_LIMITER]
+    assert not [c for c in torch.values() if "--" in c]

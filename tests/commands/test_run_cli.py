@@ -3,12 +3,15 @@ like a complete run is left behind."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from overlapscope.cli import build_parser
+from overlapscope.engine.config import EngineConfig
 from tests.conftest import overlapscope_cmd
 
 TINY = [
@@ -59,7 +62,7 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], *needles: str)
         (["--policy", "sometimes"], ["--policy", "invalid choice"]),
         (["--nproc", "2", "--global-batch", "3"], ["--global-batch 3", "--nproc 2"]),
         (["--steps", "1"], ["--steps 1", "raise --steps"]),
-        (["--limit-all-gathers", "0"], ["limit_all_gathers=0"]),
+        (["--limit-all-gathers", "0"], ["--limit-all-gathers", ">= 1", "leave the flag out"]),
         (["--device", "cuda"], ["--device cuda"]),
         (["--dim", "30", "--heads", "4"], ["--dim 30", "--heads 4"]),
     ],
@@ -78,6 +81,106 @@ def test_bad_flags_one_line(tmp_path: Path, args: list[str], needles: list[str])
     proc = run_cli("run", *TINY, *args, "--out", str(out))
     assert_one_line_error(proc, *needles)
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["--lr", "nan"], ["--lr", "finite number > 0"]),
+        (["--lr", "inf"], ["--lr", "finite number > 0"]),
+        (["--lr", "-1"], ["--lr", "finite number > 0"]),
+        (["--lr", "0"], ["--lr", "finite number > 0"]),
+        (["--link-gbit", "nan"], ["--link-gbit", "finite number > 0"]),
+        (["--link-gbit", "inf"], ["--link-gbit", "finite number > 0"]),
+        (["--link-gbit", "0"], ["--link-gbit", "finite number > 0"]),
+        (["--threads-per-rank", "-1"], ["--threads-per-rank", ">= 0", "0 = auto"]),
+        (["--checkpoint-units", "bogus"], ["--checkpoint-units", "'bogus'", "every-N"]),
+        (["--checkpoint-units", "every-0"], ["--checkpoint-units", "every-N", "N >= 1"]),
+    ],
+    ids=[
+        "lr-nan",
+        "lr-inf",
+        "lr-negative",
+        "lr-zero",
+        "link-nan",
+        "link-inf",
+        "link-zero",
+        "threads-negative",
+        "ckpt-bogus",
+        "ckpt-every-0",
+    ],
+)
+def test_bad_values_rejected_before_anything_is_written(
+    tmp_path: Path, args: list[str], needles: list[str]
+) -> None:
+    """Caught at parse time, so even --dry-run (which writes config.json) writes nothing:
+    NaN/inf used to reach config.json as invalid JSON."""
+    out = tmp_path / "run"
+    proc = run_cli("run", *TINY, *args, "--dry-run", "--out", str(out))
+    assert_one_line_error(proc, *needles)
+    assert not out.exists()
+
+
+def test_out_that_is_a_file_is_one_line_even_with_force(tmp_path: Path) -> None:
+    out = tmp_path / "foreign.json"
+    out.write_text("{}")
+    for extra in ([], ["--dry-run"]):
+        proc = run_cli("run", *TINY, *extra, "--out", str(out), "--force")
+        assert_one_line_error(proc, "--out", "is a file")
+        assert out.read_text() == "{}"
+
+
+def test_dry_run_threads_zero_means_auto_and_config_is_strict_json(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = run_cli(
+        "run", *TINY, "--device", "cpu", "--threads-per-rank", "0", "--dry-run", "--out", str(out)
+    )
+    assert proc.returncode == 0, proc.stderr
+    text = (out / "config.json").read_text()
+
+    def no_constants(c: str) -> object:
+        raise AssertionError(f"config.json holds {c}, which is not JSON")
+
+    cfg = json.loads(text, parse_constant=no_constants)
+    assert cfg["threads_per_rank"] >= 1 and cfg["lr"] == 1e-3
+
+
+def test_engine_config_errors_name_the_flags() -> None:
+    with pytest.raises(ValueError, match=r"--limit-all-gathers 0: K must be >= 1"):
+        EngineConfig(limit_all_gathers=0)
+    with pytest.raises(ValueError, match=r"--checkpoint-units 'bogus': use none, all or every-N"):
+        EngineConfig(checkpoint_units="bogus")
+
+
+def _helps(command: str) -> dict[str, str]:
+    """Each flag of ``command`` -> its help text as ``--help`` prints it."""
+    parser, _ = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    p = sub.choices[command]
+    fmt = p._get_formatter()
+    return {
+        a.option_strings[-1]: fmt._expand_help(a) if a.help else ""
+        for a in p._actions
+        if a.option_strings and a.help is not argparse.SUPPRESS
+    }
+
+
+def test_run_help_states_each_default_once() -> None:
+    parser, _ = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    actions = {a.option_strings[-1]: a for a in sub.choices["run"]._actions if a.option_strings}
+    helps = _helps("run")
+    assert "(default: backward_pre)" in helps["--policy"]
+    for flag, text in helps.items():
+        action = actions[flag]
+        assert "(default: None)" not in text, (flag, text)
+        assert "(default: False)" not in text, (flag, text)
+        assert text.count("default") <= 1, (flag, text)
+        if action.required or isinstance(action, argparse._StoreTrueAction) or flag == "--help":
+            assert "default" not in text, (flag, text)
+        else:
+            assert text.count("default") == 1, (flag, text)
+    assert "0 = auto" in helps["--threads-per-rank"]
 
 
 @pytest.mark.multirank

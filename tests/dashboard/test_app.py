@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -237,4 +238,38 @@ def test_cli_refuses_a_missing_run_dir_in_one_line(tmp_path: Path) -> None:
     )
     assert res.returncode == 2
     assert res.stderr == f"overlapscope: error: {missing}: no such run directory\n"
+    assert res.stdout == ""
+
+
+def test_cli_refuses_inputs_none_of_which_loads_in_one_line(tmp_path: Path) -> None:
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text('{"a": 1}')
+    res = subprocess.run(
+        [sys.executable, "-m", "overlapscope", "dashboard", str(foreign), "--port", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 2, res.stdout
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no run could be loaded" in lines[0] and "foreign.json" in lines[0]
+    assert res.stdout == ""
+
+
+def test_cli_refuses_a_port_in_use_in_one_line_before_any_work() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        res = subprocess.run(
+            [sys.executable, "-m", "overlapscope", "dashboard", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert res.returncode == 2, res.stderr
+    assert res.stderr == (
+        f"overlapscope: error: --port {port}: cannot serve on 127.0.0.1:{port} "
+        "(Address already in use); pick another --port\n"
+    )
     assert res.stdout == ""

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from dash.testing.wait import until
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
@@ -111,16 +112,28 @@ def test_every_view_renders_the_sample_runs(dash_duo: Any, sample_runs: list[Run
     assert dash_duo.get_logs() == []
 
 
-def _pick(dash_duo: Any, dropdown_id: str, option_text: str) -> None:
-    """Open a dropdown and click the option showing ``option_text``."""
+def _pick(dash_duo: Any, dropdown_id: str, option_text: str, timeout: float = 10.0) -> None:
+    """Open a dropdown and click the option showing ``option_text``.
+
+    The open menu is rendered in a portal, outside the dropdown's element, and
+    its options get their text a moment after they appear: poll until the
+    wanted one is there rather than reading the list once.
+    """
     dash_duo.find_element(f"#{dropdown_id}").click()
-    # The open menu is rendered in a portal, outside the dropdown's element.
-    for el in dash_duo.driver.find_elements(By.CSS_SELECTOR, "[role=option]"):
-        if el.text == option_text:
-            el.click()
-            return
-    options = [e.text for e in dash_duo.driver.find_elements(By.CSS_SELECTOR, "[role=option]")]
-    raise AssertionError(f"no option {option_text!r} in #{dropdown_id}: {options}")
+    deadline = time.monotonic() + timeout
+    seen: list[str] = []
+    while time.monotonic() < deadline:
+        seen = []
+        try:
+            for el in dash_duo.driver.find_elements(By.CSS_SELECTOR, "[role=option]"):
+                seen.append(el.text)
+                if el.text == option_text:
+                    el.click()
+                    return
+        except StaleElementReferenceException:
+            pass  # the menu re-rendered under us; read it again
+        time.sleep(0.1)
+    raise AssertionError(f"no option {option_text!r} in #{dropdown_id} after {timeout}s: {seen}")
 
 
 def test_switching_runs_and_steps(dash_duo: Any, sample_runs: list[RunSource]) -> None:
@@ -145,7 +158,7 @@ def test_switching_runs_and_steps(dash_duo: Any, sample_runs: list[RunSource]) -
     # Another run A: the ranks view names it.
     other_run = next(r for r in sample_runs if r.key != run_a)
     _open_tab(dash_duo, ids.TAB_RANKS)
-    _pick(dash_duo, ids.RUN_A, f"{other_run.label} ({other_run.policy or 'traces'})")
+    _pick(dash_duo, ids.RUN_A, views.picker_label(other_run))
     dash_duo.wait_for_contains_text(f"#{ids.RANKS_GRAPH}", other_run.label, timeout=20)
     assert dash_duo.get_logs() == []
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -57,6 +58,26 @@ def test_default_pair_is_serial_vs_pipelined(sample_runs: list[RunSource]) -> No
     p = Path("/x")
     assert default_pair([RunSource("k", p, "k", None)]) == ("k", None)
     assert default_pair([]) == (None, None)
+
+
+def test_default_pair_compares_policies_of_one_workload(
+    sample_runs: list[RunSource], tmp_path: Path
+) -> None:
+    # As scripts/demo.sh opens it: a fresh run of another model listed before the samples.
+    other = tmp_path / "quickstart"
+    shutil.copytree(next(r.path for r in sample_runs if r.policy == "backward_pre"), other)
+    meta = json.loads((other / "run.json").read_text())
+    meta["config"]["model"]["dim"] = 256
+    meta["config"]["link_gbit"] = None
+    (other / "run.json").write_text(json.dumps(meta))
+    runs = [*discover_runs([other]), *sample_runs]
+    by_key = {r.key: r for r in runs}
+    a, b = default_pair(runs)
+    assert (by_key[str(a)].policy, by_key[str(b)].policy) == ("none", "backward_pre")
+    assert by_key[str(b)].path != other.resolve()
+    # The picker adds the configuration only where the run's name does not say it.
+    labels = {views.picker_label(r) for r in runs}
+    assert {"quickstart (backward_pre)", "backward_pre+limit=2", "none"} <= labels
 
 
 @pytest.mark.parametrize(

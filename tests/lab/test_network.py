@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -57,6 +58,59 @@ def test_unshaped_has_no_tbf() -> None:
         for slot in lab.slots:
             assert all(q["kind"] != "tbf" for q in _qdiscs(slot.netns, slot.ifname))
     assert_torn_down(before, lab.namespaces)
+
+
+_SINK = """
+import socket
+def in_segs():  # TCP segments this namespace received, after the kernel merged them (GRO)
+    rows = [line.split() for line in open("/proc/self/net/snmp") if line.startswith("Tcp:")]
+    return int(rows[1][rows[0].index("InSegs")])
+srv = socket.create_server(("0.0.0.0", 29600))
+conn, _ = srv.accept()
+got, segs = 0, in_segs()
+while chunk := conn.recv(1 << 16):
+    got += len(chunk)
+print("received", got, "in", in_segs() - segs, "segments", flush=True)
+"""
+_SOURCE = """
+import socket, sys, time
+for _ in range(100):
+    try:
+        s = socket.create_connection((sys.argv[1], 29600))
+        break
+    except OSError:
+        time.sleep(0.05)
+s.sendall(bytes(4 << 20))
+s.close()
+"""
+
+
+@pytest.mark.parametrize(
+    ("burst_bytes", "split"),
+    [(None, False), (64 * 1024, True)],
+    ids=["for_gbit", "old-64KiB-burst"],
+)
+def test_gso_super_packets_pass_tbf_whole(
+    tmp_path: Path, burst_bytes: int | None, split: bool
+) -> None:
+    """Below 0.26 Gbit/s the burst used to be exactly 64 KiB: tbf split every GSO
+    super-packet into 1514-byte frames (~16x the receive CPU per byte, docs/LAB.md). Count
+    the segments the receiver's TCP saw: super-packets arrive merged (tens of KB each), split
+    frames at a few KB at most (1448 bytes each, some merged)."""
+    shape = TbfShape.for_gbit(0.2)
+    if burst_bytes is not None:
+        shape = TbfShape(shape.rate_bit_s, burst_bytes, shape.latency_ms)
+    with shaped_network(2, 0.2, shape=shape) as lab:
+        addr = lab.slots[1].addr
+        argv = {0: [sys.executable, "-c", _SOURCE, addr], 1: [sys.executable, "-c", _SINK]}
+        codes = lab.run_ranks(lambda slot: argv[slot.rank], {}, tmp_path, timeout_s=60)
+        assert codes == [0, 0]
+    log = (tmp_path / "rank-1.log").read_text()
+    m = re.search(r"received (\d+) in (\d+) segments", log)
+    assert m is not None, log
+    assert int(m[1]) == 4 << 20
+    mean_segment = int(m[1]) / int(m[2])
+    assert (mean_segment < 16_000) == split, f"mean received segment: {mean_segment:.0f} bytes"
 
 
 def test_teardown_after_exception_in_body() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -100,6 +102,8 @@ def test_cli_json_and_trace(measured: Path, tmp_path: Path) -> None:
         (["--policy", "sometimes"], "invalid choice"),
         (["--policy", "none", "--limit-all-gathers", "0"], "--limit-all-gathers"),
         (["--policy", "none", "--bandwidth-scale", "-1"], "--bandwidth-scale"),
+        (["--policy", "none", "--bandwidth-scale", "inf"], "--bandwidth-scale"),
+        (["--policy", "none", "--link-gbit", "nan"], "--link-gbit"),
         (["--policy", "none", "--link-gbit", "1", "--bandwidth-scale", "2"], "not allowed"),
     ],
 )
@@ -115,3 +119,113 @@ def test_cli_not_a_run(tmp_path: Path) -> None:
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "no run.json" in lines[0], proc.stderr
+
+
+# --- outputs and inputs, on a copy of a bundled sample run ----------------------------------
+
+SAMPLE = Path(__file__).resolve().parents[2] / "traces" / "none"
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def snapshot(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def sample(tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE, run)
+    return run
+
+
+def test_trace_never_touches_the_measured_run(sample: Path, tmp_path: Path) -> None:
+    before = snapshot(sample)
+    for target in (sample, sample / ".." / sample.name, sample / "pred", tmp_path):
+        proc = cli("whatif", str(sample), "--policy", "backward_pre", "--trace", str(target),
+                   "--force")  # fmt: skip
+        one_line_error(proc, "--trace")
+        assert snapshot(sample) == before, target
+
+
+def test_trace_replaces_only_an_earlier_prediction(sample: Path, tmp_path: Path) -> None:
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "keep.txt").write_text("mine")
+    one_line_error(
+        cli("whatif", str(sample), "--policy", "backward_pre", "--trace", str(other), "--force"),
+        "not ours to replace",
+    )
+    assert (other / "keep.txt").read_text() == "mine"
+    pred = tmp_path / "pred"
+    args = ["whatif", str(sample), "--policy", "backward_pre", "--trace", str(pred)]
+    assert cli(*args).returncode == 0
+    one_line_error(cli(*args), "--force")
+    assert cli(*args, "--force").returncode == 0
+    predicted = json.loads((pred / "run.json").read_text())["predicted"]
+    assert predicted["scenario"] == "backward_pre" and predicted["from"] == str(sample.resolve())
+    assert pred.stat().st_mode & 0o777 == 0o777 & ~current_umask()  # like a folder you make
+    shown = cli("analyze", str(pred))
+    assert shown.returncode == 0 and shown.stdout.startswith(
+        f"warning: {pred}: a what-if prediction"
+    )
+    assert not [p for p in tmp_path.iterdir() if ".partial" in p.name or ".old" in p.name]
+
+
+def test_bad_output_paths_stop_before_anything_is_written(sample: Path, tmp_path: Path) -> None:
+    pred = tmp_path / "pred"
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    cases = [
+        (["--json", str(tmp_path / "nodir" / "x.json")], "--json"),
+        (["--json", str(tmp_path)], "is a directory"),
+        (["--trace", str(pred), "--json", str(tmp_path / "nodir" / "x.json")], "--json"),
+        (["--trace", str(a_file)], "--trace"),
+    ]
+    for extra, needle in cases:
+        one_line_error(cli("whatif", str(sample), "--policy", "none", *extra), needle)
+    assert not pred.exists() and a_file.read_text() == "x"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "run"]
+
+
+def test_a_run_with_a_missing_or_corrupt_rank_is_refused(sample: Path) -> None:
+    rank1 = next(sample.glob("rank-1.*"))
+    rank1.write_bytes(rank1.read_bytes()[: rank1.stat().st_size // 2])
+    one_line_error(cli("whatif", str(sample), "--policy", "backward_pre"), rank1.name)
+    rank1.unlink()
+    one_line_error(cli("whatif", str(sample), "--policy", "backward_pre"), rank1.name, "missing")
+
+
+def test_an_unreadable_manifest_is_named(sample: Path) -> None:
+    manifest = sample / "run.json"
+    manifest.write_text(manifest.read_text()[:50])
+    one_line_error(cli("whatif", str(sample), "--policy", "backward_pre"), "run.json", "unreadable")
+
+
+def test_a_run_of_another_sharding_is_named(sample: Path) -> None:
+    manifest = sample / "run.json"
+    meta = json.loads(manifest.read_text())
+    meta["config"]["engine"]["sharding"] = "shard_grad_op"
+    manifest.write_text(json.dumps(meta))
+    one_line_error(
+        cli("whatif", str(sample), "--policy", "none"), str(sample), "shard_grad_op", "full_shard"
+    )
+
+
+def test_a_trace_dir_that_cannot_be_created_is_one_line(sample: Path) -> None:
+    one_line_error(
+        cli("whatif", str(sample), "--policy", "none", "--trace", "/proc/overlapscope-x"),
+        "--trace /proc/overlapscope-x",
+    )

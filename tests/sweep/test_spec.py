@@ -7,6 +7,7 @@ import pytest
 from overlapscope.engine.config import Policy
 from overlapscope.engine.recipe import RunConfig
 from overlapscope.sweep import SweepPoint, parse_point, parse_points
+from overlapscope.sweep.spec import MODIFIERS
 
 
 @pytest.mark.parametrize(
@@ -54,7 +55,9 @@ def test_global_flags_reach_every_point() -> None:
         ("eager", "'eager' is not a policy"),
         ("none+turbo", "unknown modifier 'turbo'"),
         ("backward_pre+limit=x", "must be an integer"),
-        ("backward_pre+limit=0", "K >= 1"),
+        ("backward_pre+limit=0", "--policies: .*K >= 1"),
+        ("backward_pre+ckpt=bogus", "--policies: 'ckpt=bogus'.*every-N"),
+        ("backward_pre+ckpt=every-0", "--policies: 'ckpt=every-0'.*N >= 1"),
         ("none,none", "more than once"),
         (" , ", "at least one policy"),
     ],
@@ -70,3 +73,12 @@ def test_apply_changes_only_the_schedule() -> None:
     assert cfg.engine.policy is Policy.BACKWARD_POST
     assert cfg.engine.limit_all_gathers == 3 and cfg.engine.forward_prefetch
     assert (cfg.seed, cfg.global_batch, cfg.model) == (7, 4, base.model)
+
+
+@pytest.mark.parametrize("text", ["eager", "none+turbo"])
+def test_errors_list_every_modifier(text: str) -> None:
+    with pytest.raises(ValueError) as e:
+        parse_points(text)
+    for mod in MODIFIERS.split(", "):
+        assert mod in str(e.value)
+    assert "+ckpt[=all|every-N]" in str(e.value) and "+offload" in str(e.value)

@@ -77,8 +77,59 @@ def test_sweep_bad_policy_is_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "overlapscope: error: --policies: 'eager' is not a policy; use one of none, "
-        "backward_post, backward_pre, optionally with +limit[=K] and +fwd"
+        "backward_post, backward_pre, each optionally followed by +limit[=K], +fwd, "
+        "+ckpt[=all|every-N], +offload"
     ]
+
+
+def _assert_one_line(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert proc.returncode == 2, proc
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    ("extra", "needles"),
+    [
+        (["--policies", "backward_pre+ckpt=bogus"], ["--policies", "'ckpt=bogus'", "every-N"]),
+        (["--policies", "none", "--checkpoint-units", "bogus"], ["--checkpoint-units", "every-N"]),
+        (["--policies", "none", "--lr", "nan"], ["--lr", "finite number > 0"]),
+        (["--policies", "none", "--limit-all-gathers", "0"], ["--limit-all-gathers", ">= 1"]),
+    ],
+    ids=["bad-ckpt-modifier", "bad-checkpoint-units", "nan-lr", "zero-limit"],
+)
+def test_sweep_bad_values_leave_nothing_behind(
+    tmp_path: Path, extra: list[str], needles: list[str]
+) -> None:
+    out = tmp_path / "sw1"
+    _assert_one_line(_sweep(out, *extra), *needles)
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sweep_out_that_is_a_file_is_one_line(tmp_path: Path) -> None:
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text("{}")
+    _assert_one_line(_sweep(foreign, "--policies", "none", "--force"), "--out", "is a file")
+    assert foreign.read_text() == "{}"
+
+
+def test_sweep_help_is_plain_and_lists_every_modifier() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "overlapscope", "sweep", "--help"],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "``" not in proc.stdout
+    for mod in ("+limit[=K]", "+fwd", "+ckpt[=all|every-N]", "+offload"):
+        assert mod in proc.stdout, mod
+    assert "(default: None)" not in proc.stdout and "(default: False)" not in proc.stdout
 
 
 @pytest.mark.root

@@ -1,5 +1,6 @@
-"""Bad input, case by case: one line naming the file and the problem; partial results where
-some files can still be analysed."""
+"""Bad input, case by case: one line naming the file, the problem and the fix; partial
+results only when asked for (``allow_missing_ranks``) or when trace files are named one by
+one."""
 
 from __future__ import annotations
 
@@ -79,16 +80,66 @@ def test_missing_path(tmp_path, capsys):
     assert "no such file" in capsys.readouterr().err
 
 
-def test_one_bad_file_gives_warning_and_partial_results(tmp_path, capsys):
+def test_one_bad_file_stops_and_names_it(tmp_path, capsys):
     good(tmp_path / "rank-0.json")
     corrupt_gzip(tmp_path / "rank-1.json.gz")
-    run = load_run(tmp_path)
+    with pytest.raises(UserError, match=r"rank-1\.json\.gz: corrupt gzip.*--allow-missing-ranks"):
+        load_run(tmp_path)
+    assert main(["analyze", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "rank-1.json.gz" in err[0], err
+
+
+def test_allow_missing_ranks_gives_warning_and_partial_results(tmp_path, capsys):
+    good(tmp_path / "rank-0.json")
+    corrupt_gzip(tmp_path / "rank-1.json.gz")
+    run = load_run(tmp_path, allow_missing_ranks=True)
     assert [r.rank for r in run.ranks] == [0]
     assert any("rank-1.json.gz" in w and "corrupt gzip" in w for w in run.warnings)
     assert any("ranks [1] missing" in w for w in run.warnings)
-    assert main(["analyze", str(tmp_path)]) == 0
+    assert main(["analyze", str(tmp_path), "--allow-missing-ranks"]) == 0
     out = capsys.readouterr().out
     assert "warning: skipped" in out and "corrupt gzip" in out
+
+
+def test_a_rank_without_a_trace_stops(tmp_path):
+    good(tmp_path / "rank-0.json", world=2)
+    with pytest.raises(UserError, match=r"no trace of ranks \[1\] \(world size 2\)"):
+        load_run(tmp_path)
+
+
+def test_a_listed_trace_that_is_gone_is_named(tmp_path):
+    good(tmp_path / "rank-0.json")
+    good(tmp_path / "rank-1.json", rank=1)
+    (tmp_path / "config.json").write_text("{}")  # written beside every run's traces
+    (tmp_path / "run.json").write_text(json.dumps({"traces": ["rank-0.json", "rank-1.json"]}))
+    (tmp_path / "rank-1.json").unlink()
+    with pytest.raises(UserError, match=r"rank-1\.json: missing \(run\.json lists it\)"):
+        load_run(tmp_path)
+    run = load_run(tmp_path, allow_missing_ranks=True)
+    assert not [w for w in run.warnings if "config.json" in w]
+
+
+def test_another_tools_json_in_a_directory_is_skipped(tmp_path):
+    good(tmp_path / "rank-0.json")
+    good(tmp_path / "rank-1.json", rank=1)
+    (tmp_path / "hta-summary.json").write_text('{"hello": 1}')
+    run = load_run(tmp_path)
+    assert [r.rank for r in run.ranks] == [0, 1]
+    assert any("hta-summary.json" in w and "not a Kineto trace" in w for w in run.warnings)
+
+
+def test_traces_of_two_runs_are_refused(tmp_path):
+    for name in ("a", "b"):
+        d = tmp_path / name
+        d.mkdir()
+        good(d / "rank-0.json")
+        good(d / "rank-1.json", rank=1)
+        (d / "run.json").write_text(json.dumps({"traces": ["rank-0.json", "rank-1.json"]}))
+    with pytest.raises(UserError, match="different runs"):
+        load_run([tmp_path / "a", tmp_path / "b"])
+    with pytest.raises(UserError, match="different runs"):
+        load_run([tmp_path / "a" / "rank-0.json", tmp_path / "b" / "rank-1.json"])
 
 
 def test_no_distributed_info_single_file_is_rank_0_with_warning(tmp_path):
@@ -101,7 +152,9 @@ def test_no_distributed_info_single_file_is_rank_0_with_warning(tmp_path):
 def test_no_distributed_info_in_a_set_is_skipped(tmp_path):
     good(tmp_path / "rank-0.json")
     write(tmp_path / "rank-1.json", trace(None, 2, GOOD))
-    run = load_run(tmp_path)
+    with pytest.raises(UserError, match=r"no trace of ranks \[1\]"):
+        load_run(tmp_path)  # the skipped file leaves rank 1 without a trace
+    run = load_run(tmp_path, allow_missing_ranks=True)
     assert [r.rank for r in run.ranks] == [0]
     assert any("rank-1.json" in w and "no distributedInfo" in w for w in run.warnings)
 
@@ -113,10 +166,12 @@ def test_rank_comes_from_distributed_info_not_the_file_name(tmp_path):
     assert {r.rank: r.path.name for r in run.ranks} == {0: "rank-1.json", 1: "rank-0.json"}
 
 
-def test_duplicate_ranks_are_reported(tmp_path):
+def test_duplicate_ranks_stop_unless_allowed(tmp_path):
     good(tmp_path / "a.json", rank=0)
     good(tmp_path / "b.json", rank=0)
-    run = load_run(tmp_path)
+    with pytest.raises(UserError, match="two traces of rank 0"):
+        load_run(tmp_path)
+    run = load_run(tmp_path, allow_missing_ranks=True)
     assert len(run.ranks) == 1
     assert any("duplicate rank 0" in w for w in run.warnings)
 
@@ -137,7 +192,7 @@ def test_trace_without_communication(tmp_path, capsys):
 
 
 def test_partial_run_directory_is_flagged(tmp_path):
-    good(tmp_path / "rank-0.json")
+    good(tmp_path / "rank-0.json", world=1)
     (tmp_path / "run.json.partial").write_text("{}")
     run = load_run(tmp_path)
     assert not run.completed_run
@@ -263,5 +318,5 @@ def test_sliced_decoding_gives_the_same_table_as_whole_decoding(tmp_path, monkey
 
 
 def test_progress_display_does_not_change_results(tmp_path):
-    good(tmp_path / "rank-0.json")
+    good(tmp_path / "rank-0.json", world=1)
     assert load_run(tmp_path, progress=True).events.shape == load_run(tmp_path).events.shape

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The measured sweeps behind docs/BENCHMARKS.md "What-if prediction accuracy".
+#
+#     benchmarks/whatif_sweeps.sh OUT_DIR [REPEATS] [POLICIES]   (root: the lab shapes the link)
+#     python benchmarks/whatif_validation.py OUT_DIR/*/
+#
+# One repeat of every policy at 1 Gbit/s, then at 0.25 Gbit/s, REPEATS times (default 3):
+# the two link rates alternate in time, so a slow phase of the machine lands on both rates
+# instead of looking like an effect of one (two back-to-back sweeps, one per rate, once
+# showed 0.25 Gbit/s runs computing 12 % more per step than 1 Gbit/s runs; alternated,
+# 5 % less). POLICIES: the sweep's --policies (default: the four of the validation; the
+# forward-prefetch check used none,backward_pre,backward_pre+fwd,backward_post+fwd).
+set -euo pipefail
+if [[ $# -lt 1 || $# -gt 3 ]]; then
+  echo "usage: $0 OUT_DIR [REPEATS] [POLICIES]" >&2
+  exit 2
+fi
+out=$1
+repeats=${2:-3}
+policies=${3:-none,backward_post,backward_pre,backward_pre+limit=2}
+if ! [[ $repeats =~ ^[1-9][0-9]*$ ]]; then
+  echo "$0: REPEATS must be a positive integer, got '$repeats'" >&2
+  exit 2
+fi
+cd "$(dirname "$0")/.."
+for ((rep = 0; rep < repeats; rep++)); do
+  for link in 1 0.25; do
+    echo "== repeat $((rep + 1))/$repeats at $link Gbit/s -> $out/l$link-$rep" >&2
+    python3 -m overlapscope sweep --policies "$policies" \
+      --link-gbit "$link" --repeats 1 --out "$out/l$link-$rep" --force \
+      --layers 4 --dim 256 --seq-len 128 --global-batch 8 --steps 10 --profile-active 6
+  done
+done
