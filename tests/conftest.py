@@ -30,8 +30,16 @@ def _entry(rank: int, fn: Callable[..., Any], world: int, port: int, args: tuple
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         fn(rank, world, *args)
+        dist.barrier()  # no rank leaves while a peer still talks to it
     finally:
         dist.destroy_process_group()
+    # Leave without the interpreter's teardown: gloo's and the engine's C++ threads
+    # intermittently abort a finished process there ("terminate called without an active
+    # exception", SIGABRT; seen in CI on the parity test), as in engine/worker.py. A failure
+    # above still raises through mp.spawn as usual.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def spawn(fn: Callable[..., Any], world: int, *args: Any) -> None:
