@@ -48,6 +48,11 @@ DEFINITIONS = {
         "partial sum into its own (in 2 MB pieces)"
     ),
     "time": "per iteration: max over ranks; median over iters after warmup",
+    "payload_bytes_per_rank": "what a ring must send from each rank: size_bytes * (n-1)/n",
+    "wire_tx_bytes_per_rank": (
+        "bytes each rank's lab interface transmitted per iteration (Ethernet/IP/TCP headers, "
+        "ACKs and the iteration's barrier included), counted by the kernel"
+    ),
 }
 
 
@@ -226,7 +231,9 @@ def measure(cfg: BenchConfig, log_dir: Path, timeout_s: float, console: Console)
                 progress.update(task, description=f"{kind.value} {format_size(size)}")
             else:
                 times = np.asarray(msg["times_s"], dtype=np.float64)
-                rows.append(summarize(kind, size, cfg.num_ranks, times, cfg.link_gbit))
+                wire = msg.get("wire_tx_bytes")
+                wire_t = None if wire is None else tuple(float(b) for b in wire)
+                rows.append(summarize(kind, size, cfg.num_ranks, times, cfg.link_gbit, wire_t))
                 progress.advance(task)
 
         codes = lab.run_ranks(

@@ -129,6 +129,14 @@ class BenchRow:
     algbw_gbit: float
     busbw_gbit: float
     link_ratio: float | None  # busbw / link rate; None when unshaped
+    # Bytes each rank's lab interface transmitted per iteration (frames, headers and the
+    # iteration's barrier included); None outside the lab.
+    wire_tx_bytes: tuple[float, ...] | None = None
+
+    @property
+    def payload_bytes_per_rank(self) -> float:
+        """What each rank must send in a ring: ``size_bytes * (n - 1) / n``."""
+        return self.size_bytes * (self.num_ranks - 1) / self.num_ranks
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -144,6 +152,10 @@ class BenchRow:
             "busbw_gbit_s": self.busbw_gbit,
             "busbw_factor": bus_factor(self.collective, self.num_ranks),
             "busbw_over_link": self.link_ratio,
+            "payload_bytes_per_rank": self.payload_bytes_per_rank,
+            "wire_tx_bytes_per_rank": None
+            if self.wire_tx_bytes is None
+            else list(self.wire_tx_bytes),
         }
 
 
@@ -153,6 +165,7 @@ def summarize(
     num_ranks: int,
     times_s: np.ndarray,
     link_gbit: float | None,
+    wire_tx_bytes: tuple[float, ...] | None = None,
 ) -> BenchRow:
     """Turn per-iteration times (seconds, already max over ranks) into one row."""
     t = float(np.median(times_s))
@@ -169,4 +182,5 @@ def summarize(
         algbw_gbit=algbw,
         busbw_gbit=busbw,
         link_ratio=None if link_gbit is None else busbw / link_gbit,
+        wire_tx_bytes=wire_tx_bytes,
     )

@@ -122,20 +122,36 @@ def _bwd_pairs(events: list[Interval]) -> list[tuple[Interval, Interval, Interva
     return pairs
 
 
-def test_backward_pre_overlaps_next_all_gather_with_backward(runs: dict[str, Path]) -> None:
-    """Issued before unit i's gradient compute (every time, every rank), and transferred
-    while it runs. A collective may start late when a slow peer holds up the one queued
-    before it (the trace then shows that rank waiting for its peer), so the transfer overlap
-    is required for most pairs, not all; a synchronous all-gather would overlap none."""
-    overlapped = total = 0
+def test_backward_pre_issues_next_all_gather_before_backward(runs: dict[str, Path]) -> None:
+    """Unit i-1's all-gather is issued before unit i's gradient compute, every time, on every
+    rank: the compute it can hide behind comes after it. (How much of the transfer it hides
+    depends on the machine: the policy benchmark in docs/BENCHMARKS.md measures that.)"""
     for rank in (0, 1):
         pairs = _bwd_pairs(load_rank(runs["backward_pre"], rank))
         assert len(pairs) == 2 * (LAYERS - 1)  # two profiled steps
-        for bwd, issue, ag in pairs:
+        for bwd, issue, _ag in pairs:
             assert issue.end <= bwd.start, (bwd, issue)
-            overlapped += bwd.overlap(ag) > 0
-            total += 1
-    assert overlapped >= total / 2, f"only {overlapped}/{total} prefetches overlapped"
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_ring_sends_and_receives_at_once(runs: dict[str, Path], rank: int) -> None:
+    """Every collective posts its first round's send and receive before waiting for either
+    (engine/p2p.py), so both directions of the link are in use together: in the trace the two
+    are in flight at the same time. A half-duplex exchange (send, wait, then receive) would
+    show the receive starting after the send ended."""
+    events = load_rank(runs["none"], rank)
+    p2p = [e for e in events if e.name in ("gloo:send", "gloo:recv")]
+    issues = [e for e in events if (r := parse_range(e.name)) and r.phase in COMM_PHASES]
+    assert issues
+    for i in issues:
+        mine = [o for o in p2p if o.tid == i.tid and i.start <= o.start <= i.end]
+        sends = [o for o in mine if o.name == "gloo:send"]
+        recvs = [o for o in mine if o.name == "gloo:recv"]
+        assert sends and recvs, i
+        both = min(max(o.end for o in sends), max(o.end for o in recvs)) - max(
+            min(o.start for o in sends), min(o.start for o in recvs)
+        )
+        assert both > 0, (i, mine)
 
 
 @pytest.mark.parametrize("rank", [0, 1])

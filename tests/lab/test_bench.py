@@ -1,14 +1,11 @@
-"""bench-collectives end to end: real ranks, a real shaped link, busbw within 15% of it.
+"""bench-collectives end to end: real ranks in the lab, a real shaped link.
 
-The link checks read each row's fastest iteration (``time_us_min``), not its median: on two
-shared cores a descheduled rank only ever adds time (CI runs have seen single iterations 50%
-slow), while nothing can make a shaped link beat its rate. The fastest iteration is what the
-collective can do over the link; a broken shaper (no limit, or a half-duplex link) still reads
-far outside 15% of it.
-
-Rate choice: on two (shared) cores, gloo's own CPU work competes with the link at 1 Gbit/s,
-so the checks use 0.2 Gbit/s (2 ranks) and 0.1 Gbit/s (4 ranks), where the link, not the
-CPU, is the bottleneck (see docs/LAB.md).
+What a collective *does* on the wire is checked, never how fast: each rank's lab interface
+counts the bytes it transmitted (kernel counters, headers included), and a ring must send every
+byte once, ``size * (n-1)/n`` per rank, within the TCP/IP frame overhead (a few per cent). gloo's
+own reduce-scatter, an all-reduce of the whole buffer, sends twice that and fails the check.
+How close the collectives come to the link rate is a benchmark (``bench-collectives --json``,
+results and commands in docs/BENCHMARKS.md), not a test: on a busy machine it is anything.
 """
 
 from __future__ import annotations
@@ -173,45 +170,43 @@ def _bench(num_ranks: int, link_gbit: float, sizes: str, tmp_path: Path) -> dict
     return dict(json.loads(out.read_text()))
 
 
-def _ratio(result: dict[str, object], collective: Collective, size_bytes: int) -> float:
-    """busbw of the row's fastest iteration over the link rate."""
+# Frames add Ethernet/IP/TCP headers (~4.6% at a 1500-byte MTU, less with segmentation
+# offload), the receiver's ACKs and the iteration's barrier: far below the 2x of an all-reduce.
+WIRE_OVERHEAD = 1.15
+
+
+def _check_every_byte_sent_once(result: dict[str, object], num_ranks: int) -> None:
     rows = result["rows"]
-    assert isinstance(rows, list)
-    (row,) = [
-        r for r in rows if r["collective"] == collective.value and r["size_bytes"] == size_bytes
-    ]
-    return float(row["busbw_over_link"]) * float(row["time_us_median"]) / float(row["time_us_min"])
+    assert isinstance(rows, list) and rows
+    for row in rows:
+        payload = float(row["payload_bytes_per_rank"])
+        assert payload == row["size_bytes"] * (num_ranks - 1) / num_ranks
+        wire = row["wire_tx_bytes_per_rank"]
+        assert isinstance(wire, list) and len(wire) == num_ranks, row
+        for rank, sent in enumerate(wire):
+            what = f"rank {rank} sent {sent:.0f} bytes for {payload:.0f} ({row['collective']})"
+            assert payload <= sent <= WIRE_OVERHEAD * payload, what
 
 
 @pytest.mark.root
 @pytest.mark.multirank
 @needs_lab
-def test_bench_cli_two_ranks_track_link(tmp_path: Path) -> None:
-    result = _bench(2, LINK_GBIT, "1MB,16MB", tmp_path)
+def test_bench_cli_two_ranks_send_every_byte_once(tmp_path: Path) -> None:
+    result = _bench(2, LINK_GBIT, "1MB,4MB", tmp_path)
     assert result["link_gbit"] == LINK_GBIT
     assert result["num_ranks"] == 2
     rows = result["rows"]
     assert isinstance(rows, list) and len(rows) == 4
     for row in rows:
         assert row["time_us_median"] > 0 and row["busbw_gbit_s"] > 0
-    rs = _ratio(result, Collective.REDUCE_SCATTER, 16 * 2**20)
-    assert abs(rs - 1) <= 0.15, f"reduce-scatter busbw is {rs:.0%} of the link"
-    # The engine's send/recv all-gather uses both directions of the link at once (gloo's own
-    # _allgather_base reached only ~0.6 here: docs/LAB.md).
-    ag = _ratio(result, Collective.ALL_GATHER, 16 * 2**20)
-    assert abs(ag - 1) <= 0.15, f"all-gather busbw is {ag:.0%} of the link"
+        assert 0 < row["time_us_min"] <= row["time_us_median"] <= row["time_us_max"]
+    _check_every_byte_sent_once(result, 2)
 
 
 @pytest.mark.root
 @pytest.mark.multirank
 @needs_lab
-def test_bench_cli_four_ranks_track_link(tmp_path: Path) -> None:
-    # 4 ranks on 2 cores: a lower rate keeps the CPU out of the way. 16 MB, not 8: each of
-    # the ring's 3 rounds has a fixed cost, and at 8 MB all-gather measured 84-89% of the
-    # link (at the 85% floor), at 16 MB 87-93%.
-    size = aligned_size(16 * 2**20, 4)
-    result = _bench(4, LINK_GBIT / 2, "16MB", tmp_path)
-    rs = _ratio(result, Collective.REDUCE_SCATTER, size)
-    assert abs(rs - 1) <= 0.15, f"reduce-scatter busbw is {rs:.0%} of the link"
-    ag = _ratio(result, Collective.ALL_GATHER, size)
-    assert abs(ag - 1) <= 0.15, f"all-gather busbw is {ag:.0%} of the link"
+def test_bench_cli_four_ranks_send_every_byte_once(tmp_path: Path) -> None:
+    result = _bench(4, LINK_GBIT, "4MB", tmp_path)
+    assert result["num_ranks"] == 4
+    _check_every_byte_sent_once(result, 4)

@@ -122,18 +122,21 @@ def test_teardown_after_exception_in_body() -> None:
 
 
 def test_teardown_after_rank_failure_stops_peer_promptly(tmp_path: Path) -> None:
-    """Rank 1 dies at once; rank 0 would wait 120 s for it. The lab stops rank 0 and cleans up."""
+    """Rank 1 dies at once; rank 0 would wait an hour for it. The lab stops rank 0 because
+    its peer failed (not at the run's timeout) and cleans up."""
     before = root_state()
     argv = {
-        0: [sys.executable, "-c", "import time; print('waiting', flush=True); time.sleep(120)"],
+        0: [sys.executable, "-c", "import time; print('waiting', flush=True); time.sleep(3600)"],
         1: [sys.executable, "-c", "import sys; sys.exit(3)"],
     }
+    timeout_s = 600.0
     t0 = time.monotonic()
     with shaped_network(2, 0.5) as lab:
-        codes = lab.run_ranks(lambda slot: argv[slot.rank], {}, tmp_path, timeout_s=60)
+        codes = lab.run_ranks(lambda slot: argv[slot.rank], {}, tmp_path, timeout_s=timeout_s)
     elapsed = time.monotonic() - t0
     assert codes == [-signal.SIGTERM, 3]
-    assert elapsed < 10, f"peer not stopped promptly ({elapsed:.1f} s)"
+    # A hang guard, not a speed bar: stopped by the peer's failure, long before the timeout.
+    assert elapsed < timeout_s / 2, f"peer not stopped on failure ({elapsed:.1f} s)"
     assert "waiting" in (tmp_path / "rank-0.log").read_text()
     assert_torn_down(before, lab.namespaces)
 
