@@ -76,10 +76,10 @@ def _phase_exposure(
     units: pd.DataFrame, ranks: pd.DataFrame, phase: Phase
 ) -> tuple[float, pd.DataFrame]:
     rows = units[units["phase"] == phase.value]
-    per_rank = rows.groupby("rank")["exposed_us_per_step"].sum()
+    per_rank = rows.groupby("rank")["exposed_per_step_us"].sum()
     stake = float(per_rank.reindex(ranks["rank"], fill_value=0.0).mean()) if len(ranks) else 0.0
     top = (
-        rows.groupby("unit", dropna=False)["exposed_us_per_step"]
+        rows.groupby("unit", dropna=False)["exposed_per_step_us"]
         .mean()
         .sort_values(ascending=False)
     )
@@ -105,7 +105,7 @@ def find(
     """All findings whose stake passes the threshold, largest stake first."""
     if ranks.empty:
         return ()
-    step_us = float(ranks["mean_step_time_us"].mean())
+    step_us = float(ranks["step_time_per_step_us"].mean())
     floor = MIN_STAKE_FRACTION * step_us if np.isfinite(step_us) else 0.0
     cfg = _config(run_meta)
     policy = cfg.get("policy")
@@ -173,7 +173,7 @@ def find(
             )
         )
 
-    limiter = float((ranks["limiter_us"] / ranks["num_steps"].clip(lower=1)).mean())
+    limiter = float(ranks["limiter_per_step_us"].mean())
     if limiter > floor:
         peaks = (run_meta or {}).get("peak_mem_bytes")
         mem = (

@@ -26,36 +26,37 @@ def _table(df: pd.DataFrame, columns: dict[str, tuple[str, int]]) -> list[list[s
     ]
 
 
+# Every time column of this table is a mean per counted step (``*_per_step_us``); the
+# parts from compute to idle add up to the step.
 RANK_COLUMNS = {
     "rank": ("rank", 0),
     "num_steps": ("steps", 0),
-    "mean_step_time_us": ("step µs", 0),
-    "compute_us": ("compute µs", 0),
-    "comm_us": ("comm µs", 0),
-    "exposed_comm_us": ("exposed µs", 0),
+    "step_time_per_step_us": ("step", 0),
+    "compute_per_step_us": ("compute", 0),
+    "exposed_comm_per_step_us": ("exposed comm", 0),
+    "exposed_memory_per_step_us": ("exposed copy", 0),
+    "other_per_step_us": ("other", 0),
+    "idle_per_step_us": ("idle", 0),
+    "comm_per_step_us": ("comm (all)", 0),
     "overlap_pct": ("overlap %", 2),
-    "nccl_wait_us": ("wait µs", 0),
-    "idle_us": ("idle µs", 0),
+    "nccl_wait_per_step_us": ("wait", 0),
 }
-# The ranks table holds totals over the counted steps; the report shows them per step,
-# beside the step time.
-PER_STEP = ("compute_us", "comm_us", "exposed_comm_us", "nccl_wait_us", "idle_us")
 UNIT_COLUMNS = {
     "rank": ("rank", 0),
     "unit": ("unit", 0),
     "phase": ("phase", 0),
     "kind": ("kind", 0),
     "num_ops": ("ops", 0),
-    "comm_us_per_step": ("comm µs/step", 0),
-    "exposed_us_per_step": ("exposed µs/step", 0),
+    "comm_per_step_us": ("comm µs/step", 0),
+    "exposed_per_step_us": ("exposed µs/step", 0),
 }
 LEVER_COLUMNS = {
     "rank": ("rank", 0),
     "unit": ("unit", 0),
     "phase": ("phase", 0),
-    "time_us_per_step": ("µs/step", 0),
-    "exposed_us_per_step": ("exposed µs/step", 0),
-    "hides_comm_us_per_step": ("hides comm µs/step", 0),
+    "time_per_step_us": ("µs/step", 0),
+    "exposed_per_step_us": ("exposed µs/step", 0),
+    "hides_comm_per_step_us": ("hides comm µs/step", 0),
 }
 COLLECTIVE_COLUMNS = {
     "step": ("step", 0),
@@ -73,20 +74,17 @@ COLLECTIVE_COLUMNS = {
 
 def sections(a: RunAnalysis) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, headers, rows) of each table of the default report."""
-    ranks = a.ranks.copy()
-    steps = ranks["num_steps"].where(ranks["num_steps"] > 0)
-    for col in PER_STEP:
-        ranks[col] = ranks[col] / steps
     out = [
         (
-            "Per rank (mean per counted step)",
+            "Per rank, µs per counted step (step = compute + exposed comm + exposed copy "
+            "+ other + idle)",
             [h for h, _ in RANK_COLUMNS.values()],
-            _table(ranks, RANK_COLUMNS),
+            _table(a.ranks, RANK_COLUMNS),
         ),
     ]
     units = (
-        a.units[a.units["exposed_us"] > 0]
-        .sort_values(["exposed_us_per_step", "rank"], ascending=[False, True], kind="stable")
+        a.units[a.units["exposed_total_us"] > 0]
+        .sort_values(["exposed_per_step_us", "rank"], ascending=[False, True], kind="stable")
         .head(TOP_N)
     )
     if len(units):
@@ -132,17 +130,11 @@ def notes(a: RunAnalysis) -> list[str]:
         )
     ]
     b = a.bound_summary
-    below = b["overlap_efficiency"] < 0
     lines.append(
-        f"overlap bound (mean over ranks, per step): serial {_fmt(b['serial_us'])} µs, ideal "
-        f"{_fmt(b['ideal_us'])} µs, actual {_fmt(b['actual_us'])} µs, efficiency "
+        f"overlap bound (mean over ranks, µs per step): serial "
+        f"{_fmt(b['serial_per_step_us'])}, ideal {_fmt(b['ideal_per_step_us'])}, actual "
+        f"(compute + exposed comm) {_fmt(b['actual_per_step_us'])}, efficiency "
         f"{_fmt(b['overlap_efficiency'], 2)}"
-        + (
-            " (below 0: the step is longer than its compute and communication in series; "
-            "the rest is waiting for peers, the limiter or the host)"
-            if below
-            else ""
-        )
     )
     hta = a.hta
     if hta is None:

@@ -9,6 +9,7 @@ can.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -45,6 +46,7 @@ class RankInfo:
     num_events: int
     has_gpu: bool
     base_time_ns: int | None
+    raw_ts_offset_us: float = 0.0  # the file's own ts = ts_us + raw_ts_offset_us
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,17 +156,7 @@ def _parse_one(path: Path, world_hint: int) -> _Parsed | TraceFileError:
     world = raw.world_size or world_hint
     table = recognize(raw, world)
     # The recognised table replaces the raw columns; keep only what the loader needs.
-    light = RawTrace(
-        path=raw.path,
-        rank=raw.rank,
-        world_size=raw.world_size,
-        backend=raw.backend,
-        base_time_ns=raw.base_time_ns,
-        origin_ns=raw.origin_ns,
-        events=raw.events.iloc[:0],
-        comm_args=raw.comm_args.iloc[:0],
-        thread_names=raw.thread_names,
-    )
+    light = dataclasses.replace(raw, events=raw.events.iloc[:0], comm_args=raw.comm_args.iloc[:0])
     return _Parsed(light, table)
 
 
@@ -371,17 +363,7 @@ def _resolve_ranks(parsed: list[_Parsed], warnings: list[str], strict: bool) -> 
 
 
 def _with_rank(raw: RawTrace, rank: int) -> RawTrace:
-    return RawTrace(
-        path=raw.path,
-        rank=rank,
-        world_size=1,
-        backend=raw.backend,
-        base_time_ns=raw.base_time_ns,
-        origin_ns=raw.origin_ns,
-        events=raw.events,
-        comm_args=raw.comm_args,
-        thread_names=raw.thread_names,
-    )
+    return dataclasses.replace(raw, rank=rank, world_size=1)
 
 
 def _assemble(parsed: list[_Parsed], warnings: list[str]) -> tuple[pd.DataFrame, list[RankInfo]]:
@@ -395,6 +377,8 @@ def _assemble(parsed: list[_Parsed], warnings: list[str]) -> tuple[pd.DataFrame,
         ev = ev.assign(ts_us=ev["ts_us"] + shift_us, end_us=ev["end_us"] + shift_us)
         ev.insert(0, "rank", np.int32(rank))
         frames.append(ev)
+        if p.raw.dropped:
+            warnings.append(f"{p.raw.dropped} ignored in {p.raw.path.name}")
         warnings.extend(f"rank {rank} ({p.raw.path.name}): {w}" for w in p.table.warnings)
         infos.append(
             RankInfo(
@@ -408,6 +392,7 @@ def _assemble(parsed: list[_Parsed], warnings: list[str]) -> tuple[pd.DataFrame,
                 num_events=len(ev),
                 has_gpu=bool(ev["on_gpu"].any()),
                 base_time_ns=p.raw.base_time_ns,
+                raw_ts_offset_us=p.raw.first_ts_us - shift_us,
             )
         )
     events = _concat_categorical(frames)

@@ -48,6 +48,32 @@ class RawTrace:
     events: pd.DataFrame  # tid, stream, on_gpu, cat, name, ts_us, dur_us, correlation
     comm_args: pd.DataFrame  # indexed like events; only rows that may be collectives
     thread_names: dict[int, str] = field(default_factory=dict)
+    first_ts_us: float = 0.0  # the file's own ts of the event at ts_us == 0
+    dropped: str = ""  # "3 events with a negative dur, ..." left out; "" when none
+
+
+# Host-side events that may carry a stream argument (ROCm's hipLaunchKernel,
+# hipMemcpyWithStream): CPU calls, not GPU activity.
+HOST_CATEGORIES = frozenset(
+    {"cuda_runtime", "cuda_driver", "hip_runtime", "cpu_op", "user_annotation"}
+)
+
+
+def _host_category(cat: pd.Categorical) -> np.ndarray:
+    host = np.asarray([str(c).lower() in HOST_CATEGORIES for c in cat.categories], dtype=bool)
+    codes = np.asarray(cat.codes)
+    return np.where(codes >= 0, host[np.maximum(codes, 0)] if len(host) else False, False)
+
+
+def _bad_summary(bad: np.ndarray) -> str:
+    """``"3 events with a negative dur, 1 event with ..."`` for the left-out events."""
+    counts = np.bincount(bad.astype(np.int64), minlength=len(BAD_REASONS) + 1)
+    parts = [
+        f"{n} event{'s' if n != 1 else ''} with {BAD_REASONS[i - 1]}"
+        for i, n in enumerate(counts.tolist())
+        if i > 0 and n > 0
+    ]
+    return ", ".join(parts)
 
 
 # Collective-carrying names: NCCL kernels, gloo ops, the c10d bookkeeping op.
@@ -204,6 +230,42 @@ class _Chunk:
     name: pd.Categorical
     comm: pd.DataFrame  # indexed by position within the chunk's complete events
     thread_names: dict[int, str]
+    bad: np.ndarray  # int8 per event: 0 valid, else 1 + index into BAD_REASONS
+
+
+# Why an event is left out (one warning per file says how many of each).
+BAD_REASONS = (
+    "a name that is not a string",
+    "args that are not an object",
+    "a missing or non-numeric ts",
+    "a missing or non-numeric dur",
+    "a negative dur",
+    "an out-of-range ts or dur",
+)
+MAX_TS_US = 1e16  # ~300 years after 1970 in µs
+MAX_DUR_US = 1e12  # ~11 days
+
+
+def _bad_events(names: list[Any], args: list[Any], ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Per event: 0 when usable, else 1 + the index of the first reason in BAD_REASONS."""
+    with np.errstate(invalid="ignore"):
+        checks = [
+            np.fromiter((not isinstance(n, str) for n in names), dtype=bool, count=len(names)),
+            np.fromiter(
+                (a is not None and not isinstance(a, dict) for a in args),
+                dtype=bool,
+                count=len(args),
+            ),
+            ~np.isfinite(ts),
+            ~np.isfinite(dur),
+            dur < 0,
+            # ts may be negative: it is relative to baseTimeNanoseconds.
+            (np.abs(ts) > MAX_TS_US) | (dur > MAX_DUR_US),
+        ]
+    out = np.zeros(len(ts), dtype=np.int8)
+    for i in range(len(checks) - 1, -1, -1):
+        out[checks[i]] = i + 1
+    return out
 
 
 def _columns(events: list[Any], path: Path) -> _Chunk:
@@ -217,8 +279,12 @@ def _columns(events: list[Any], path: Path) -> _Chunk:
             if isinstance(a, dict) and isinstance(tid, int):
                 thread_names[tid] = str(a.get("name", ""))
     complete = [e for e in events if e.get("ph") == "X"]
-    args = [e.get("args") for e in complete]
-    names = _category([e.get("name", "") for e in complete])
+    raw_args = [e.get("args") for e in complete]
+    args = [a if isinstance(a, dict) else None for a in raw_args]
+    raw_names = [e.get("name") for e in complete]
+    names = _category([n if isinstance(n, str) else "" for n in raw_names])
+    ts = _float_column([e.get("ts") for e in complete])
+    dur = _float_column([e.get("dur") for e in complete])
     return _Chunk(
         tid=_int_column([e.get("tid", 0) for e in complete], default=0),
         stream=_int_column(
@@ -227,12 +293,13 @@ def _columns(events: list[Any], path: Path) -> _Chunk:
         correlation=_int_column(
             [a.get("correlation", -1) if isinstance(a, dict) else -1 for a in args], default=-1
         ),
-        ts=_float_column([e.get("ts") for e in complete]),
-        dur=_float_column([e.get("dur", 0.0) for e in complete]),
+        ts=ts,
+        dur=dur,
         cat=_category([e.get("cat", "") for e in complete]),
         name=names,
         comm=_comm_args(names, args),
         thread_names=thread_names,
+        bad=_bad_events(raw_names, raw_args, ts, dur),
     )
 
 
@@ -365,6 +432,7 @@ def _concat_chunks(chunks: list[_Chunk]) -> _Chunk:
         name=_union_categories([c.name for c in chunks]),
         comm=comm,
         thread_names=names,
+        bad=np.concatenate([c.bad for c in chunks]),
     )
 
 
@@ -399,10 +467,12 @@ def read_trace(path: Path) -> RawTrace:
         )
     rank, world_size, backend = _distributed(path, obj)
     ts = cols.ts
-    keep = np.isfinite(ts)
+    keep = cols.bad == 0
     if not keep.any():
-        raise TraceFileError(path, "malformed trace: no event has a numeric 'ts'")
-    dur = np.where(np.isfinite(cols.dur) & (cols.dur > 0), cols.dur, 0.0)
+        raise TraceFileError(
+            path, f"malformed trace: no usable complete event ({_bad_summary(cols.bad)})"
+        )
+    dur = np.where(keep, cols.dur, 0.0)
     comm = cols.comm
     if not keep.all():
         kept_idx = np.flatnonzero(keep)
@@ -417,7 +487,7 @@ def read_trace(path: Path) -> RawTrace:
         {
             "tid": cols.tid[keep],
             "stream": cols.stream[keep],
-            "on_gpu": (cols.stream >= 0)[keep],
+            "on_gpu": ((cols.stream >= 0) & ~_host_category(cols.cat))[keep],
             "cat": cols.cat[keep],
             "name": cols.name[keep],
             "ts_us": ts[keep] - first_ts,
@@ -435,4 +505,6 @@ def read_trace(path: Path) -> RawTrace:
         events=frame,
         comm_args=comm,
         thread_names=cols.thread_names,
+        first_ts_us=first_ts,
+        dropped=_bad_summary(cols.bad),
     )

@@ -16,6 +16,7 @@ import pandas as pd
 from overlapscope.trace.attribution import (
     Labels,
     RowContext,
+    innermost_containing,
     label_fsdp1,
     label_fsdp2,
     label_overlapscope,
@@ -118,12 +119,11 @@ def _assign_steps(
         return out
     s = frame["ts_us"].to_numpy()[step_rows]
     e = s + frame["dur_us"].to_numpy()[step_rows]
-    order = np.argsort(s, kind="stable")
-    s, e, nos = s[order], e[order], step_no[order]
-    i = np.searchsorted(s, ts, side="right") - 1
-    ok = i >= 0
-    ok[ok] = ts[ok] < e[i[ok]]
-    out[ok] = nos[i[ok]]
+    # Step ranges may nest (a repeated ProfilerStep#N inside another): the innermost wins.
+    hit = innermost_containing(s, e, ts)
+    ok = hit >= 0
+    ok[ok] = ts[ok] < e[hit[ok]]
+    out[ok] = step_no[hit[ok]]
     return out
 
 

@@ -62,7 +62,7 @@ def backward_ag_exposed_per_step(path: Path) -> dict[int, float]:
     assert set(u.loc[u["phase"] == "ag_fwd", "unit"]) == units
     assert set(u.loc[u["phase"] == "rs", "unit"]) == units
     ag = u[u["phase"] == "ag_bwd"]
-    return ag.groupby("rank")["exposed_us_per_step"].sum().to_dict()
+    return ag.groupby("rank")["exposed_per_step_us"].sum().to_dict()
 
 
 @pytest.mark.slow
