@@ -298,17 +298,17 @@ def units_figure(panels: Sequence[tuple[str, pd.DataFrame]]) -> go.Figure:
     for col, (_, units) in enumerate(panels, start=1):
         u = units.assign(phase=units["phase"].astype(str), unit=units["unit"].astype(str))
         u = u[u["phase"].isin(COMM_PHASES)]
-        per_rank = u.groupby(["rank", "unit", "phase"], as_index=False)["exposed_us_per_step"].sum()
-        mean = per_rank.groupby(["unit", "phase"], as_index=False)["exposed_us_per_step"].mean()
+        per_rank = u.groupby(["rank", "unit", "phase"], as_index=False)["exposed_per_step_us"].sum()
+        mean = per_rank.groupby(["unit", "phase"], as_index=False)["exposed_per_step_us"].mean()
         order = sorted(mean["unit"].unique(), key=unit_sort_key)
         for phase in COMM_PHASES:
             rows = mean[mean["phase"] == phase].set_index("unit").reindex(order)
-            if rows["exposed_us_per_step"].isna().all():
+            if rows["exposed_per_step_us"].isna().all():
                 continue
             fig.add_trace(
                 go.Bar(
                     x=order,
-                    y=rows["exposed_us_per_step"] / 1e3,
+                    y=rows["exposed_per_step_us"] / 1e3,
                     name=f"exposed {palette.phase_name(phase)}",
                     legendgroup=phase,
                     showlegend=phase not in shown,

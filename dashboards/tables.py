@@ -78,7 +78,6 @@ def overview_table(runs: Sequence[LoadedRun]) -> pd.DataFrame:
     frames = []
     for run in runs:
         ranks = run.analysis.ranks
-        steps = ranks["num_steps"].where(ranks["num_steps"] > 0)
         busbw = run.analysis.collectives["busbw_gbps"]
         frames.append(
             pd.DataFrame(
@@ -86,11 +85,11 @@ def overview_table(runs: Sequence[LoadedRun]) -> pd.DataFrame:
                     "run": run.source.label,
                     "policy": policy_label(run),
                     "rank": ranks["rank"].astype(int),
-                    "step_ms": ranks["mean_step_time_us"] / 1e3,
+                    "step_ms": ranks["step_time_per_step_us"] / 1e3,
                     "throughput_tok_s": _tokens_per_step(run.run_meta)
-                    / (ranks["mean_step_time_us"] / 1e6),
-                    "exposed_comm_ms": ranks["exposed_comm_us"] / steps / 1e3,
-                    "nccl_wait_ms": ranks["nccl_wait_us"] / steps / 1e3,
+                    / (ranks["step_time_per_step_us"] / 1e6),
+                    "exposed_comm_ms": ranks["exposed_comm_per_step_us"] / 1e3,
+                    "nccl_wait_ms": ranks["nccl_wait_per_step_us"] / 1e3,
                     "overlap_pct": ranks["overlap_pct"],
                     "peak_mem_mib": _peak_mem_mib(run.run_meta, ranks["rank"]),
                     # GB/s in the analysis; Gbit/s here, the unit links are given in

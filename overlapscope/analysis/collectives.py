@@ -87,10 +87,9 @@ def collective_tables(comm: pd.DataFrame, world_size: int) -> tuple[pd.DataFrame
         .fillna(1.0)
     )
     # Kineto writes -1 for an unknown size: unknown stays unknown (null), not a size.
-    agg["bytes"] = agg["bytes"].astype("Int64").where(agg["bytes"] >= 0)
-    known = (agg["bytes"].fillna(0) > 0).to_numpy(dtype=bool) & (agg["transfer_us"] > 0)
-    nbytes = agg["bytes"].astype("Float64").fillna(0.0).to_numpy(dtype=np.float64)
-    agg["algbw_gbps"] = (nbytes / agg["transfer_us"] / 1e3).where(known)
+    agg["bytes"] = agg["bytes"].astype(np.float64).where(agg["bytes"] >= 0)
+    known = (agg["bytes"] > 0) & (agg["transfer_us"] > 0)
+    agg["algbw_gbps"] = (agg["bytes"] / agg["transfer_us"] / 1e3).where(known)
     agg["busbw_gbps"] = agg["algbw_gbps"] * factor
     per_rank = rows[["rank", *KEY, "dur_us", "peer_wait_us", "exposed_us"]].reset_index(drop=True)
     return agg[COLLECTIVE_COLUMNS], per_rank

@@ -287,7 +287,7 @@ def unit_table(
         )
         .reset_index()
     )
-    table["bytes_total"] = table["bytes_total"].astype("Int64").mask(table["unknown"])
+    table["bytes_total"] = table["bytes_total"].astype(np.float64).mask(table["unknown"])
     for c in ("unit", "phase", "kind"):
         table[c] = table[c].astype(object).where(table[c].notna(), None)
     table = table.merge(_unit_waits(ev), on=["rank", "unit", "phase"], how="left")

@@ -94,15 +94,15 @@ def test_cpu_overlapscope_rank_figures(cpu_run: Path):
 def test_cpu_overlapscope_units_by_issue_order(cpu_run: Path):
     a = analyze(load_run(cpu_run))
     u = a.units[a.units["rank"] == 0].set_index(["unit", "phase"])
-    assert u.loc[("u0", "ag_fwd"), ["comm_total_us", "exposed_total_us", "wait_total_us"]].tolist() == pytest.approx(
-        [9, 9, 8]
-    )
-    assert u.loc[("u1", "ag_fwd"), ["comm_total_us", "exposed_total_us", "wait_total_us"]].tolist() == pytest.approx(
-        [25, 5, 5]
-    )
-    assert u.loc[("u1", "rs"), ["comm_total_us", "exposed_total_us", "wait_total_us"]].tolist() == pytest.approx(
-        [9, 9, 9]
-    )
+    assert u.loc[
+        ("u0", "ag_fwd"), ["comm_total_us", "exposed_total_us", "wait_total_us"]
+    ].tolist() == pytest.approx([9, 9, 8])
+    assert u.loc[
+        ("u1", "ag_fwd"), ["comm_total_us", "exposed_total_us", "wait_total_us"]
+    ].tolist() == pytest.approx([25, 5, 5])
+    assert u.loc[
+        ("u1", "rs"), ["comm_total_us", "exposed_total_us", "wait_total_us"]
+    ].tolist() == pytest.approx([9, 9, 9])
     assert u.loc[("u1", "rs"), "kind"] == "all_reduce"
     assert u.loc[("u0", "ag_fwd"), "bytes_total"] == 100 * 4 * 2  # shard x world size
     # The default-group barrier is communication but belongs to no unit.

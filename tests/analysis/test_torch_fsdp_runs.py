@@ -48,9 +48,11 @@ def check_units(path: Path, framework: Framework, unit_names: set[str]) -> None:
             assert names <= unit_names
         assert set(u.loc[u["phase"] == "ag_fwd", "unit"]) == unit_names
         ag = u[u["kind"] == "all_gather"]
-        assert (ag["bytes"] == ag["num_ops"] * 2 * 4 * 2080).all()  # 2 ranks x 2080-float shards
+        assert (
+            ag["bytes_total"] == ag["num_ops"] * 2 * 4 * 2080
+        ).all()  # 2 ranks x 2080-float shards
         # gloo collectives are synchronous on CPU: they are (almost) all exposed
-        assert u["exposed_us"].sum() > 0.9 * u["comm_us"].sum()
+        assert u["exposed_total_us"].sum() > 0.9 * u["comm_total_us"].sum()
     r = a.ranks.set_index("rank")
     assert (r["overlap_pct"] < 10).all()
     assert (r["num_steps"] == 2).all()

@@ -218,7 +218,7 @@ def _units() -> pd.DataFrame:
         (0, "root", "ag_fwd", "all_gather", 100.0),
         (0, "root", "fwd", "other", 9999.0),  # not communication
     ]
-    return pd.DataFrame(rows, columns=["rank", "unit", "phase", "kind", "exposed_us_per_step"])
+    return pd.DataFrame(rows, columns=["rank", "unit", "phase", "kind", "exposed_per_step_us"])
 
 
 def test_units_bars_are_mean_over_ranks_in_ms_per_step() -> None:

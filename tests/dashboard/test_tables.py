@@ -23,9 +23,9 @@ RANKS = pd.DataFrame(
     {
         "rank": [0, 1],
         "num_steps": [2, 2],
-        "mean_step_time_us": [400_000.0, 500_000.0],
-        "exposed_comm_us": [100_000.0, 60_000.0],
-        "nccl_wait_us": [80_000.0, 40_000.0],
+        "step_time_per_step_us": [400_000.0, 500_000.0],
+        "exposed_comm_per_step_us": [50_000.0, 30_000.0],
+        "nccl_wait_per_step_us": [40_000.0, 20_000.0],
         "overlap_pct": [30.0, 50.0],
     }
 )
