@@ -8,7 +8,6 @@ Collective arguments are read only for the few events that can carry them.
 from __future__ import annotations
 
 import gzip
-import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,8 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from overlapscope.errors import UserError
+from overlapscope.trace.comm_args import comm_args
+from overlapscope.trace.events import bad_events, bad_summary, host_category
 
 
 class TraceFileError(UserError):
@@ -52,72 +53,6 @@ class RawTrace:
     dropped: str = ""  # "3 events with a negative dur, ..." left out; "" when none
 
 
-# Host-side events that may carry a stream argument (ROCm's hipLaunchKernel,
-# hipMemcpyWithStream): CPU calls, not GPU activity.
-HOST_CATEGORIES = frozenset(
-    {"cuda_runtime", "cuda_driver", "hip_runtime", "cpu_op", "user_annotation"}
-)
-
-
-def _host_category(cat: pd.Categorical) -> np.ndarray:
-    host = np.asarray([str(c).lower() in HOST_CATEGORIES for c in cat.categories], dtype=bool)
-    codes = np.asarray(cat.codes)
-    return np.where(codes >= 0, host[np.maximum(codes, 0)] if len(host) else False, False)
-
-
-def _bad_summary(bad: np.ndarray) -> str:
-    """``"3 events with a negative dur, 1 event with ..."`` for the left-out events."""
-    counts = np.bincount(bad.astype(np.int64), minlength=len(BAD_REASONS) + 1)
-    parts = [
-        f"{n} event{'s' if n != 1 else ''} with {BAD_REASONS[i - 1]}"
-        for i, n in enumerate(counts.tolist())
-        if i > 0 and n > 0
-    ]
-    return ", ".join(parts)
-
-
-# Collective-carrying names: NCCL kernels, gloo ops, the c10d bookkeeping op.
-COMM_ARG_NAME_RE = re.compile(r"^(nccl|gloo:|record_param_comms)")
-
-_DTYPE_BYTES: dict[str, int] = {
-    "float": 4,
-    "float32": 4,
-    "double": 8,
-    "float64": 8,
-    "half": 2,
-    "float16": 2,
-    "c10::half": 2,
-    "bfloat16": 2,
-    "c10::bfloat16": 2,
-    "int": 4,
-    "int32": 4,
-    "long": 8,
-    "long int": 8,
-    "int64": 8,
-    "short": 2,
-    "int16": 2,
-    "int8": 1,
-    "uint8": 1,
-    "char": 1,
-    "signed char": 1,
-    "unsigned char": 1,
-    "byte": 1,
-    "bool": 1,
-    "float8_e4m3fn": 1,
-    "float8_e5m2": 1,
-    "c10::float8_e4m3fn": 1,
-    "c10::float8_e5m2": 1,
-}
-
-
-def dtype_bytes(dtype: object) -> int:
-    """Size in bytes of a trace dtype string (``Float``, ``BFloat16``, ``c10::Half`` ...); 0 if
-    unknown."""
-    if not isinstance(dtype, str):
-        return 0
-    return _DTYPE_BYTES.get(dtype.strip().lower(), 0)
-
-
 def _int_column(values: list[Any], default: int) -> np.ndarray:
     try:
         return np.asarray(values, dtype=np.int64)
@@ -146,70 +81,29 @@ def _category(values: list[Any]) -> pd.Categorical:
     return cat
 
 
-def _dims_bytes(dims: object, types: object) -> int:
-    """Bytes of the tensors listed in ``Input Dims`` / ``Input type`` (tensor lists included)."""
-    if not isinstance(dims, list) or not isinstance(types, list):
-        return -1
-    total = 0
-    for d, t in zip(dims, types, strict=False):
-        size = dtype_bytes(t)
-        if size == 0 or not isinstance(d, list):
-            continue
-        if d and all(isinstance(x, list) for x in d):  # a tensor list
-            total += sum(int(np.prod(x)) if x else 1 for x in d) * size
-        elif all(isinstance(x, int) for x in d):
-            total += (int(np.prod(d)) if d else 1) * size
-    return total if total > 0 else -1
-
-
-def _comm_args(names: pd.Categorical, args: list[Any]) -> pd.DataFrame:
-    cats = np.asarray(names.categories, dtype=object)
-    cat_is_comm = np.fromiter(
-        (COMM_ARG_NAME_RE.match(c) is not None for c in cats), dtype=bool, count=len(cats)
-    )
-    idx = np.flatnonzero(cat_is_comm[names.codes]) if len(cats) else np.empty(0, np.int64)
-    rows: dict[str, list[Any]] = {
-        "coll_name": [],
-        "in_nelems": [],
-        "out_nelems": [],
-        "dtype": [],
-        "group_size": [],
-        "pg_name": [],
-        "seq_arg": [],
-        "dims_bytes": [],
-    }
-    for i in idx:
-        a = args[i] if isinstance(args[i], dict) else {}
-        rows["coll_name"].append(a.get("Collective name"))
-        rows["in_nelems"].append(a.get("In msg nelems"))
-        rows["out_nelems"].append(a.get("Out msg nelems"))
-        rows["dtype"].append(a.get("dtype"))
-        rows["group_size"].append(a.get("Group size"))
-        rows["pg_name"].append(a.get("Process Group Name"))
-        rows["seq_arg"].append(a.get("Seq"))
-        rows["dims_bytes"].append(_dims_bytes(a.get("Input Dims"), a.get("Input type")))
-    out = pd.DataFrame(rows, index=pd.Index(idx, dtype=np.int64))
-    for col in ("in_nelems", "out_nelems", "group_size", "seq_arg"):
-        out[col] = pd.to_numeric(out[col], errors="coerce").astype("float64")
-    out["dims_bytes"] = out["dims_bytes"].astype(np.int64)
-    for col in ("coll_name", "dtype", "pg_name"):
-        out[col] = pd.Series(rows[col], index=out.index, dtype=object)
-    return out
+MAX_WORLD_SIZE = 1 << 20  # a larger rank or world size is a corrupt field, not a run
 
 
 def _distributed(path: Path, obj: dict[str, Any]) -> tuple[int | None, int | None, str | None]:
     info = obj.get("distributedInfo")
     if info is None:
         return None, None, None
-    if not isinstance(info, dict) or not isinstance(info.get("rank"), int):
+    rank = info.get("rank") if isinstance(info, dict) else None
+    if isinstance(rank, bool) or not isinstance(rank, int):
         raise TraceFileError(path, "distributedInfo has no integer 'rank'; not a torch trace")
     ws = info.get("world_size")
+    if isinstance(ws, bool) or not isinstance(ws, int):
+        ws = None
+    if not 0 <= rank < (ws if ws is not None else MAX_WORLD_SIZE) or not (
+        ws is None or 1 <= ws <= MAX_WORLD_SIZE
+    ):
+        raise TraceFileError(
+            path,
+            f"distributedInfo field 'rank' {rank} / 'world_size' {ws} out of range "
+            f"(0 <= rank < world_size <= {MAX_WORLD_SIZE}); the trace is corrupt: re-export it",
+        )
     backend = info.get("backend")
-    return (
-        int(info["rank"]),
-        int(ws) if isinstance(ws, int) else None,
-        str(backend) if backend is not None else None,
-    )
+    return rank, ws, str(backend) if backend is not None else None
 
 
 # torch's export_chrome_trace writes one event per indented block; splitting the events
@@ -231,41 +125,6 @@ class _Chunk:
     comm: pd.DataFrame  # indexed by position within the chunk's complete events
     thread_names: dict[int, str]
     bad: np.ndarray  # int8 per event: 0 valid, else 1 + index into BAD_REASONS
-
-
-# Why an event is left out (one warning per file says how many of each).
-BAD_REASONS = (
-    "a name that is not a string",
-    "args that are not an object",
-    "a missing or non-numeric ts",
-    "a missing or non-numeric dur",
-    "a negative dur",
-    "an out-of-range ts or dur",
-)
-MAX_TS_US = 1e16  # ~300 years after 1970 in µs
-MAX_DUR_US = 1e12  # ~11 days
-
-
-def _bad_events(names: list[Any], args: list[Any], ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Per event: 0 when usable, else 1 + the index of the first reason in BAD_REASONS."""
-    with np.errstate(invalid="ignore"):
-        checks = [
-            np.fromiter((not isinstance(n, str) for n in names), dtype=bool, count=len(names)),
-            np.fromiter(
-                (a is not None and not isinstance(a, dict) for a in args),
-                dtype=bool,
-                count=len(args),
-            ),
-            ~np.isfinite(ts),
-            ~np.isfinite(dur),
-            dur < 0,
-            # ts may be negative: it is relative to baseTimeNanoseconds.
-            (np.abs(ts) > MAX_TS_US) | (dur > MAX_DUR_US),
-        ]
-    out = np.zeros(len(ts), dtype=np.int8)
-    for i in range(len(checks) - 1, -1, -1):
-        out[checks[i]] = i + 1
-    return out
 
 
 def _columns(events: list[Any], path: Path) -> _Chunk:
@@ -297,9 +156,9 @@ def _columns(events: list[Any], path: Path) -> _Chunk:
         dur=dur,
         cat=_category([e.get("cat", "") for e in complete]),
         name=names,
-        comm=_comm_args(names, args),
+        comm=comm_args(names, args),
         thread_names=thread_names,
-        bad=_bad_events(raw_names, raw_args, ts, dur),
+        bad=bad_events(raw_names, raw_args, ts, dur),
     )
 
 
@@ -368,6 +227,8 @@ def _read_bytes(path: Path) -> bytes:
             raise TraceFileError(
                 path, f"corrupt gzip ({e}); copy the file again or re-export the trace"
             ) from e
+    if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark (editors on Windows)
+        data = data[3:]
     if not data.strip():
         raise TraceFileError(path, "empty file; the profiler did not write this trace")
     return data
@@ -470,7 +331,7 @@ def read_trace(path: Path) -> RawTrace:
     keep = cols.bad == 0
     if not keep.any():
         raise TraceFileError(
-            path, f"malformed trace: no usable complete event ({_bad_summary(cols.bad)})"
+            path, f"malformed trace: no usable complete event ({bad_summary(cols.bad)})"
         )
     dur = np.where(keep, cols.dur, 0.0)
     comm = cols.comm
@@ -487,7 +348,7 @@ def read_trace(path: Path) -> RawTrace:
         {
             "tid": cols.tid[keep],
             "stream": cols.stream[keep],
-            "on_gpu": ((cols.stream >= 0) & ~_host_category(cols.cat))[keep],
+            "on_gpu": ((cols.stream >= 0) & ~host_category(cols.cat))[keep],
             "cat": cols.cat[keep],
             "name": cols.name[keep],
             "ts_us": ts[keep] - first_ts,
@@ -506,5 +367,5 @@ def read_trace(path: Path) -> RawTrace:
         comm_args=comm,
         thread_names=cols.thread_names,
         first_ts_us=first_ts,
-        dropped=_bad_summary(cols.bad),
+        dropped=bad_summary(cols.bad),
     )

@@ -21,6 +21,7 @@ from overlapscope.trace.attribution import (
     label_fsdp2,
     label_overlapscope,
 )
+from overlapscope.trace.comm_args import dtype_bytes
 from overlapscope.trace.labels import (
     GLOO_PREFIX,
     GPU_NON_COMPUTE_RE,
@@ -35,7 +36,7 @@ from overlapscope.trace.labels import (
 )
 from overlapscope.trace.names import Lane, Phase, parse_range
 from overlapscope.trace.p2p import P2P_CAT, fold_p2p
-from overlapscope.trace.parse import RawTrace, dtype_bytes
+from overlapscope.trace.parse import RawTrace
 from overlapscope.trace.schema import (
     KIND_CATEGORIES,
     LANE_CATEGORIES,
