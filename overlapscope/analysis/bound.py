@@ -69,7 +69,8 @@ def bound_table(units: pd.DataFrame, compute: pd.DataFrame, ranks: pd.DataFrame)
 def efficiency(serial: pd.Series, ideal: pd.Series, actual: pd.Series) -> pd.Series:
     """``(serial - actual) / (serial - ideal)`` in [0, 1]; NaN where ``serial <= ideal``."""
     gap = serial - ideal
-    return ((serial - actual) / gap).clip(0.0, 1.0).where(gap > 0)
+    # rounded so float noise does not show as a tiny efficiency at zero overlap
+    return ((serial - actual) / gap).clip(0.0, 1.0).round(6).where(gap > 0)
 
 
 def bound_summary(bound: pd.DataFrame) -> dict[str, float]:

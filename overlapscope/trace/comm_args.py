@@ -7,7 +7,19 @@ import re
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
+
+from overlapscope.trace.attribution import Labels
+from overlapscope.trace.labels import collective_kind
+from overlapscope.trace.schema import CollectiveKind
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+ObjArray = npt.NDArray[np.object_]
+GLOO_GROUP = "gloo"
+NCCL_GROUP = "nccl"
 
 # Collective-carrying names: NCCL kernels, gloo ops, the c10d bookkeeping op.
 COMM_ARG_NAME_RE = re.compile(r"^(nccl|gloo:|record_param_comms)")
@@ -100,3 +112,46 @@ def comm_args(names: pd.Categorical, args: list[Any]) -> pd.DataFrame:
     for col in ("coll_name", "dtype", "pg_name"):
         out[col] = pd.Series(rows[col], index=out.index, dtype=object)
     return out
+
+
+def collective_columns(
+    comm_args: pd.DataFrame,
+    cats: list[str],
+    codes: IntArray,
+    comm_rows: IntArray,
+    out: Labels,
+    on_gpu: BoolArray,
+    world_size: int,
+) -> IntArray:
+    """Fill ``kind`` and ``group`` of the comm rows; return the per-row ``bytes``."""
+    nbytes = np.full(len(codes), -1, dtype=np.int64)
+    kinds_by_cat = np.asarray([collective_kind(c).value for c in cats], dtype=object)
+    out.kind[comm_rows] = kinds_by_cat[codes[comm_rows]]
+    args = comm_args.reindex(comm_rows)
+    coll = args["coll_name"].to_numpy(dtype=object)
+    has_coll = np.asarray([isinstance(c, str) and c != "" for c in coll], dtype=bool)
+    if has_coll.any():  # the argument beats the name (ncclDevKernel_Generic)
+        out.kind[comm_rows[has_coll]] = [collective_kind(str(c)).value for c in coll[has_coll]]
+    elem = np.asarray([dtype_bytes(d) for d in args["dtype"].to_numpy(dtype=object)])
+    nel = np.fmax(args["in_nelems"].to_numpy(), args["out_nelems"].to_numpy())
+    nccl_bytes = np.where(np.isfinite(nel) & (elem > 0), nel * elem, -1.0)
+    # gloo: Input Dims is the shard of an all-gather, the whole buffer otherwise.
+    dims_bytes = args["dims_bytes"].fillna(-1).to_numpy(dtype=np.float64)
+    is_ag = out.kind[comm_rows] == CollectiveKind.ALL_GATHER.value
+    gloo_bytes = np.where(dims_bytes > 0, dims_bytes * np.where(is_ag, max(world_size, 1), 1), -1.0)
+    nbytes[comm_rows] = np.where(nccl_bytes > 0, nccl_bytes, gloo_bytes).astype(np.int64)
+    pg = args["pg_name"].to_numpy(dtype=object)
+    has_pg = np.asarray([isinstance(p, str) and p != "" for p in pg], dtype=bool)
+    out.group[comm_rows] = np.where(has_pg, pg, np.where(on_gpu[comm_rows], NCCL_GROUP, GLOO_GROUP))
+    return nbytes
+
+
+def sequence(comm_rows: IntArray, group: ObjArray, step: IntArray, ts: FloatArray) -> IntArray:
+    """Order of each collective within its (group, step) on this rank."""
+    seq = np.full(len(step), -1, dtype=np.int64)
+    if len(comm_rows):
+        keyed = pd.DataFrame(
+            {"g": group[comm_rows], "s": step[comm_rows], "t": ts[comm_rows]}, index=comm_rows
+        ).sort_values(["t"], kind="stable")
+        seq[keyed.index.to_numpy()] = keyed.groupby(["g", "s"], sort=False).cumcount().to_numpy()
+    return seq

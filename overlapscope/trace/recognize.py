@@ -21,7 +21,15 @@ from overlapscope.trace.attribution import (
     label_fsdp2,
     label_overlapscope,
 )
-from overlapscope.trace.comm_args import dtype_bytes
+from overlapscope.trace.comm_args import collective_columns, sequence
+from overlapscope.trace.compute_units import (
+    fsdp1_hook,
+    fsdp1_regions,
+    fsdp2_hook,
+    fsdp2_regions,
+    label_compute,
+    num_forward_units,
+)
 from overlapscope.trace.labels import (
     GLOO_PREFIX,
     GPU_NON_COMPUTE_RE,
@@ -30,7 +38,6 @@ from overlapscope.trace.labels import (
     NCCL_KERNEL_RE,
     STEP_RE,
     LabelRole,
-    collective_kind,
     parse_fsdp1,
     parse_fsdp2,
 )
@@ -40,7 +47,6 @@ from overlapscope.trace.parse import RawTrace
 from overlapscope.trace.schema import (
     KIND_CATEGORIES,
     LANE_CATEGORIES,
-    CollectiveKind,
     EventLane,
     Framework,
 )
@@ -50,8 +56,6 @@ FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 ObjArray = npt.NDArray[np.object_]
 
-GLOO_GROUP = "gloo"
-NCCL_GROUP = "nccl"
 PHASE_CATEGORIES = [p.value for p in Phase]
 
 
@@ -277,47 +281,8 @@ def _lanes(
     return lane
 
 
-def _collective_columns(
-    raw: RawTrace,
-    cats: list[str],
-    codes: IntArray,
-    comm_rows: IntArray,
-    out: Labels,
-    on_gpu: BoolArray,
-    world_size: int,
-) -> IntArray:
-    """Fill ``kind`` and ``group`` of the comm rows; return the per-row ``bytes``."""
-    nbytes = np.full(len(codes), -1, dtype=np.int64)
-    kinds_by_cat = np.asarray([collective_kind(c).value for c in cats], dtype=object)
-    out.kind[comm_rows] = kinds_by_cat[codes[comm_rows]]
-    args = raw.comm_args.reindex(comm_rows)
-    coll = args["coll_name"].to_numpy(dtype=object)
-    has_coll = np.asarray([isinstance(c, str) and c != "" for c in coll], dtype=bool)
-    if has_coll.any():  # the argument beats the name (ncclDevKernel_Generic)
-        out.kind[comm_rows[has_coll]] = [collective_kind(str(c)).value for c in coll[has_coll]]
-    elem = np.asarray([dtype_bytes(d) for d in args["dtype"].to_numpy(dtype=object)])
-    nel = np.fmax(args["in_nelems"].to_numpy(), args["out_nelems"].to_numpy())
-    nccl_bytes = np.where(np.isfinite(nel) & (elem > 0), nel * elem, -1.0)
-    # gloo: Input Dims is the shard of an all-gather, the whole buffer otherwise.
-    dims_bytes = args["dims_bytes"].fillna(-1).to_numpy(dtype=np.float64)
-    is_ag = out.kind[comm_rows] == CollectiveKind.ALL_GATHER.value
-    gloo_bytes = np.where(dims_bytes > 0, dims_bytes * np.where(is_ag, max(world_size, 1), 1), -1.0)
-    nbytes[comm_rows] = np.where(nccl_bytes > 0, nccl_bytes, gloo_bytes).astype(np.int64)
-    pg = args["pg_name"].to_numpy(dtype=object)
-    has_pg = np.asarray([isinstance(p, str) and p != "" for p in pg], dtype=bool)
-    out.group[comm_rows] = np.where(has_pg, pg, np.where(on_gpu[comm_rows], NCCL_GROUP, GLOO_GROUP))
-    return nbytes
-
-
-def _sequence(comm_rows: IntArray, group: ObjArray, step: IntArray, ts: FloatArray) -> IntArray:
-    """Order of each collective within its (group, step) on this rank."""
-    seq = np.full(len(step), -1, dtype=np.int64)
-    if len(comm_rows):
-        keyed = pd.DataFrame(
-            {"g": group[comm_rows], "s": step[comm_rows], "t": ts[comm_rows]}, index=comm_rows
-        ).sort_values(["t"], kind="stable")
-        seq[keyed.index.to_numpy()] = keyed.groupby(["g", "s"], sort=False).cumcount().to_numpy()
-    return seq
+def _cpu_only(hooks: ObjArray, ctx: RowContext) -> ObjArray:
+    return np.where(ctx.on_gpu | ctx.on_gloo_thread, "", hooks).astype(object)
 
 
 def recognize(raw: RawTrace, world_size: int) -> RankTable:
@@ -366,7 +331,7 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
         warnings.append("repeated ProfilerStep numbers; steps were merged by number")
 
     comm_rows = np.flatnonzero(out.lane == EventLane.COMM.value)
-    nbytes = _collective_columns(raw, cats, codes, comm_rows, out, on_gpu, world_size)
+    nbytes = collective_columns(raw.comm_args, cats, codes, comm_rows, out, on_gpu, world_size)
     ctx = RowContext(
         ts=ts,
         end=end,
@@ -385,9 +350,14 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
             roles = np.asarray([f[0].value if f else "" for f in nc.fsdp2], dtype=object)
             fqns = np.asarray([f[1] if f else None for f in nc.fsdp2], dtype=object)
             label_fsdp2(ctx, out, roles[codes], fqns[codes])
+            hooks = np.asarray([fsdp2_hook(c) for c in cats], dtype=object)[codes]
+            label_compute(ctx, out, fsdp2_regions(ctx, _cpu_only(hooks, ctx), fqns[codes]))
         case Framework.FSDP1:
             roles = np.asarray([r.value if r else "" for r in nc.fsdp1], dtype=object)
             label_fsdp1(ctx, out, roles[codes])
+            hooks = np.asarray([fsdp1_hook(c) for c in cats], dtype=object)[codes]
+            units = num_forward_units(ctx, out)
+            label_compute(ctx, out, fsdp1_regions(ctx, _cpu_only(hooks, ctx), units))
         case Framework.GENERIC:
             pass
         case _:
@@ -418,7 +388,7 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
             "kind": pd.Categorical(out.kind, categories=KIND_CATEGORIES),
             "bytes": nbytes,
             "group": pd.Categorical(out.group),
-            "seq": _sequence(comm_rows, out.group, step, ts),
+            "seq": sequence(comm_rows, out.group, step, ts),
             "correlation": frame["correlation"].to_numpy(),
         }
     )
