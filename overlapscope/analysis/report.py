@@ -143,25 +143,7 @@ def notes(a: RunAnalysis) -> list[str]:
             + ("not run (pass --hta)" if a.summary.has_gpu else "not applicable: CPU-only traces")
         )
     elif hta.status == "ran":
-        ours = dict(zip(a.ranks["rank"], a.ranks["overlap_pct"], strict=False))
-        pairs = ", ".join(
-            f"rank {r}: HTA {v:.2f}% vs ours {ours.get(r, float('nan')):.2f}%"
-            for r, v in hta.overlap_pct.items()
-        )
-        lines.append(
-            f"HTA comm/comp overlap ({'with' if hta.include_last_profiler_step else 'without'} the "
-            f"last step; steps {hta.counted_steps}): {pairs}"
-        )
-        if hta.temporal is not None:
-            for row in hta.temporal.to_dict("records"):
-                lines.append(
-                    "HTA temporal breakdown rank {}: idle {} µs, compute {} µs, non-compute {} µs".format(
-                        row.get("rank"),
-                        _fmt(row.get("idle_time_us")),
-                        _fmt(row.get("compute_time_us")),
-                        _fmt(row.get("non_compute_time_us")),
-                    )
-                )
+        lines += hta_lines(a)
     else:
         lines.append(f"HTA: {hta.status}")
     return lines
@@ -200,3 +182,45 @@ def markdown(a: RunAnalysis) -> str:
         parts.append("")
     parts += ["## Notes", ""] + [f"- {n}" for n in notes(a)]
     return "\n".join(parts) + "\n"
+
+
+HTA_FIGURES = (  # (HTA column, ours, label)
+    ("kernel_time_us", ("step_time_total_us",), "kernel span"),
+    ("idle_time_us", ("idle_total_us",), "idle"),
+    ("compute_time_us", ("compute_total_us",), "compute"),
+    (
+        "non_compute_time_us",
+        ("exposed_comm_total_us", "exposed_memory_total_us", "other_total_us"),
+        "non-compute",
+    ),
+)
+
+
+def hta_lines(a: RunAnalysis) -> list[str]:
+    """HTA's temporal breakdown and overlap beside ours, per rank, with the difference."""
+    hta = a.hta
+    assert hta is not None
+    ours = a.ranks.set_index("rank")
+    rounding = "rounds events to whole µs" if hta.ns_rounding else "no rounding"
+    lines = [
+        f"HTA 0.5.0 beside ours ({'all steps' if hta.include_last_profiler_step else 'last step dropped'}"
+        f", HTA {rounding}; ours: µs totals over the counted steps, HTA - ours in brackets):"
+    ]
+    temporal = {} if hta.temporal is None else hta.temporal.set_index("rank").to_dict("index")
+    for rank, pct in sorted(hta.overlap_pct.items()):
+        mine = ours.loc[rank] if rank in ours.index else None
+        parts = []
+        for col, keys, label in HTA_FIGURES:
+            theirs = temporal.get(rank, {}).get(col)
+            if theirs is None or mine is None:
+                continue
+            value = float(sum(mine[k] for k in keys))
+            parts.append(f"{label} {_fmt(theirs)} vs {_fmt(value)} ({theirs - value:+,.0f})")
+        if mine is not None:
+            diff = pct - float(mine["overlap_pct"])
+            parts.append(
+                f"overlap {pct:.2f}% vs {float(mine['overlap_pct']):.2f}% ({diff:+.2f} pp)"
+            )
+        steps = hta.counted_steps.get(rank, [])
+        lines.append(f"  rank {rank} (HTA steps {steps}): " + ", ".join(parts))
+    return lines

@@ -151,3 +151,19 @@ def test_live_hta_without_ns_rounding_agrees_to_the_hundredth(name, monkeypatch)
     assert report.status == HtaStatus.RAN and not report.ns_rounding
     ours = float(analyze(run).ranks.set_index("rank").loc[rank, "overlap_pct"])
     assert report.overlap_pct[rank] == pytest.approx(ours, abs=0.006)
+
+
+@needs_traces
+@pytest.mark.skipif(
+    not hta_available(), reason="HTA not installed (pip install HolisticTraceAnalysis==0.5.0)"
+)
+def test_analyze_hta_prints_both_breakdowns_and_the_difference(capsys):
+    from overlapscope.cli import main
+
+    path = EXTERNAL / "hta-trace-compare-base-rank1.json.gz"
+    assert main(["analyze", "--hta", "--allow-missing-ranks", str(path)]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("  rank 1 (HTA steps"))
+    # HTA's README figures: idle 117124, compute 8, non-compute 0, kernel_time 117132
+    assert "kernel span 117,132 vs 117,132 (+0)" in line
+    assert "idle 117,124 vs 117,124 (+0)" in line and "compute 8 vs 8 (+0)" in line

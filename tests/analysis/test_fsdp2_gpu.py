@@ -4,8 +4,6 @@ compute kernels launched between each unit's hooks."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from overlapscope.analysis import analyze
