@@ -68,9 +68,12 @@ def bound_table(units: pd.DataFrame, compute: pd.DataFrame, ranks: pd.DataFrame)
 
 def efficiency(serial: pd.Series, ideal: pd.Series, actual: pd.Series) -> pd.Series:
     """``(serial - actual) / (serial - ideal)`` in [0, 1]; NaN where ``serial <= ideal``."""
-    gap = serial - ideal
+    gap = (serial - ideal).to_numpy(dtype=np.float64)
+    saved = (serial - actual).to_numpy(dtype=np.float64)
+    ok = gap > 1e-9
+    ratio = np.divide(saved, gap, out=np.full(len(gap), np.nan), where=ok)
     # rounded so float noise does not show as a tiny efficiency at zero overlap
-    return ((serial - actual) / gap).clip(0.0, 1.0).round(6).where(gap > 0)
+    return pd.Series(np.round(np.clip(ratio, 0.0, 1.0), 6), index=serial.index)
 
 
 def bound_summary(bound: pd.DataFrame) -> dict[str, float]:

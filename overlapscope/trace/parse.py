@@ -75,7 +75,10 @@ def _float_column(values: list[Any]) -> np.ndarray:
 
 
 def _category(values: list[Any]) -> pd.Categorical:
-    cat = pd.Categorical(values)
+    try:
+        cat = pd.Categorical(values)
+    except TypeError:  # unhashable values (a list where a string belongs)
+        return pd.Categorical([str(v) for v in values])
     if any(not isinstance(c, str) for c in cat.categories):
         cat = pd.Categorical([str(v) for v in values])
     return cat
