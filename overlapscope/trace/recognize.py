@@ -271,9 +271,9 @@ def _lanes(
     lane[rc.framework_issue | rc.issue_op] = EventLane.ISSUE.value
     lane[rc.limiter_label] = EventLane.WAIT.value
     ovs_cpu = cpu & rc.is_ovs
-    lane[ovs_cpu & (rc.ovs_lane == Lane.COMM.value)] = EventLane.ISSUE.value
-    lane[ovs_cpu & (rc.ovs_lane == Lane.WAIT.value)] = EventLane.WAIT.value
-    lane[ovs_cpu & (rc.ovs_lane == Lane.COPY.value)] = EventLane.MEMORY.value  # offload copies
+    # an ovs range's lane is its phase's (issue, wait, memory for offload copies)
+    for ovs_lane in (Lane.ISSUE, Lane.WAIT, Lane.MEMORY):
+        lane[ovs_cpu & (rc.ovs_lane == ovs_lane.value)] = ovs_lane.value
     if source is ComputeSource.OVS_RANGES:
         lane[ovs_cpu & (rc.ovs_lane == Lane.COMPUTE.value)] = EventLane.COMPUTE.value
     lane[rc.gloo_op] = EventLane.COMM.value

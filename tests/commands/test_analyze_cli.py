@@ -131,4 +131,4 @@ def test_hta_figures_beside_ours_on_a_gpu_trace(capsys):
     assert hta["counted_steps"] == {"0": [551, 552]}
     assert abs(hta["overlap_pct"]["0"] - doc["ranks"][0]["overlap_pct"]) <= 0.5
     assert hta["temporal"][0]["idle_time_us"] > 0
-    assert "HTA comm/comp overlap (with the last step" in cap.err
+    assert "HTA 0.5.0 beside ours (all steps" in cap.err
