@@ -351,7 +351,7 @@ def tradeoff_figure(tradeoff: pd.DataFrame) -> go.Figure:
                     "color": palette.RUN_COLOURS[i % len(palette.RUN_COLOURS)],
                     "line": {"width": 1, "color": "#333"},
                 },
-                customdata=[[row.throughput_tok_s, row.exposed_comm_ms]],
+                customdata=[[row.throughput_tok_s, row.exposed_comm_per_step_ms]],
                 hovertemplate=f"<b>{row.run}</b><br>policy {row.policy}<br>"
                 "peak memory %{x:.1f} MiB<br>step time %{y:.1f} ms<br>"
                 "throughput %{customdata[0]:,.0f} tokens/s<br>"

@@ -245,7 +245,7 @@ def test_tradeoff_one_point_per_run() -> None:
             "policy": ["none", "backward_pre"],
             "step_ms": [400.0, 300.0],
             "throughput_tok_s": [10.0, 13.0],
-            "exposed_comm_ms": [200.0, 90.0],
+            "exposed_comm_per_step_ms": [200.0, 90.0],
             "peak_mem_mib": [50.0, 70.0],
         }
     )

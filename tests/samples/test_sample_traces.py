@@ -106,7 +106,9 @@ def test_summary_matches_the_analysis(summary, samples):
         per_step: dict[int, float] = {}
         for s in steps:
             per_step[s["step"]] = max(per_step.get(s["step"], 0.0), s["step_time_us"])
-        assert row["step_time_ms"] == pytest.approx(np.median(list(per_step.values())) / 1e3)
+        assert row["step_time_per_step_ms"] == pytest.approx(
+            np.median(list(per_step.values())) / 1e3
+        )
 
 
 def test_backward_prefetch_hides_backward_all_gathers(samples):
