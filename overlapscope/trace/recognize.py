@@ -13,23 +13,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from overlapscope.trace.attribution import (
-    Labels,
-    RowContext,
-    innermost_containing,
-    label_fsdp1,
-    label_fsdp2,
-    label_overlapscope,
-)
+from overlapscope.trace.attribution import Labels, RowContext, innermost_containing
 from overlapscope.trace.comm_args import collective_columns, sequence
-from overlapscope.trace.compute_units import (
-    fsdp1_hook,
-    fsdp1_regions,
-    fsdp2_hook,
-    fsdp2_regions,
-    label_compute,
-    num_forward_units,
-)
 from overlapscope.trace.labels import (
     GLOO_PREFIX,
     GPU_NON_COMPUTE_RE,
@@ -44,6 +29,7 @@ from overlapscope.trace.labels import (
 from overlapscope.trace.names import Lane, Phase, parse_range
 from overlapscope.trace.p2p import P2P_CAT, fold_p2p
 from overlapscope.trace.parse import RawTrace
+from overlapscope.trace.producers import detect
 from overlapscope.trace.schema import (
     KIND_CATEGORIES,
     LANE_CATEGORIES,
@@ -174,16 +160,6 @@ def _encloses(
     return out
 
 
-def _framework(nc: _NameClasses, present: BoolArray) -> Framework:
-    if any(p is not None and present[i] for i, p in enumerate(nc.ovs_phase)):
-        return Framework.OVERLAPSCOPE
-    if any(f is not None and present[i] for i, f in enumerate(nc.fsdp2)):
-        return Framework.FSDP2
-    if any(f is not None and present[i] for i, f in enumerate(nc.fsdp1)):
-        return Framework.FSDP1
-    return Framework.GENERIC
-
-
 def _compute_source(on_gpu: BoolArray, is_ovs_compute: BoolArray) -> ComputeSource:
     if on_gpu.any():
         return ComputeSource.GPU_KERNELS
@@ -281,10 +257,6 @@ def _lanes(
     return lane
 
 
-def _cpu_only(hooks: ObjArray, ctx: RowContext) -> ObjArray:
-    return np.where(ctx.on_gpu | ctx.on_gloo_thread, "", hooks).astype(object)
-
-
 def recognize(raw: RawTrace, world_size: int) -> RankTable:
     """Build one rank's event table (without the ``rank`` column) from its raw columns."""
     raw = fold_p2p(raw, world_size)  # the engine's gloo send/recv -> one event per collective
@@ -296,7 +268,7 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     codes = np.asarray(name_cat.codes, dtype=np.int64)
     nc = _classify_names(cats)
     present = np.bincount(codes[codes >= 0], minlength=len(cats)) > 0
-    framework = _framework(nc, present)
+    producer = detect(cats, present)
     on_gpu = frame["on_gpu"].to_numpy()
     tid = frame["tid"].to_numpy()
     ts = frame["ts_us"].to_numpy()
@@ -343,25 +315,7 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
         step=step,
         comm_rows=comm_rows,
     )
-    match framework:
-        case Framework.OVERLAPSCOPE:
-            label_overlapscope(ctx, out, rc.is_ovs, warnings)
-        case Framework.FSDP2:
-            roles = np.asarray([f[0].value if f else "" for f in nc.fsdp2], dtype=object)
-            fqns = np.asarray([f[1] if f else None for f in nc.fsdp2], dtype=object)
-            label_fsdp2(ctx, out, roles[codes], fqns[codes])
-            hooks = np.asarray([fsdp2_hook(c) for c in cats], dtype=object)[codes]
-            label_compute(ctx, out, fsdp2_regions(ctx, _cpu_only(hooks, ctx), fqns[codes]))
-        case Framework.FSDP1:
-            roles = np.asarray([r.value if r else "" for r in nc.fsdp1], dtype=object)
-            label_fsdp1(ctx, out, roles[codes])
-            hooks = np.asarray([fsdp1_hook(c) for c in cats], dtype=object)[codes]
-            units = num_forward_units(ctx, out)
-            label_compute(ctx, out, fsdp1_regions(ctx, _cpu_only(hooks, ctx), units))
-        case Framework.GENERIC:
-            pass
-        case _:
-            raise ValueError(f"unhandled framework {framework!r}")
+    producer.label(ctx, out, cats, codes, warnings)
 
     if len(comm_rows) == 0:
         warnings.append(
@@ -392,4 +346,4 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
             "correlation": frame["correlation"].to_numpy(),
         }
     )
-    return RankTable(table, framework, source, steps, tuple(warnings))
+    return RankTable(table, producer.framework, source, steps, tuple(warnings))
