@@ -22,7 +22,13 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.errors import UserError
-from overlapscope.trace.parse import NotATraceError, RawTrace, TraceFileError, read_trace
+from overlapscope.trace.parse import (
+    MAX_WORLD_SIZE,
+    NotATraceError,
+    RawTrace,
+    TraceFileError,
+    read_trace,
+)
 from overlapscope.trace.ranks import (
     RANK_FROM_NAME_FLAG,
     check_one_run,
@@ -222,6 +228,35 @@ def load_run(
         warnings.append("no run.json: not an overlapscope run directory; analysed as plain traces")
     world_hint = int(meta.get("world_size", 0)) if meta else 0
 
+    parsed = _parse_usable(files, world_hint, progress, path_list, strict, warnings)
+    parsed = _resolve_ranks(parsed, warnings, strict, rank_from_names)
+    check_one_run([p.raw for p in parsed])
+    world = _world(parsed, world_hint, dirs, strict, warnings)
+    if len({p.raw.base_time_ns is None for p in parsed}) > 1:
+        warnings.append("some traces lack baseTimeNanoseconds: cross-rank alignment is approximate")
+
+    events, infos = _assemble(parsed, warnings)
+    return RunTraces(
+        events=events,
+        ranks=tuple(infos),
+        world_size=world,
+        run_meta=meta,
+        completed_run=completed,
+        warnings=tuple(warnings),
+        sources=tuple(files),
+    )
+
+
+def _parse_usable(
+    files: list[Path],
+    world_hint: int,
+    progress: bool | None,
+    path_list: list[Path],
+    strict: bool,
+    warnings: list[str],
+) -> list[_Parsed]:
+    """Parse every file; an unreadable one stops the command unless ``strict`` is off (or it
+    is another tool's JSON file found in a directory): then it is a warning."""
     parsed: list[_Parsed] = []
     errors: list[TraceFileError] = []
     for res in _parse_all(files, world_hint, progress):
@@ -242,8 +277,14 @@ def load_run(
             raise UserError(f"{e}; or pass {ALLOW_FLAG} to analyse the other traces")
     warnings.extend(f"skipped {e}" for e in errors)
 
-    parsed = _resolve_ranks(parsed, warnings, strict, rank_from_names)
-    check_one_run([p.raw for p in parsed])
+    return parsed
+
+
+def _world(
+    parsed: list[_Parsed], world_hint: int, dirs: list[Path], strict: bool, warnings: list[str]
+) -> int:
+    """The run's world size; ranks without a trace stop the command for a directory (it is
+    taken to hold the whole run) unless ``strict`` is off, else they are one warning."""
     world = next(
         (p.raw.world_size for p in parsed if p.raw.world_size is not None),
         max(world_hint, len(parsed), *(int(p.raw.rank or 0) + 1 for p in parsed)),
@@ -261,25 +302,18 @@ def load_run(
             f"{num_missing} of {world} ranks missing: {missing}; cross-rank figures use the "
             f"{len(parsed)} present"
         )
-    if len({p.raw.base_time_ns is None for p in parsed}) > 1:
-        warnings.append("some traces lack baseTimeNanoseconds: cross-rank alignment is approximate")
-
-    events, infos = _assemble(parsed, warnings)
-    return RunTraces(
-        events=events,
-        ranks=tuple(infos),
-        world_size=world,
-        run_meta=meta,
-        completed_run=completed,
-        warnings=tuple(warnings),
-        sources=tuple(files),
-    )
+    return world
 
 
 def _named_ranks(parsed: list[_Parsed]) -> list[_Parsed]:
     out = []
     for p in parsed:
         rank = rank_from_name(p.raw.path)
+        if rank is not None and rank >= MAX_WORLD_SIZE:
+            raise UserError(
+                f"{p.raw.path}: {RANK_FROM_NAME_FLAG}: rank {rank} in the file name is out of "
+                f"range (< {MAX_WORLD_SIZE}); rename the file, or leave out the flag"
+            )
         if rank is None:
             raise UserError(
                 f"{p.raw.path}: {RANK_FROM_NAME_FLAG}: the file name carries no rank "

@@ -300,31 +300,33 @@ def _concat_chunks(chunks: list[_Chunk]) -> _Chunk:
     )
 
 
-def read_trace(path: Path) -> RawTrace:
-    """Decode one ``.json`` / ``.json.gz`` Kineto trace; raise :class:`TraceFileError` with the
-    file and the problem when it cannot be used."""
-    data = _read_bytes(path)
+def _decode(data: bytes, path: Path) -> tuple[dict[str, Any], _Chunk]:
+    """The top-level object (without its events) and the event columns."""
     split = _chunked(data, path)
     if split is not None:
         del data
         obj, chunks = split
-        cols = _concat_chunks(chunks)
-        del chunks
-    else:
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError as e:
-            raise TraceFileError(
-                path, f"truncated or invalid JSON ({e}); the export was probably cut short"
-            ) from e
-        del data
-        if not isinstance(obj, dict) or not isinstance(obj.get("traceEvents"), list):
-            raise NotATraceError(
-                path,
-                "not a Kineto trace (no 'traceEvents' list); pass files written by "
-                "torch.profiler's export_chrome_trace",
-            )
-        cols = _columns(obj.pop("traceEvents"), path)
+        return obj, _concat_chunks(chunks)
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        raise TraceFileError(
+            path, f"truncated or invalid JSON ({e}); the export was probably cut short"
+        ) from e
+    del data
+    if not isinstance(obj, dict) or not isinstance(obj.get("traceEvents"), list):
+        raise NotATraceError(
+            path,
+            "not a Kineto trace (no 'traceEvents' list); pass files written by "
+            "torch.profiler's export_chrome_trace",
+        )
+    return obj, _columns(obj.pop("traceEvents"), path)
+
+
+def read_trace(path: Path) -> RawTrace:
+    """Decode one ``.json`` / ``.json.gz`` Kineto trace; raise :class:`TraceFileError` with the
+    file and the problem when it cannot be used."""
+    obj, cols = _decode(_read_bytes(path), path)
     if len(cols.ts) == 0:
         raise TraceFileError(
             path, "empty trace: no complete ('X') events; was the profiler active for a step?"
@@ -345,7 +347,7 @@ def read_trace(path: Path) -> RawTrace:
         comm.index = pd.Index(remap.loc[comm.index].to_numpy(), dtype=np.int64)
     first_ts = float(ts[keep].min())
     base = obj.get("baseTimeNanoseconds")
-    base_ns = int(base) if isinstance(base, int) else None
+    base_ns = int(base) if isinstance(base, int) and not isinstance(base, bool) else None
     origin_ns = (base_ns or 0) + round(first_ts * 1000.0)
     frame = pd.DataFrame(
         {

@@ -257,6 +257,66 @@ def _lanes(
     return lane
 
 
+def _table(
+    frame: pd.DataFrame, out: Labels, step: IntArray, nbytes: IntArray, seq: IntArray
+) -> pd.DataFrame:
+    """The rank's event table (schema columns but ``rank``)."""
+    ts = frame["ts_us"].to_numpy()
+    return pd.DataFrame(
+        {
+            "step": step,
+            "tid": frame["tid"].to_numpy(),
+            "stream": frame["stream"].to_numpy(),
+            "on_gpu": frame["on_gpu"].to_numpy(),
+            "cat": frame["cat"],
+            "name": frame["name"],
+            "ts_us": ts,
+            "dur_us": frame["dur_us"].to_numpy(),
+            "end_us": ts + frame["dur_us"].to_numpy(),
+            "lane": pd.Categorical(out.lane, categories=LANE_CATEGORIES),
+            "phase": pd.Categorical(out.phase, categories=PHASE_CATEGORIES),
+            "unit": pd.Categorical(out.unit),
+            "kind": pd.Categorical(out.kind, categories=KIND_CATEGORIES),
+            "bytes": nbytes,
+            "group": pd.Categorical(out.group),
+            "seq": seq,
+            "correlation": frame["correlation"].to_numpy(),
+        }
+    )
+
+
+def _steps(
+    frame: pd.DataFrame,
+    is_step: BoolArray,
+    step_no: IntArray,
+    anchor_ts: FloatArray,
+    orphan: BoolArray,
+    warnings: list[str],
+) -> tuple[IntArray, tuple[int, ...]]:
+    """Each row's step (CPU events by time, GPU events by the step of their launch) and the
+    rank's steps."""
+    step_rows = np.flatnonzero(is_step)
+    step_nos = step_no[step_rows]
+    step = _assign_steps(anchor_ts, step_rows, frame, step_nos)
+    step[orphan] = -1
+    step[step_rows] = step_nos
+    steps = tuple(sorted(set(step_nos.tolist())))
+    if len(steps) != len(step_nos):
+        warnings.append("repeated ProfilerStep numbers; steps were merged by number")
+    return step, steps
+
+
+def _on_gloo_thread(raw: RawTrace, gloo_op: BoolArray) -> BoolArray:
+    """Rows on a gloo worker thread (one that runs gloo ops, or is named so)."""
+    tid = raw.events["tid"].to_numpy()
+    # Folded point-to-point collectives sit on the issuing (training) thread: not a gloo thread.
+    not_p2p = (raw.events["cat"] != P2P_CAT).to_numpy()
+    gloo_tids = set(np.unique(tid[gloo_op & not_p2p]).tolist()) | {
+        t for t, name in raw.thread_names.items() if "gloo" in name
+    }
+    return np.isin(tid, np.asarray(sorted(gloo_tids), dtype=np.int64))
+
+
 def recognize(raw: RawTrace, world_size: int) -> RankTable:
     """Build one rank's event table (without the ``rank`` column) from its raw columns."""
     raw = fold_p2p(raw, world_size)  # the engine's gloo send/recv -> one event per collective
@@ -275,12 +335,7 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     end = ts + frame["dur_us"].to_numpy()
     rc = _row_classes(nc, codes, on_gpu)
     source = _compute_source(on_gpu, rc.is_ovs & (rc.ovs_lane == Lane.COMPUTE.value))
-    # Folded point-to-point collectives sit on the issuing (training) thread: not a gloo thread.
-    not_p2p = (frame["cat"] != P2P_CAT).to_numpy()
-    gloo_tids = set(np.unique(tid[rc.gloo_op & not_p2p]).tolist()) | {
-        t for t, name in raw.thread_names.items() if "gloo" in name
-    }
-    on_gloo_thread = np.isin(tid, np.asarray(sorted(gloo_tids), dtype=np.int64))
+    on_gloo_thread = _on_gloo_thread(raw, rc.gloo_op)
 
     out = Labels(
         lane=_lanes(nc, codes, rc, frame, source, on_gloo_thread),
@@ -291,16 +346,8 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     )
     out.phase[rc.limiter_label] = Phase.LIMITER.value
 
-    # Steps: CPU events by time, GPU events by the step of their launch.
-    step_rows = np.flatnonzero(rc.step)
-    step_nos = nc.step_no[codes][step_rows]
     anchor_ts, anchor_tid, orphan = _launch_anchor(frame)
-    step = _assign_steps(anchor_ts, step_rows, frame, step_nos)
-    step[orphan] = -1
-    step[step_rows] = step_nos
-    steps = tuple(sorted(set(step_nos.tolist())))
-    if len(steps) != len(step_nos):
-        warnings.append("repeated ProfilerStep numbers; steps were merged by number")
+    step, steps = _steps(frame, rc.step, nc.step_no[codes], anchor_ts, orphan, warnings)
 
     comm_rows = np.flatnonzero(out.lane == EventLane.COMM.value)
     nbytes = collective_columns(raw.comm_args, cats, codes, comm_rows, out, on_gpu, world_size)
@@ -325,25 +372,5 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     if not steps:
         warnings.append("no ProfilerStep ranges: the whole trace is counted as one step")
 
-    table = pd.DataFrame(
-        {
-            "step": step,
-            "tid": tid,
-            "stream": frame["stream"].to_numpy(),
-            "on_gpu": on_gpu,
-            "cat": frame["cat"],
-            "name": frame["name"],
-            "ts_us": ts,
-            "dur_us": frame["dur_us"].to_numpy(),
-            "end_us": end,
-            "lane": pd.Categorical(out.lane, categories=LANE_CATEGORIES),
-            "phase": pd.Categorical(out.phase, categories=PHASE_CATEGORIES),
-            "unit": pd.Categorical(out.unit),
-            "kind": pd.Categorical(out.kind, categories=KIND_CATEGORIES),
-            "bytes": nbytes,
-            "group": pd.Categorical(out.group),
-            "seq": sequence(comm_rows, out.group, step, ts),
-            "correlation": frame["correlation"].to_numpy(),
-        }
-    )
+    table = _table(frame, out, step, nbytes, sequence(comm_rows, out.group, step, ts))
     return RankTable(table, producer.framework, source, steps, tuple(warnings))
