@@ -7,7 +7,9 @@ One convention, so a per-step figure cannot be read as a total or the other way 
 * ``<figure>_us`` without either suffix only in tables with one row per step (the ``steps``
   table, a what-if replay's per-step rows) or per event / interval, where the row is the scope;
 * ``_bytes`` likewise (``bytes_total``, ``bytes_per_step``), ``null`` when unknown;
-* ``num_*`` counts, ``*_pct`` percentages in [0, 100], ``*_gbps`` GB/s.
+* ``num_*`` counts, ``*_pct`` percentages in [0, 100], ``*_gbps`` GB/s;
+* the same suffixes with ``_ms`` where a table is in milliseconds (the sweep summary:
+  ``step_time_per_step_ms``).
 
 ``analyze``, ``whatif`` and ``sweep`` import the suffixes from here.
 """
