@@ -112,8 +112,19 @@ def find(
     # An overlapscope engine run (its run.json lists units) is changed with our flags; any
     # other trace with torch FSDP's knobs.
     engine = isinstance((run_meta or {}).get("units"), list)
-    out: list[Finding] = []
+    out = [
+        *_backward_gathers(units, ranks, floor, policy, engine),
+        *_forward_gathers(units, ranks, floor, cfg, engine),
+        *_rate_limiter(ranks, floor, run_meta, engine),
+    ]
+    out.extend(_straggler(collectives, ranks, floor, has_gpu))
+    out.extend(_network(collectives, ranks, cfg, floor))
+    return tuple(sorted(out, key=lambda f: f.stake_us, reverse=True))
 
+
+def _backward_gathers(
+    units: pd.DataFrame, ranks: pd.DataFrame, floor: float, policy: object, engine: bool
+) -> list[Finding]:
     stake, top = _phase_exposure(units, ranks, Phase.AG_BWD)
     if stake > floor:
         if policy == "backward_pre" and engine:
@@ -137,7 +148,7 @@ def find(
                 "backward_prefetch=BackwardPrefetch.BACKWARD_PRE (FSDP2 prefetches one unit "
                 "by default; set_modules_to_backward_prefetch for more)"
             )
-        out.append(
+        return [
             Finding(
                 FindingKind.BACKWARD_ALL_GATHER_EXPOSED,
                 stake,
@@ -146,8 +157,14 @@ def find(
                 f"most exposed units: {_top_text(top)}",
                 change,
             )
-        )
+        ]
 
+    return []
+
+
+def _forward_gathers(
+    units: pd.DataFrame, ranks: pd.DataFrame, floor: float, cfg: dict[str, Any], engine: bool
+) -> list[Finding]:
     stake, top = _phase_exposure(units, ranks, Phase.AG_FWD)
     if stake > floor:
         if cfg.get("forward_prefetch") is True:
@@ -162,7 +179,7 @@ def find(
                 "issue the next unit's all-gather during the current unit's forward: FSDP1 "
                 "forward_prefetch=True (FSDP2: set_modules_to_forward_prefetch)"
             )
-        out.append(
+        return [
             Finding(
                 FindingKind.FORWARD_ALL_GATHER_EXPOSED,
                 stake,
@@ -171,8 +188,14 @@ def find(
                 f"most exposed units: {_top_text(top)}",
                 change,
             )
-        )
+        ]
 
+    return []
+
+
+def _rate_limiter(
+    ranks: pd.DataFrame, floor: float, run_meta: dict[str, Any] | None, engine: bool
+) -> list[Finding]:
     limiter = float(ranks["limiter_per_step_us"].mean())
     if limiter > floor:
         peaks = (run_meta or {}).get("peak_mem_bytes")
@@ -188,7 +211,7 @@ def find(
             else "if there is memory headroom, relax the rate limiter: FSDP1 "
             "limit_all_gathers=False (or allow more in-flight all-gathers)"
         )
-        out.append(
+        return [
             Finding(
                 FindingKind.RATE_LIMITER,
                 limiter,
@@ -196,11 +219,9 @@ def find(
                 f"{limiter:,.0f} µs/step waiting in the all-gather rate limiter{mem}",
                 change,
             )
-        )
+        ]
 
-    out.extend(_straggler(collectives, ranks, floor, has_gpu))
-    out.extend(_network(collectives, ranks, cfg, floor))
-    return tuple(sorted(out, key=lambda f: f.stake_us, reverse=True))
+    return []
 
 
 def _straggler(

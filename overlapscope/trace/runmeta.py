@@ -38,6 +38,14 @@ def _check_fields(path: Path, meta: dict[str, Any]) -> None:
         names = meta["traces"]
         if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
             raise _bad(path, "traces", names, "a list of trace file names")
+    if "peak_mem_bytes" in meta:
+        peaks = meta["peak_mem_bytes"]
+        if not isinstance(peaks, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in peaks
+        ):
+            raise _bad(path, "peak_mem_bytes", peaks, "a list of byte counts per rank")
+    if "units" in meta and not isinstance(meta["units"], list):
+        raise _bad(path, "units", meta["units"], "a list of units")
     for key in ("config", "predicted"):
         if key in meta and meta[key] is not None and not isinstance(meta[key], dict):
             raise _bad(path, key, meta[key], "an object")

@@ -85,10 +85,11 @@ def run_dir(tmp_path: Path, meta: object) -> Path:
         ({"world_size": 2 * 10**9}, "'world_size'"),
         ({"traces": "rank-0.json"}, "'traces'"),
         ({"config": [1]}, "'config'"),
+        ({"peak_mem_bytes": ["1"]}, "'peak_mem_bytes'"),
         ("{not json", "not valid JSON"),
         ("[1, 2]", "not a JSON object"),
     ],
-    ids=["ws-str", "ws-null", "ws-huge", "traces-str", "config-list", "corrupt", "list"],
+    ids=["ws-str", "ws-null", "ws-huge", "traces-str", "config-list", "peaks", "corrupt", "list"],
 )
 def test_bad_run_json_is_one_line_naming_the_field(tmp_path, capsys, meta, field):
     d = run_dir(tmp_path, meta)
