@@ -17,13 +17,11 @@ from dashboards import ids
 from dashboards.data import LoadedRun, RunRegistry, RunSource
 from dashboards.figures import (
     TimelinePanel,
-    ranks_figure,
     step_panel,
     timeline_figure,
-    tradeoff_figure,
-    units_figure,
     whatif_figure,
 )
+from dashboards.run_figures import ranks_figure, tradeoff_figure, units_figure
 from dashboards.tables import (
     OVERVIEW_COLUMNS,
     OVERVIEW_HEADERS,

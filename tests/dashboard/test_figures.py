@@ -11,13 +11,11 @@ from dashboards.figures import (
     EXPOSED_PHASE,
     MAX_BARS,
     merge_close,
-    ranks_figure,
     step_panel,
     timeline_figure,
-    tradeoff_figure,
-    units_figure,
     window_bars,
 )
+from dashboards.run_figures import ranks_figure, tradeoff_figure, units_figure
 
 from .helpers import timeline
 
