@@ -50,7 +50,16 @@ def bad_events(names: list[Any], args: list[Any], ts: np.ndarray, dur: np.ndarra
 # Host-side events that may carry a stream argument (ROCm's hipLaunchKernel,
 # hipMemcpyWithStream): CPU calls, not GPU activity.
 HOST_CATEGORIES = frozenset(
-    {"cuda_runtime", "cuda_driver", "hip_runtime", "cpu_op", "user_annotation"}
+    {
+        "cuda_runtime",
+        "cuda_driver",
+        "hip_runtime",
+        "cpu_op",
+        "user_annotation",
+        "python_function",
+        # a range drawn on the GPU row around kernels: not activity of its own
+        "gpu_user_annotation",
+    }
 )
 
 

@@ -230,3 +230,21 @@ def test_no_steps_counts_whole_trace(tmp_path: Path):
     # now the pre-step kernel counts too (and the orphan: nothing is excluded)
     assert a.ranks.iloc[0]["compute_total_us"] == pytest.approx(54 + 5)
     assert a.counted_steps == {0: ()}
+
+
+def test_host_calls_and_annotations_with_a_stream_are_not_gpu_activity(tmp_path: Path):
+    """ROCm's hipLaunchKernel carries args.stream; so may a gpu_user_annotation around
+    kernels: neither is GPU activity, and kernels launched by a hip* call keep their step."""
+    events = [
+        e
+        if e.get("cat") != "cuda_runtime"
+        else {**e, "name": "hipLaunchKernel", "args": {**e["args"], "stream": 7}}
+        for e in gpu_events()
+    ]
+    events.append(x("nccl:all_gather", 20, 30, tid=20, cat="gpu_user_annotation", pid=0))
+    events[-1]["args"] = {"stream": 20}
+    write(tmp_path / "rank-0.json", trace(0, 2, events, backend="nccl"))
+    r = analyze(load_run(tmp_path / "rank-0.json")).ranks.iloc[0]
+    assert r["step_time_total_us"] == pytest.approx(95)
+    assert r["compute_total_us"] == pytest.approx(54)
+    assert r["comm_total_us"] == pytest.approx(30)
