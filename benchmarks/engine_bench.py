@@ -98,7 +98,7 @@ def exposed_bwd_ag_ms(analysis: dict[str, Any]) -> float:
     """Exposed backward all-gather per step, mean over ranks."""
     rows = [u for u in analysis["units"] if u["phase"] == "ag_bwd"]
     num_ranks = len(analysis["ranks"])
-    return sum(u["exposed_us_per_step"] for u in rows) / num_ranks / 1e3
+    return sum(u["exposed_per_step_us"] for u in rows) / num_ranks / 1e3
 
 
 def ratio_stats(values: Sequence[float]) -> dict[str, float]:
@@ -145,7 +145,8 @@ def bench_policy(args: argparse.Namespace) -> None:
                         "unit_full_bytes": max(blocks),
                         "max_alive_units": max(meta["max_alive_units"]),
                         "exposed_bwd_ag_ms": exposed_bwd_ag_ms(analysis),
-                        "actual_over_ideal": bound["actual_us"] / bound["ideal_us"],
+                        "actual_over_ideal": bound["actual_per_step_us"]
+                        / bound["ideal_per_step_us"],
                         "bound": bound,
                     }
                 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from overlapscope.trace.names import Phase
+
 # Lanes of the timeline, top to bottom within a rank.
 LANE_COMPUTE = "compute"
 LANE_ALL_GATHER = "all-gather"
@@ -19,49 +21,53 @@ LANES: tuple[str, ...] = (
 )
 
 # Phase -> (lane, colour). Communication phases keep their hue in the wait lane (lighter).
-PHASE_STYLE: dict[str, tuple[str, str]] = {
-    "fwd": (LANE_COMPUTE, "#4C78A8"),
-    "bwd": (LANE_COMPUTE, "#72B7B2"),
-    "recompute": (LANE_COMPUTE, "#9D755D"),
-    "optim": (LANE_COMPUTE, "#B279A2"),
-    "ag_fwd": (LANE_ALL_GATHER, "#F58518"),
-    "ag_bwd": (LANE_ALL_GATHER, "#E45756"),
-    "rs": (LANE_REDUCE, "#54A24B"),
-    "ar": (LANE_REDUCE, "#2E7D32"),
-    "h2d": (LANE_MEMORY, "#BAB0AC"),
-    "d2h": (LANE_MEMORY, "#8C8C8C"),
-    "ag_fwd.wait": (LANE_WAIT, "#FBC58C"),
-    "ag_bwd.wait": (LANE_WAIT, "#F2A5A4"),
-    "rs.wait": (LANE_WAIT, "#A8D5A2"),
-    "ar.wait": (LANE_WAIT, "#8FC792"),
-    "h2d.wait": (LANE_WAIT, "#DDDDDD"),
-    "d2h.wait": (LANE_WAIT, "#CCCCCC"),
-    "limiter": (LANE_WAIT, "#EECA3B"),
+STYLE_BY_PHASE: dict[Phase, tuple[str, str]] = {
+    Phase.FWD: (LANE_COMPUTE, "#4C78A8"),
+    Phase.BWD: (LANE_COMPUTE, "#72B7B2"),
+    Phase.RECOMPUTE: (LANE_COMPUTE, "#9D755D"),
+    Phase.OPTIM: (LANE_COMPUTE, "#B279A2"),
+    Phase.AG_FWD: (LANE_ALL_GATHER, "#F58518"),
+    Phase.AG_BWD: (LANE_ALL_GATHER, "#E45756"),
+    Phase.RS: (LANE_REDUCE, "#54A24B"),
+    Phase.AR: (LANE_REDUCE, "#2E7D32"),
+    Phase.H2D: (LANE_MEMORY, "#BAB0AC"),
+    Phase.D2H: (LANE_MEMORY, "#8C8C8C"),
+    Phase.AG_FWD_WAIT: (LANE_WAIT, "#FBC58C"),
+    Phase.AG_BWD_WAIT: (LANE_WAIT, "#F2A5A4"),
+    Phase.RS_WAIT: (LANE_WAIT, "#A8D5A2"),
+    Phase.AR_WAIT: (LANE_WAIT, "#8FC792"),
+    Phase.H2D_WAIT: (LANE_WAIT, "#DDDDDD"),
+    Phase.D2H_WAIT: (LANE_WAIT, "#CCCCCC"),
+    Phase.LIMITER: (LANE_WAIT, "#EECA3B"),
 }
+# Keyed by the phase value, as the tables hold it (a test checks every Phase has a style).
+PHASE_STYLE: dict[str, tuple[str, str]] = {p.value: v for p, v in STYLE_BY_PHASE.items()}
 UNKNOWN_PHASE = "other"
 UNKNOWN_STYLE: tuple[str, str] = (LANE_COMPUTE, "#A0A0A0")
 EXPOSED_COLOUR = "#222222"  # exposed communication: dark, unlike any phase
 
 # Human names for the legend.
-PHASE_NAMES: dict[str, str] = {
-    "fwd": "forward compute",
-    "bwd": "backward compute",
-    "recompute": "recompute",
-    "optim": "optimizer",
-    "ag_fwd": "all-gather (forward)",
-    "ag_bwd": "all-gather (backward)",
-    "rs": "reduce-scatter",
-    "ar": "all-reduce",
-    "h2d": "copy host→device",
-    "d2h": "copy device→host",
-    "ag_fwd.wait": "wait: forward all-gather",
-    "ag_bwd.wait": "wait: backward all-gather",
-    "rs.wait": "wait: reduce-scatter",
-    "ar.wait": "wait: all-reduce",
-    "h2d.wait": "wait: copy",
-    "d2h.wait": "wait: copy",
-    "limiter": "rate limiter",
+NAME_BY_PHASE: dict[Phase, str] = {
+    Phase.FWD: "forward compute",
+    Phase.BWD: "backward compute",
+    Phase.RECOMPUTE: "recompute",
+    Phase.OPTIM: "optimizer",
+    Phase.AG_FWD: "all-gather (forward)",
+    Phase.AG_BWD: "all-gather (backward)",
+    Phase.RS: "reduce-scatter",
+    Phase.AR: "all-reduce",
+    Phase.H2D: "copy host→device",
+    Phase.D2H: "copy device→host",
+    Phase.AG_FWD_WAIT: "wait: forward all-gather",
+    Phase.AG_BWD_WAIT: "wait: backward all-gather",
+    Phase.RS_WAIT: "wait: reduce-scatter",
+    Phase.AR_WAIT: "wait: all-reduce",
+    Phase.H2D_WAIT: "wait: copy",
+    Phase.D2H_WAIT: "wait: copy",
+    Phase.LIMITER: "rate limiter",
 }
+
+PHASE_NAMES: dict[str, str] = {p.value: v for p, v in NAME_BY_PHASE.items()}
 
 # Series colours for runs (trade-off view) and the heat map scale.
 RUN_COLOURS: tuple[str, ...] = (

@@ -21,8 +21,8 @@ OVERVIEW_COLUMNS: tuple[str, ...] = (
     "rank",
     "step_ms",
     "throughput_tok_s",
-    "exposed_comm_ms",
-    "nccl_wait_ms",
+    "exposed_comm_per_step_ms",
+    "nccl_wait_per_step_ms",
     "overlap_pct",
     "peak_mem_mib",
     "busbw_gbit_s",
@@ -33,8 +33,8 @@ OVERVIEW_HEADERS: dict[str, str] = {
     "rank": "rank",
     "step_ms": "step time (ms)",
     "throughput_tok_s": "throughput (tokens/s)",
-    "exposed_comm_ms": "exposed comm (ms/step)",
-    "nccl_wait_ms": "NCCL wait (ms/step)",
+    "exposed_comm_per_step_ms": "exposed comm (ms/step)",
+    "nccl_wait_per_step_ms": "NCCL wait (ms/step)",
     "overlap_pct": "overlap (%)",
     "peak_mem_mib": "peak memory (MiB)",
     "busbw_gbit_s": "bus bandwidth (Gbit/s, median)",
@@ -78,7 +78,6 @@ def overview_table(runs: Sequence[LoadedRun]) -> pd.DataFrame:
     frames = []
     for run in runs:
         ranks = run.analysis.ranks
-        steps = ranks["num_steps"].where(ranks["num_steps"] > 0)
         busbw = run.analysis.collectives["busbw_gbps"]
         frames.append(
             pd.DataFrame(
@@ -86,11 +85,11 @@ def overview_table(runs: Sequence[LoadedRun]) -> pd.DataFrame:
                     "run": run.source.label,
                     "policy": policy_label(run),
                     "rank": ranks["rank"].astype(int),
-                    "step_ms": ranks["mean_step_time_us"] / 1e3,
+                    "step_ms": ranks["step_time_per_step_us"] / 1e3,
                     "throughput_tok_s": _tokens_per_step(run.run_meta)
-                    / (ranks["mean_step_time_us"] / 1e6),
-                    "exposed_comm_ms": ranks["exposed_comm_us"] / steps / 1e3,
-                    "nccl_wait_ms": ranks["nccl_wait_us"] / steps / 1e3,
+                    / (ranks["step_time_per_step_us"] / 1e6),
+                    "exposed_comm_per_step_ms": ranks["exposed_comm_per_step_us"] / 1e3,
+                    "nccl_wait_per_step_ms": ranks["nccl_wait_per_step_us"] / 1e3,
                     "overlap_pct": ranks["overlap_pct"],
                     "peak_mem_mib": _peak_mem_mib(run.run_meta, ranks["rank"]),
                     # GB/s in the analysis; Gbit/s here, the unit links are given in
@@ -109,7 +108,7 @@ def tradeoff_table(overview: pd.DataFrame) -> pd.DataFrame:
     out = grouped.agg(
         step_ms=("step_ms", "mean"),
         throughput_tok_s=("throughput_tok_s", "mean"),
-        exposed_comm_ms=("exposed_comm_ms", "mean"),
+        exposed_comm_per_step_ms=("exposed_comm_per_step_ms", "mean"),
         peak_mem_mib=("peak_mem_mib", "max"),
     )
     return out.reset_index()

@@ -17,13 +17,11 @@ from dashboards import ids
 from dashboards.data import LoadedRun, RunRegistry, RunSource
 from dashboards.figures import (
     TimelinePanel,
-    ranks_figure,
     step_panel,
     timeline_figure,
-    tradeoff_figure,
-    units_figure,
     whatif_figure,
 )
+from dashboards.run_figures import ranks_figure, tradeoff_figure, units_figure
 from dashboards.tables import (
     OVERVIEW_COLUMNS,
     OVERVIEW_HEADERS,
@@ -96,8 +94,8 @@ def step_options(registry: RunRegistry, run_a: str | None, run_b: str | None) ->
 NUMBER_FORMATS: dict[str, str] = {
     "step_ms": "{:.1f}",
     "throughput_tok_s": "{:,.0f}",
-    "exposed_comm_ms": "{:.1f}",
-    "nccl_wait_ms": "{:.1f}",
+    "exposed_comm_per_step_ms": "{:.1f}",
+    "nccl_wait_per_step_ms": "{:.1f}",
     "overlap_pct": "{:.1f}",
     "peak_mem_mib": "{:.1f}",
     "busbw_gbit_s": "{:.3f}",

@@ -17,7 +17,7 @@ import pandas as pd
 from overlapscope.analysis.bound import bound_summary, bound_table
 from overlapscope.analysis.collectives import collective_tables
 from overlapscope.analysis.findings import Finding, find
-from overlapscope.analysis.hta_report import HtaReport, HtaStatus, run_hta
+from overlapscope.analysis.hta_report import HtaReport, HtaStatus, round_like_hta, run_hta
 from overlapscope.analysis.levers import lever_table
 from overlapscope.analysis.metrics import (
     comm_exposure,
@@ -31,7 +31,7 @@ from overlapscope.analysis.metrics import (
 )
 from overlapscope.trace.loader import RunTraces
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,13 +120,17 @@ def _clean(d: dict[str, float]) -> dict[str, float | None]:
     return {k: (None if v != v else v) for k, v in d.items()}
 
 
-def analyze(run: RunTraces, *, hta: bool = False) -> RunAnalysis:
-    """Analyse a loaded run. ``hta=True`` also runs HTA (slow, offline only)."""
+def analyze(run: RunTraces, *, hta: bool = False, hta_rounding: bool = False) -> RunAnalysis:
+    """Analyse a loaded run. ``hta=True`` also runs HTA (slow, offline only);
+    ``hta_rounding=True`` rounds GPU events to whole µs first, as HTA 0.5.0 does, to compare
+    with its figures (see :func:`round_like_hta`)."""
+    if hta_rounding:
+        run = round_like_hta(run)
     counted = counted_mask(run)
     steps = step_table(run, counted)
     ranks = rank_table(run, counted, steps)
     exposure = comm_exposure(run, counted)
-    units = unit_table(run, counted, exposure)
+    units = unit_table(run, counted, exposure, ranks)
     comm = run.events.loc[exposure.index].assign(exposed_us=exposure.to_numpy())
     collectives, collective_ranks = collective_tables(comm, run.world_size)
     bound = bound_table(units, compute_by_unit(run, counted), ranks)
@@ -150,7 +154,7 @@ def analyze(run: RunTraces, *, hta: bool = False) -> RunAnalysis:
         bound_summary=bound_summary(bound),
         findings=findings,
         timeline=timeline_table(run, counted, exposure),
-        exposed=exposed_intervals(run, counted),
+        exposed=exposed_intervals(run, counted, steps),
         levers=lever_table(run, counted),
         counted_steps={r.rank: r.steps for r in run.ranks},
         warnings=run.warnings,

@@ -86,6 +86,8 @@ def collective_tables(comm: pd.DataFrame, world_size: int) -> tuple[pd.DataFrame
         .map({k.value: k.bus_factor(max(world_size, 1)) for k in CollectiveKind})
         .fillna(1.0)
     )
+    # Kineto writes -1 for an unknown size: unknown stays unknown (null), not a size.
+    agg["bytes"] = agg["bytes"].astype(np.float64).where(agg["bytes"] >= 0)
     known = (agg["bytes"] > 0) & (agg["transfer_us"] > 0)
     agg["algbw_gbps"] = (agg["bytes"] / agg["transfer_us"] / 1e3).where(known)
     agg["busbw_gbps"] = agg["algbw_gbps"] * factor

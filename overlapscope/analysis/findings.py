@@ -76,10 +76,10 @@ def _phase_exposure(
     units: pd.DataFrame, ranks: pd.DataFrame, phase: Phase
 ) -> tuple[float, pd.DataFrame]:
     rows = units[units["phase"] == phase.value]
-    per_rank = rows.groupby("rank")["exposed_us_per_step"].sum()
+    per_rank = rows.groupby("rank")["exposed_per_step_us"].sum()
     stake = float(per_rank.reindex(ranks["rank"], fill_value=0.0).mean()) if len(ranks) else 0.0
     top = (
-        rows.groupby("unit", dropna=False)["exposed_us_per_step"]
+        rows.groupby("unit", dropna=False)["exposed_per_step_us"]
         .mean()
         .sort_values(ascending=False)
     )
@@ -105,15 +105,26 @@ def find(
     """All findings whose stake passes the threshold, largest stake first."""
     if ranks.empty:
         return ()
-    step_us = float(ranks["mean_step_time_us"].mean())
+    step_us = float(ranks["step_time_per_step_us"].mean())
     floor = MIN_STAKE_FRACTION * step_us if np.isfinite(step_us) else 0.0
     cfg = _config(run_meta)
     policy = cfg.get("policy")
     # An overlapscope engine run (its run.json lists units) is changed with our flags; any
     # other trace with torch FSDP's knobs.
     engine = isinstance((run_meta or {}).get("units"), list)
-    out: list[Finding] = []
+    out = [
+        *_backward_gathers(units, ranks, floor, policy, engine),
+        *_forward_gathers(units, ranks, floor, cfg, engine),
+        *_rate_limiter(ranks, floor, run_meta, engine),
+    ]
+    out.extend(_straggler(collectives, ranks, floor, has_gpu))
+    out.extend(_network(collectives, ranks, cfg, floor))
+    return tuple(sorted(out, key=lambda f: f.stake_us, reverse=True))
 
+
+def _backward_gathers(
+    units: pd.DataFrame, ranks: pd.DataFrame, floor: float, policy: object, engine: bool
+) -> list[Finding]:
     stake, top = _phase_exposure(units, ranks, Phase.AG_BWD)
     if stake > floor:
         if policy == "backward_pre" and engine:
@@ -137,7 +148,7 @@ def find(
                 "backward_prefetch=BackwardPrefetch.BACKWARD_PRE (FSDP2 prefetches one unit "
                 "by default; set_modules_to_backward_prefetch for more)"
             )
-        out.append(
+        return [
             Finding(
                 FindingKind.BACKWARD_ALL_GATHER_EXPOSED,
                 stake,
@@ -146,8 +157,14 @@ def find(
                 f"most exposed units: {_top_text(top)}",
                 change,
             )
-        )
+        ]
 
+    return []
+
+
+def _forward_gathers(
+    units: pd.DataFrame, ranks: pd.DataFrame, floor: float, cfg: dict[str, Any], engine: bool
+) -> list[Finding]:
     stake, top = _phase_exposure(units, ranks, Phase.AG_FWD)
     if stake > floor:
         if cfg.get("forward_prefetch") is True:
@@ -162,7 +179,7 @@ def find(
                 "issue the next unit's all-gather during the current unit's forward: FSDP1 "
                 "forward_prefetch=True (FSDP2: set_modules_to_forward_prefetch)"
             )
-        out.append(
+        return [
             Finding(
                 FindingKind.FORWARD_ALL_GATHER_EXPOSED,
                 stake,
@@ -171,9 +188,15 @@ def find(
                 f"most exposed units: {_top_text(top)}",
                 change,
             )
-        )
+        ]
 
-    limiter = float((ranks["limiter_us"] / ranks["num_steps"].clip(lower=1)).mean())
+    return []
+
+
+def _rate_limiter(
+    ranks: pd.DataFrame, floor: float, run_meta: dict[str, Any] | None, engine: bool
+) -> list[Finding]:
+    limiter = float(ranks["limiter_per_step_us"].mean())
     if limiter > floor:
         peaks = (run_meta or {}).get("peak_mem_bytes")
         mem = (
@@ -188,7 +211,7 @@ def find(
             else "if there is memory headroom, relax the rate limiter: FSDP1 "
             "limit_all_gathers=False (or allow more in-flight all-gathers)"
         )
-        out.append(
+        return [
             Finding(
                 FindingKind.RATE_LIMITER,
                 limiter,
@@ -196,11 +219,9 @@ def find(
                 f"{limiter:,.0f} µs/step waiting in the all-gather rate limiter{mem}",
                 change,
             )
-        )
+        ]
 
-    out.extend(_straggler(collectives, ranks, floor, has_gpu))
-    out.extend(_network(collectives, ranks, cfg, floor))
-    return tuple(sorted(out, key=lambda f: f.stake_us, reverse=True))
+    return []
 
 
 def _straggler(

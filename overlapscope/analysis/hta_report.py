@@ -11,12 +11,14 @@ timestamps to whole µs unless it is set; the difference is reported in ``ns_rou
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from overlapscope.trace.loader import RunTraces
@@ -136,3 +138,18 @@ def _idle(ta: Any, ranks: list[int]) -> pd.DataFrame | None:
         return None
     out = df.rename(columns={"idle_time": "idle_time_us"})
     return out.reset_index(drop=True)
+
+
+def round_like_hta(run: RunTraces) -> RunTraces:
+    """The run with GPU events rounded as HTA 0.5.0 rounds them (start up, end down to whole
+    µs of the file's own clock), so figures can be compared with HTA's to the µs. Events that
+    round to nothing keep zero length."""
+    ev = run.events
+    offset = ev["rank"].map({r.rank: r.raw_ts_offset_us for r in run.ranks}).to_numpy()
+    gpu = ev["on_gpu"].to_numpy()
+    ts = ev["ts_us"].to_numpy()
+    end = ev["end_us"].to_numpy()
+    new_ts = np.where(gpu, np.ceil(ts + offset) - offset, ts)
+    new_end = np.where(gpu, np.maximum(np.floor(end + offset) - offset, new_ts), end)
+    events = ev.assign(ts_us=new_ts, end_us=new_end, dur_us=new_end - new_ts)
+    return dataclasses.replace(run, events=events)

@@ -3,10 +3,10 @@
 ``lever_table``: one row per (rank, unit, phase) for the phases ``recompute``, ``h2d`` and
 ``d2h``:
 
-- ``time_us``: their summed duration (recompute: the extra compute checkpointing costs;
+- ``time_*_us``: their summed duration (recompute: the extra compute checkpointing costs;
   copies: the copy time);
-- ``exposed_us`` (copies only): copy time during which no compute runs on the rank;
-- ``hides_comm_us`` (recompute only): communication time that runs under the recomputation
+- ``exposed_*_us`` (copies only): copy time during which no compute runs on the rank;
+- ``hides_comm_*_us`` (recompute only): communication time that runs under the recomputation
   (compute that hides communication);
 - ``*_per_step``: the same divided by the rank's counted steps.
 """
@@ -26,12 +26,12 @@ LEVER_COLUMNS = [
     "rank",
     "unit",
     "phase",
-    "time_us",
-    "exposed_us",
-    "hides_comm_us",
-    "time_us_per_step",
-    "exposed_us_per_step",
-    "hides_comm_us_per_step",
+    "time_total_us",
+    "exposed_total_us",
+    "hides_comm_total_us",
+    "time_per_step_us",
+    "exposed_per_step_us",
+    "hides_comm_per_step_us",
 ]
 
 
@@ -56,11 +56,9 @@ def lever_table(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
                     "rank": np.int32(rank),
                     "unit": lev["unit"].astype(object).to_numpy(),
                     "phase": lev["phase"].astype(object).to_numpy(),
-                    "time_us": dur,
-                    "exposed_us": np.where(
-                        is_recompute, np.nan, dur - covered(compute_set, ts, end)
-                    ),
-                    "hides_comm_us": np.where(is_recompute, covered(comm_set, ts, end), np.nan),
+                    "time": dur,
+                    "exposed": np.where(is_recompute, np.nan, dur - covered(compute_set, ts, end)),
+                    "hides_comm": np.where(is_recompute, covered(comm_set, ts, end), np.nan),
                 }
             )
         )
@@ -74,6 +72,7 @@ def lever_table(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
     )
     nsteps = {i.rank: max(len(i.steps), 1) for i in run.ranks}
     per = table["rank"].map(nsteps).astype(float)
-    for col in ("time_us", "exposed_us", "hides_comm_us"):
-        table[f"{col}_per_step"] = table[col] / per
+    for col in ("time", "exposed", "hides_comm"):
+        table[f"{col}_total_us"] = table[col]
+        table[f"{col}_per_step_us"] = table[col] / per
     return table[LEVER_COLUMNS]

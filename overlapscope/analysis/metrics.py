@@ -2,27 +2,26 @@
 
 Definitions (all times in µs, over the counted steps of each rank):
 
-* ``comm_us``: length of the union of the rank's communication intervals (NCCL kernels on GPU,
-  gloo ops on CPU); ``compute_us`` the same for compute (see ``lane`` in the schema).
-* ``exposed_comm_us``: length of ``comm - compute``: communication while no compute runs.
+* The partition of each step (``compute``, ``exposed_comm``, ``exposed_memory``, ``other``,
+  ``idle``) and the step windows: :mod:`overlapscope.analysis.partition`.
+* ``comm_us``: length of the union of the rank's communication intervals inside the step
+  (NCCL kernels on GPU, gloo ops on CPU).
 * ``overlap_pct``: ``100 * |comm ∩ compute| / |comm|`` (HTA's definition); NaN without comm.
 * ``nccl_wait_us``: time compute is blocked on a collective. CPU overlapscope runs: the union
   of the ``ovs/<comm>.wait`` ranges. Other CPU runs (torch FSDP on gloo, where collectives are
   synchronous): the exposed communication. GPU: compute-idle gaps that end within
   :data:`WAIT_END_TOLERANCE_US` of a communication kernel's end, counted while that
   communication runs.
-* ``idle_us``: step time not covered by compute, communication or memory copies.
 * ``limiter_us``: time held back by the all-gather rate limiter (``ovs/limiter``, FSDP1
   ``rate_limiter``); not part of ``nccl_wait_us``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
+from overlapscope.analysis.fields import PER_STEP, TOTAL
 from overlapscope.analysis.intervals import (
     Intervals,
     clip,
@@ -31,9 +30,9 @@ from overlapscope.analysis.intervals import (
     intersect,
     subtract,
     union,
-    union_of,
 )
-from overlapscope.trace.loader import RunTraces
+from overlapscope.analysis.partition import LaneSets, Parts, partition, step_windows
+from overlapscope.trace.loader import RankInfo, RunTraces
 from overlapscope.trace.names import Phase
 from overlapscope.trace.recognize import ComputeSource
 from overlapscope.trace.schema import EventLane
@@ -56,34 +55,6 @@ def counted_mask(run: RunTraces) -> pd.Series:
     return (ev["step"] >= 0) | ev["rank"].isin(no_steps)
 
 
-@dataclass(frozen=True, slots=True)
-class _Sets:
-    compute: Intervals
-    comm: Intervals
-    memory: Intervals
-    wait: Intervals
-    limiter: Intervals
-
-
-def _sets(rows: pd.DataFrame) -> _Sets:
-    lane = rows["lane"].to_numpy()
-    s = rows["ts_us"].to_numpy()
-    e = rows["end_us"].to_numpy()
-    phase = rows["phase"].astype(object).to_numpy()
-    limiter = phase == Phase.LIMITER.value
-
-    def pick(mask: np.ndarray) -> Intervals:
-        return union(s[mask], e[mask])
-
-    return _Sets(
-        compute=pick(lane == EventLane.COMPUTE.value),
-        comm=pick(lane == EventLane.COMM.value),
-        memory=pick(lane == EventLane.MEMORY.value),
-        wait=pick((lane == EventLane.WAIT.value) & ~limiter),
-        limiter=pick((lane == EventLane.WAIT.value) & limiter),
-    )
-
-
 def gpu_wait(
     compute: Intervals, comm: Intervals, tolerance_us: float = WAIT_END_TOLERANCE_US
 ) -> Intervals:
@@ -104,143 +75,111 @@ def gpu_wait(
     return intersect(waiting, comm)
 
 
-@dataclass(frozen=True, slots=True)
-class Figures:
-    step_time_us: float
-    compute_us: float
-    comm_us: float
-    exposed_comm_us: float
-    overlap_pct: float
-    nccl_wait_us: float
-    idle_us: float
-    memory_us: float
-    limiter_us: float
+# Columns of the steps table after rank, step, start_us, end_us (each: that step's figure).
+STEP_FIGURES = (
+    "step_time_us",
+    "compute_us",
+    "exposed_comm_us",
+    "exposed_memory_us",
+    "other_us",
+    "idle_us",
+    "comm_us",
+    "memory_us",
+    "overlap_pct",
+    "nccl_wait_us",
+    "limiter_us",
+)
 
 
-def figures(
-    rows: pd.DataFrame, source: ComputeSource, step_time_us: float, window: tuple[float, float]
-) -> Figures:
-    """All headline figures of one group of rows (a rank, or one step of a rank)."""
-    sets = _sets(rows)
-    exposed = subtract(sets.comm, sets.compute)
-    comm_us = sets.comm.total
+def _waits(sets: LaneSets, source: ComputeSource, lo: float, hi: float) -> tuple[float, float]:
+    """(nccl_wait_us, limiter_us) inside ``[lo, hi)``."""
+    compute = clip(sets.compute, lo, hi)
+    comm = clip(sets.comm, lo, hi)
     match source:
         case ComputeSource.GPU_KERNELS:
-            wait_us = gpu_wait(sets.compute, sets.comm).total
+            wait_us = gpu_wait(compute, comm).total
         case ComputeSource.OVS_RANGES:
-            wait_us = sets.wait.total
+            wait_us = clip(sets.wait, lo, hi).total
         case ComputeSource.CPU_OPS:
-            wait_us = exposed.total
+            wait_us = subtract(comm, compute).total
         case _:
             raise ValueError(f"unhandled compute source {source!r}")
-    busy = clip(union_of(sets.compute, sets.comm, sets.memory), window[0], window[1])
-    return Figures(
-        step_time_us=step_time_us,
-        compute_us=sets.compute.total,
-        comm_us=comm_us,
-        exposed_comm_us=exposed.total,
-        overlap_pct=100.0 * (comm_us - exposed.total) / comm_us if comm_us > 0 else float("nan"),
-        nccl_wait_us=wait_us,
-        idle_us=max(0.0, step_time_us - busy.total),
-        memory_us=sets.memory.total,
-        limiter_us=sets.limiter.total,
-    )
+    return wait_us, clip(sets.limiter, lo, hi).total
 
 
-def _windows(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
-    """One row per (rank, step): the step's window; ranks without steps get step -1 spanning
-    all their events."""
-    ev = run.events
-    steps = ev[ev["lane"] == EventLane.STEP.value]
-    win = (
-        steps.groupby(["rank", "step"], observed=True)
-        .agg(start_us=("ts_us", "min"), end_us=("end_us", "max"))
-        .reset_index()
+def rank_steps(rows: pd.DataFrame, info: RankInfo) -> pd.DataFrame:
+    """The steps table of one rank (``rows``: its counted rows)."""
+    sets = LaneSets.of(rows, info.compute_source)
+    win = step_windows(rows, info.compute_source, info.steps, sets)
+    records = []
+    for step, lo, hi in zip(win["step"], win["start_us"], win["end_us"], strict=True):
+        parts = partition(sets, float(lo), float(hi))
+        wait_us, limiter_us = _waits(sets, info.compute_source, float(lo), float(hi))
+        rec = {"rank": info.rank, "step": int(step), "start_us": float(lo), "end_us": float(hi)}
+        rec.update({k: float(getattr(parts, k)) for k in Parts.__slots__})
+        rec.update(nccl_wait_us=wait_us, limiter_us=limiter_us)
+        records.append(rec)
+    return pd.DataFrame.from_records(
+        records, columns=["rank", "step", "start_us", "end_us", *STEP_FIGURES]
     )
-    no_steps = [i.rank for i in run.ranks if not i.steps]
-    if no_steps:
-        rest = (
-            ev[ev["rank"].isin(no_steps) & counted]
-            .groupby("rank")
-            .agg(start_us=("ts_us", "min"), end_us=("end_us", "max"))
-            .reset_index()
-            .assign(step=-1)
-        )
-        win = pd.concat([win, rest[win.columns]], ignore_index=True)
-    win["step_time_us"] = win["end_us"] - win["start_us"]
-    return win.sort_values(["rank", "step"], ignore_index=True)
 
 
 def step_table(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
-    """Per (rank, step) figures."""
+    """Per (rank, step) partition and figures (see :mod:`overlapscope.analysis.partition`)."""
     ev = run.events[counted]
-    win = _windows(run, counted)
-    sources = {i.rank: i.compute_source for i in run.ranks}
-    groups = dict(tuple(ev.groupby(["rank", "step"], observed=True, sort=False)))
-    records = []
-    for w in win.itertuples(index=False):
-        key = (int(w.rank), int(w.step))
-        rows = groups.get(key, ev.iloc[:0])
-        f = figures(rows, sources[key[0]], float(w.step_time_us), (w.start_us, w.end_us))
-        records.append(
-            {
-                "rank": key[0],
-                "step": key[1],
-                "start_us": float(w.start_us),
-                "end_us": float(w.end_us),
-                **_asdict(f),
-            }
-        )
-    return pd.DataFrame.from_records(
-        records, columns=["rank", "step", "start_us", "end_us", *Figures.__slots__]
-    )
+    groups = dict(tuple(ev.groupby("rank", sort=False)))
+    tables = [rank_steps(groups.get(i.rank, ev.iloc[:0]), i) for i in run.ranks]
+    if not tables:
+        return pd.DataFrame(columns=["rank", "step", "start_us", "end_us", *STEP_FIGURES])
+    return pd.concat(tables, ignore_index=True).sort_values(["rank", "step"], ignore_index=True)
 
 
-def _asdict(f: Figures) -> dict[str, float]:
-    return {k: float(getattr(f, k)) for k in Figures.__slots__}
+# Figures of the ranks table given as a total over counted steps and a mean per step.
+SUMMED = (
+    "step_time",
+    "compute",
+    "exposed_comm",
+    "exposed_memory",
+    "other",
+    "idle",
+    "comm",
+    "memory",
+    "nccl_wait",
+    "limiter",
+)
+RANK_COLUMNS = [
+    "rank",
+    "num_steps",
+    *(f"{f}{suffix}" for f in SUMMED for suffix in (TOTAL, PER_STEP)),
+    "overlap_pct",
+    "framework",
+    "compute_source",
+]
 
 
 def rank_table(run: RunTraces, counted: pd.Series, steps: pd.DataFrame) -> pd.DataFrame:
-    """Per-rank figures over all counted steps (unions over the whole counted time, so
-    collectives running across a step boundary are not split)."""
+    """Per-rank figures: each part's total over the counted steps and mean per step; the
+    overlap % over the rank's whole counted time (HTA's per-rank figure)."""
     ev = run.events[counted]
+    sums = steps.groupby("rank")[[f"{f}_us" for f in SUMMED]].sum()
+    counts = steps.groupby("rank").size()
     records = []
     for info in run.ranks:
         rows = ev[ev["rank"] == info.rank]
-        mine = steps[steps["rank"] == info.rank]
-        total = float(mine["step_time_us"].sum())
-        win = (
-            (float(mine["start_us"].min()), float(mine["end_us"].max()))
-            if len(mine)
-            else (0.0, 0.0)
-        )
-        f = figures(rows, info.compute_source, total, win)
-        # idle over the counted windows only (gaps between steps are not idle)
-        f_idle = float(steps.loc[steps["rank"] == info.rank, "idle_us"].sum())
-        rec: dict[str, object] = {"rank": info.rank, **_asdict(f)}
-        rec["idle_us"] = f_idle
-        rec["num_steps"] = len(mine)
-        rec["mean_step_time_us"] = total / len(mine) if len(mine) else float("nan")
+        sets = LaneSets.of(rows, info.compute_source)
+        comm = sets.comm.total
+        hidden = intersect(sets.comm, sets.compute).total
+        n = int(counts.get(info.rank, 0))
+        rec: dict[str, object] = {"rank": info.rank, "num_steps": n}
+        for f in SUMMED:
+            total = float(sums.loc[info.rank, f"{f}_us"]) if n else 0.0
+            rec[f"{f}{TOTAL}"] = total
+            rec[f"{f}{PER_STEP}"] = total / n if n else float("nan")
+        rec["overlap_pct"] = 100.0 * hidden / comm if comm > 0 else float("nan")
         rec["framework"] = info.framework.value
         rec["compute_source"] = info.compute_source.value
         records.append(rec)
-    cols = [
-        "rank",
-        "num_steps",
-        "step_time_us",
-        "mean_step_time_us",
-        "compute_us",
-        "comm_us",
-        "exposed_comm_us",
-        "overlap_pct",
-        "nccl_wait_us",
-        "idle_us",
-        "memory_us",
-        "limiter_us",
-        "framework",
-        "compute_source",
-    ]
-    return pd.DataFrame.from_records(records, columns=cols)
+    return pd.DataFrame.from_records(records, columns=RANK_COLUMNS)
 
 
 def comm_exposure(run: RunTraces, counted: pd.Series) -> pd.Series:
@@ -258,13 +197,17 @@ def comm_exposure(run: RunTraces, counted: pd.Series) -> pd.Series:
     return out
 
 
-def exposed_intervals(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
-    """Exposed-communication intervals per rank: ``rank, start_us, end_us, dur_us``."""
+def exposed_intervals(run: RunTraces, counted: pd.Series, steps: pd.DataFrame) -> pd.DataFrame:
+    """Exposed-communication intervals per rank, inside its steps: ``rank, start_us, end_us,
+    dur_us``."""
     ev = run.events[counted]
     parts = []
+    sources = {i.rank: i.compute_source for i in run.ranks}
     for rank, rows in ev.groupby("rank", sort=True):
-        sets = _sets(rows)
-        x = subtract(sets.comm, sets.compute)
+        sets = LaneSets.of(rows, sources[int(rank)])
+        mine = steps[steps["rank"] == rank]
+        inside = union(mine["start_us"].to_numpy(), mine["end_us"].to_numpy())
+        x = intersect(subtract(sets.comm, sets.compute), inside)
         parts.append(
             pd.DataFrame(
                 {
@@ -280,67 +223,105 @@ def exposed_intervals(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def unit_table(run: RunTraces, counted: pd.Series, exposure: pd.Series) -> pd.DataFrame:
-    """Per (rank, unit, phase, kind) of collectives: ``num_ops, comm_us, exposed_us, bytes,
-    wait_us`` (wait_us: the ``ovs/<phase>.wait/<unit>`` ranges of CPU runs), plus per-step
-    means."""
+UNIT_COLUMNS = [
+    "rank",
+    "unit",
+    "phase",
+    "kind",
+    "num_ops",
+    "comm_total_us",
+    "comm_per_step_us",
+    "exposed_total_us",
+    "exposed_per_step_us",
+    "wait_total_us",
+    "wait_per_step_us",
+    "bytes_total",
+]
+
+
+def _unit_waits(ev: pd.DataFrame) -> pd.DataFrame:
+    """``rank, unit, phase, wait_total_us``: the ``ovs/<phase>.wait/<unit>`` ranges by the
+    phase they wait on."""
+    waits = ev[(ev["lane"] == EventLane.WAIT.value) & ev["phase"].notna()]
+    awaited_of = {p.value: (p.awaited.value if p.awaited is not None else None) for p in Phase}
+    awaited = waits["phase"].astype(object).map(awaited_of)
+    w = (
+        waits.assign(phase=awaited.to_numpy(), unit=waits["unit"].astype(object))
+        .dropna(subset=["phase"])
+        .groupby(["rank", "unit", "phase"])["dur_us"]
+        .sum()
+        .rename("wait_total_us")
+        .reset_index()
+    )
+    return w
+
+
+def unit_table(
+    run: RunTraces, counted: pd.Series, exposure: pd.Series, ranks: pd.DataFrame
+) -> pd.DataFrame:
+    """Per (rank, unit, phase, kind) of collectives: ``num_ops``, communication, exposed and
+    wait time (totals and per-step means), ``bytes_total`` (null when any op's size is
+    unknown). Where collectives overlap one another, the rank's exposed time is shared among
+    them in proportion to each one's own exposed time, so the rows of a rank add up to its
+    ``exposed_comm_total_us``."""
     ev = run.events[counted]
     comm = ev.loc[exposure.index]
+    own = pd.Series(exposure.to_numpy(), index=comm.index)
+    own_sum = own.groupby(comm["rank"].to_numpy()).transform("sum").to_numpy()
+    target = comm["rank"].map(ranks.set_index("rank")["exposed_comm_total_us"]).to_numpy()
+    scale = np.where(own_sum > 0, target / np.where(own_sum > 0, own_sum, 1.0), 0.0)
+    nbytes = comm["bytes"].to_numpy()
     comm = comm.assign(
-        exposed_us=exposure.to_numpy(), known_bytes=comm["bytes"].clip(lower=0).to_numpy()
+        exposed_us=own.to_numpy() * scale,
+        known_bytes=np.where(nbytes >= 0, nbytes, 0),
+        unknown_bytes=nbytes < 0,
     )
-    keys = ["rank", "unit", "phase", "kind"]
     table = (
-        comm.groupby(keys, observed=True, dropna=False)
+        comm.groupby(["rank", "unit", "phase", "kind"], observed=True, dropna=False)
         .agg(
             num_ops=("dur_us", "size"),
-            comm_us=("dur_us", "sum"),
-            exposed_us=("exposed_us", "sum"),
-            bytes=("known_bytes", "sum"),
+            comm_total_us=("dur_us", "sum"),
+            exposed_total_us=("exposed_us", "sum"),
+            bytes_total=("known_bytes", "sum"),
+            unknown=("unknown_bytes", "any"),
         )
         .reset_index()
     )
-    waits = ev[(ev["lane"] == EventLane.WAIT.value) & ev["phase"].notna()]
-    if len(waits):
-        awaited_of = {p.value: (p.awaited.value if p.awaited is not None else None) for p in Phase}
-        awaited = waits["phase"].astype(object).map(awaited_of)
-        w = (
-            waits.assign(phase=awaited.to_numpy())
-            .dropna(subset=["phase"])
-            .groupby(["rank", "unit", "phase"], observed=True)["dur_us"]
-            .sum()
-            .rename("wait_us")
-            .reset_index()
-        )
-        table["phase"] = table["phase"].astype(object)
-        table["unit"] = table["unit"].astype(object)
-        w["unit"] = w["unit"].astype(object)
-        table = table.merge(w, on=["rank", "unit", "phase"], how="left")
-    else:
-        table["wait_us"] = np.nan
-    table["wait_us"] = table["wait_us"].fillna(0.0)
-    nsteps = {i.rank: max(len(i.steps), 1) for i in run.ranks}
-    per = table["rank"].map(nsteps).astype(float)
-    table["exposed_us_per_step"] = table["exposed_us"] / per
-    table["comm_us_per_step"] = table["comm_us"] / per
+    table["bytes_total"] = table["bytes_total"].astype(np.float64).mask(table["unknown"])
     for c in ("unit", "phase", "kind"):
         table[c] = table[c].astype(object).where(table[c].notna(), None)
-    return table.sort_values(["rank", "exposed_us"], ascending=[True, False], ignore_index=True)
+    table = table.merge(_unit_waits(ev), on=["rank", "unit", "phase"], how="left")
+    table["wait_total_us"] = table["wait_total_us"].fillna(0.0)
+    per = table["rank"].map(ranks.set_index("rank")["num_steps"].clip(lower=1)).astype(float)
+    for f in ("comm", "exposed", "wait"):
+        table[f"{f}_per_step_us"] = table[f"{f}_total_us"] / per
+    table = table.sort_values(["rank", "exposed_total_us"], ascending=[True, False])
+    return table.reset_index(drop=True)[UNIT_COLUMNS]
 
 
 def compute_by_unit(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
-    """Compute µs per (rank, unit) (summed durations of the unit's compute rows)."""
+    """``compute_total_us`` per (rank, unit): the length of the union of the unit's compute
+    rows (CPU ops nest; a sum would count a parent and its children twice); unit "" for
+    compute outside every unit. GPU ranks count only GPU kernels."""
     ev = run.events[counted]
-    comp = ev[(ev["lane"] == EventLane.COMPUTE.value)]
-    unit = comp["unit"].astype(object).where(comp["unit"].notna(), None)
-    out = (
-        comp.assign(unit=unit.fillna(""))
-        .groupby(["rank", "unit"], observed=True)["dur_us"]
-        .sum()
-        .rename("compute_us")
-        .reset_index()
-    )
-    return out
+    gpu_ranks = [i.rank for i in run.ranks if i.compute_source is ComputeSource.GPU_KERNELS]
+    comp = ev[
+        (ev["lane"] == EventLane.COMPUTE.value) & (ev["on_gpu"] | ~ev["rank"].isin(gpu_ranks))
+    ]
+    unit = comp["unit"].astype(object).where(comp["unit"].notna(), None).fillna("")
+    records = []
+    for rank, rows in comp.assign(unit=unit).groupby("rank"):
+        in_unit = rows["unit"].to_numpy() != ""
+        s, e = rows["ts_us"].to_numpy(), rows["end_us"].to_numpy()
+        unit_set = union(s[in_unit], e[in_unit])
+        # compute outside every unit: what the units' compute leaves of the whole (an op
+        # around a unit's hooks may hold some of it)
+        rest = subtract(union(s, e), unit_set).total
+        records.append({"rank": int(rank), "unit": "", "compute_total_us": rest})
+        for u, g in rows[in_unit].groupby("unit"):
+            length = union(g["ts_us"].to_numpy(), g["end_us"].to_numpy()).total
+            records.append({"rank": int(rank), "unit": str(u), "compute_total_us": length})
+    return pd.DataFrame.from_records(records, columns=["rank", "unit", "compute_total_us"])
 
 
 def timeline_table(run: RunTraces, counted: pd.Series, exposure: pd.Series) -> pd.DataFrame:

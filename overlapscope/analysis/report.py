@@ -26,36 +26,37 @@ def _table(df: pd.DataFrame, columns: dict[str, tuple[str, int]]) -> list[list[s
     ]
 
 
+# Every time column of this table is a mean per counted step (``*_per_step_us``); the
+# parts from compute to idle add up to the step.
 RANK_COLUMNS = {
     "rank": ("rank", 0),
     "num_steps": ("steps", 0),
-    "mean_step_time_us": ("step µs", 0),
-    "compute_us": ("compute µs", 0),
-    "comm_us": ("comm µs", 0),
-    "exposed_comm_us": ("exposed µs", 0),
+    "step_time_per_step_us": ("step", 0),
+    "compute_per_step_us": ("compute", 0),
+    "exposed_comm_per_step_us": ("exposed comm", 0),
+    "exposed_memory_per_step_us": ("exposed copy", 0),
+    "other_per_step_us": ("other", 0),
+    "idle_per_step_us": ("idle", 0),
+    "comm_per_step_us": ("comm (all)", 0),
     "overlap_pct": ("overlap %", 2),
-    "nccl_wait_us": ("wait µs", 0),
-    "idle_us": ("idle µs", 0),
+    "nccl_wait_per_step_us": ("wait", 0),
 }
-# The ranks table holds totals over the counted steps; the report shows them per step,
-# beside the step time.
-PER_STEP = ("compute_us", "comm_us", "exposed_comm_us", "nccl_wait_us", "idle_us")
 UNIT_COLUMNS = {
     "rank": ("rank", 0),
     "unit": ("unit", 0),
     "phase": ("phase", 0),
     "kind": ("kind", 0),
     "num_ops": ("ops", 0),
-    "comm_us_per_step": ("comm µs/step", 0),
-    "exposed_us_per_step": ("exposed µs/step", 0),
+    "comm_per_step_us": ("comm µs/step", 0),
+    "exposed_per_step_us": ("exposed µs/step", 0),
 }
 LEVER_COLUMNS = {
     "rank": ("rank", 0),
     "unit": ("unit", 0),
     "phase": ("phase", 0),
-    "time_us_per_step": ("µs/step", 0),
-    "exposed_us_per_step": ("exposed µs/step", 0),
-    "hides_comm_us_per_step": ("hides comm µs/step", 0),
+    "time_per_step_us": ("µs/step", 0),
+    "exposed_per_step_us": ("exposed µs/step", 0),
+    "hides_comm_per_step_us": ("hides comm µs/step", 0),
 }
 COLLECTIVE_COLUMNS = {
     "step": ("step", 0),
@@ -73,20 +74,17 @@ COLLECTIVE_COLUMNS = {
 
 def sections(a: RunAnalysis) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, headers, rows) of each table of the default report."""
-    ranks = a.ranks.copy()
-    steps = ranks["num_steps"].where(ranks["num_steps"] > 0)
-    for col in PER_STEP:
-        ranks[col] = ranks[col] / steps
     out = [
         (
-            "Per rank (mean per counted step)",
+            "Per rank, µs per counted step (step = compute + exposed comm + exposed copy "
+            "+ other + idle)",
             [h for h, _ in RANK_COLUMNS.values()],
-            _table(ranks, RANK_COLUMNS),
+            _table(a.ranks, RANK_COLUMNS),
         ),
     ]
     units = (
-        a.units[a.units["exposed_us"] > 0]
-        .sort_values(["exposed_us_per_step", "rank"], ascending=[False, True], kind="stable")
+        a.units[a.units["exposed_total_us"] > 0]
+        .sort_values(["exposed_per_step_us", "rank"], ascending=[False, True], kind="stable")
         .head(TOP_N)
     )
     if len(units):
@@ -132,17 +130,11 @@ def notes(a: RunAnalysis) -> list[str]:
         )
     ]
     b = a.bound_summary
-    below = b["overlap_efficiency"] < 0
     lines.append(
-        f"overlap bound (mean over ranks, per step): serial {_fmt(b['serial_us'])} µs, ideal "
-        f"{_fmt(b['ideal_us'])} µs, actual {_fmt(b['actual_us'])} µs, efficiency "
+        f"overlap bound (mean over ranks, µs per step): serial "
+        f"{_fmt(b['serial_per_step_us'])}, ideal {_fmt(b['ideal_per_step_us'])}, actual "
+        f"(compute + exposed comm) {_fmt(b['actual_per_step_us'])}, efficiency "
         f"{_fmt(b['overlap_efficiency'], 2)}"
-        + (
-            " (below 0: the step is longer than its compute and communication in series; "
-            "the rest is waiting for peers, the limiter or the host)"
-            if below
-            else ""
-        )
     )
     hta = a.hta
     if hta is None:
@@ -151,25 +143,7 @@ def notes(a: RunAnalysis) -> list[str]:
             + ("not run (pass --hta)" if a.summary.has_gpu else "not applicable: CPU-only traces")
         )
     elif hta.status == "ran":
-        ours = dict(zip(a.ranks["rank"], a.ranks["overlap_pct"], strict=False))
-        pairs = ", ".join(
-            f"rank {r}: HTA {v:.2f}% vs ours {ours.get(r, float('nan')):.2f}%"
-            for r, v in hta.overlap_pct.items()
-        )
-        lines.append(
-            f"HTA comm/comp overlap ({'with' if hta.include_last_profiler_step else 'without'} the "
-            f"last step; steps {hta.counted_steps}): {pairs}"
-        )
-        if hta.temporal is not None:
-            for row in hta.temporal.to_dict("records"):
-                lines.append(
-                    "HTA temporal breakdown rank {}: idle {} µs, compute {} µs, non-compute {} µs".format(
-                        row.get("rank"),
-                        _fmt(row.get("idle_time_us")),
-                        _fmt(row.get("compute_time_us")),
-                        _fmt(row.get("non_compute_time_us")),
-                    )
-                )
+        lines += hta_lines(a)
     else:
         lines.append(f"HTA: {hta.status}")
     return lines
@@ -208,3 +182,45 @@ def markdown(a: RunAnalysis) -> str:
         parts.append("")
     parts += ["## Notes", ""] + [f"- {n}" for n in notes(a)]
     return "\n".join(parts) + "\n"
+
+
+HTA_FIGURES = (  # (HTA column, ours, label)
+    ("kernel_time_us", ("step_time_total_us",), "kernel span"),
+    ("idle_time_us", ("idle_total_us",), "idle"),
+    ("compute_time_us", ("compute_total_us",), "compute"),
+    (
+        "non_compute_time_us",
+        ("exposed_comm_total_us", "exposed_memory_total_us", "other_total_us"),
+        "non-compute",
+    ),
+)
+
+
+def hta_lines(a: RunAnalysis) -> list[str]:
+    """HTA's temporal breakdown and overlap beside ours, per rank, with the difference."""
+    hta = a.hta
+    assert hta is not None
+    ours = a.ranks.set_index("rank")
+    rounding = "rounds events to whole µs" if hta.ns_rounding else "no rounding"
+    lines = [
+        f"HTA 0.5.0 beside ours ({'all steps' if hta.include_last_profiler_step else 'last step dropped'}"
+        f", HTA {rounding}; ours: µs totals over the counted steps, HTA - ours in brackets):"
+    ]
+    temporal = {} if hta.temporal is None else hta.temporal.set_index("rank").to_dict("index")
+    for rank, pct in sorted(hta.overlap_pct.items()):
+        mine = ours.loc[rank] if rank in ours.index else None
+        parts = []
+        for col, keys, label in HTA_FIGURES:
+            theirs = temporal.get(rank, {}).get(col)
+            if theirs is None or mine is None:
+                continue
+            value = float(sum(mine[k] for k in keys))
+            parts.append(f"{label} {_fmt(theirs)} vs {_fmt(value)} ({theirs - value:+,.0f})")
+        if mine is not None:
+            diff = pct - float(mine["overlap_pct"])
+            parts.append(
+                f"overlap {pct:.2f}% vs {float(mine['overlap_pct']):.2f}% ({diff:+.2f} pp)"
+            )
+        steps = hta.counted_steps.get(rank, [])
+        lines.append(f"  rank {rank} (HTA steps {steps}): " + ", ".join(parts))
+    return lines

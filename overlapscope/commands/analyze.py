@@ -13,6 +13,7 @@ from overlapscope.analysis.report import markdown, text
 from overlapscope.errors import UserError
 from overlapscope.outputs import check_dir, check_file, write_file
 from overlapscope.trace.loader import ALLOW_FLAG, load_run
+from overlapscope.trace.ranks import RANK_FROM_NAME_FLAG
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -46,6 +47,13 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
         help="analyse the readable traces when a rank's trace is missing, corrupt or "
         "duplicated (with a warning), instead of stopping",
     )
+    p.add_argument(
+        RANK_FROM_NAME_FLAG,
+        dest="rank_from_name",
+        action="store_true",
+        help="take each trace's rank from its file name (rank-<N>) instead of its "
+        "distributedInfo (traces without it, or copies renamed by rank)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress display while loading")
 
 
@@ -54,6 +62,7 @@ def load_and_analyze(args: argparse.Namespace) -> RunAnalysis:
         args.paths,
         progress=False if args.no_progress else None,
         allow_missing_ranks=args.allow_missing_ranks,
+        rank_from_names=getattr(args, "rank_from_name", False),
     )
     return analyze(run_traces, hta=getattr(args, "hta", False))
 

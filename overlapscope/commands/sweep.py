@@ -102,11 +102,11 @@ def _meta(base: RunConfig, repeats: int) -> dict[str, Any]:
 _SHOWN = {
     "config": "config",
     "repeats": "n",
-    "step_time_ms": "step ms",
+    "step_time_per_step_ms": "step ms",
     "step_time_spread_pct": "spread %",
     "throughput_samples_s": "samples/s",
-    "exposed_comm_ms": "exposed ms",
-    "nccl_wait_ms": "wait ms",
+    "exposed_comm_per_step_ms": "exposed ms",
+    "nccl_wait_per_step_ms": "wait ms",
     "overlap_pct": "overlap %",
     "peak_mem_mib": "peak MiB",
 }

@@ -415,9 +415,9 @@ def calibrate(traces: RunTraces, a: RunAnalysis) -> Calibration:
     measured = Measured(
         scenario=_scenario_from_config(cfg),
         link_gbit=None if cfg.get("link_gbit") is None else float(cfg["link_gbit"]),
-        step_time_us=float(rk["mean_step_time_us"].mean()),
-        exposed_comm_us=float((rk["exposed_comm_us"] / rk["num_steps"]).mean()),
-        nccl_wait_us=float((rk["nccl_wait_us"] / rk["num_steps"]).mean()),
+        step_time_us=float(rk["step_time_per_step_us"].mean()),
+        exposed_comm_us=float(rk["exposed_comm_per_step_us"].mean()),
+        nccl_wait_us=float(rk["nccl_wait_per_step_us"].mean()),
         peak_mem_bytes=max(peaks, default=0),
         max_alive_units=max((int(v) for v in meta.get("max_alive_units", [])), default=0),
         max_alive_in_backward=max(alive_bwd, default=0),

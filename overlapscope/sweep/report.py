@@ -20,11 +20,11 @@ TRADEOFF_HTML = "tradeoff.html"
 _MD_COLUMNS = {
     "config": "config",
     "repeats": "repeats",
-    "step_time_ms": "step time ms (median)",
+    "step_time_per_step_ms": "step time ms (median)",
     "step_time_spread_pct": "spread %",
     "throughput_samples_s": "samples/s",
-    "exposed_comm_ms": "exposed comm ms",
-    "nccl_wait_ms": "NCCL wait ms",
+    "exposed_comm_per_step_ms": "exposed comm ms",
+    "nccl_wait_per_step_ms": "NCCL wait ms",
     "overlap_pct": "overlap %",
     "peak_mem_mib": "peak mem MiB",
 }
@@ -81,17 +81,18 @@ def tradeoff_figure(summary: pd.DataFrame) -> go.Figure:
     fig = go.Figure(
         go.Scatter(
             x=summary["peak_mem_mib"],
-            y=summary["step_time_ms"],
+            y=summary["step_time_per_step_ms"],
             mode="markers+text",
             text=summary["config"],
             textposition="top center",
             error_y={
                 "type": "data",
                 "symmetric": False,
-                "array": summary["step_time_max_ms"] - summary["step_time_ms"],
-                "arrayminus": summary["step_time_ms"] - summary["step_time_min_ms"],
+                "array": summary["step_time_per_step_max_ms"] - summary["step_time_per_step_ms"],
+                "arrayminus": summary["step_time_per_step_ms"]
+                - summary["step_time_per_step_min_ms"],
             },
-            customdata=summary[["overlap_pct", "exposed_comm_ms"]].to_numpy(),
+            customdata=summary[["overlap_pct", "exposed_comm_per_step_ms"]].to_numpy(),
             hovertemplate=(
                 "%{text}<br>step %{y:.1f} ms<br>peak %{x:.1f} MiB<br>"
                 "overlap %{customdata[0]:.0f}%<br>exposed comm %{customdata[1]:.1f} ms"

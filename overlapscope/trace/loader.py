@@ -9,10 +9,10 @@ can.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,11 +22,24 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.errors import UserError
-from overlapscope.trace.parse import NotATraceError, RawTrace, TraceFileError, read_trace
+from overlapscope.trace.parse import (
+    MAX_WORLD_SIZE,
+    NotATraceError,
+    RawTrace,
+    TraceFileError,
+    read_trace,
+)
+from overlapscope.trace.ranks import (
+    RANK_FROM_NAME_FLAG,
+    check_one_run,
+    duplicate_error,
+    missing_ranks,
+    rank_from_name,
+)
 from overlapscope.trace.recognize import ComputeSource, RankTable, recognize
+from overlapscope.trace.runmeta import RUN_META, listed_traces, read_run_json, run_state
 from overlapscope.trace.schema import EVENT_COLUMNS, Framework
 
-RUN_META = "run.json"
 TRACE_SUFFIXES = (".json", ".json.gz")
 # Below this many bytes in total, parsing in-process beats starting workers.
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
@@ -45,6 +58,7 @@ class RankInfo:
     num_events: int
     has_gpu: bool
     base_time_ns: int | None
+    raw_ts_offset_us: float = 0.0  # the file's own ts = ts_us + raw_ts_offset_us
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,42 +93,21 @@ def _is_trace_name(p: Path) -> bool:
     return p.name not in NOT_TRACES and p.name.endswith(TRACE_SUFFIXES)
 
 
-def _listed_traces(d: Path, strict: bool, warnings: list[str]) -> list[Path] | None:
-    """The trace files an overlapscope run.json lists (None: no readable list).
-
-    A listed file that is missing is a missing rank: an error, or with ``strict=False`` a
-    warning and the rest.
-    """
-    try:
-        meta = json.loads((d / RUN_META).read_text())
-    except (OSError, ValueError):
-        return None
-    names = meta.get("traces") if isinstance(meta, dict) else None
-    if not isinstance(names, list) or not names:
-        return None
-    listed = [d / str(n) for n in names]
-    absent = [p for p in listed if not p.is_file()]
-    if absent and strict:
-        raise UserError(
-            f"{absent[0]}: missing (run.json lists it); copy the run again, or pass "
-            f"{ALLOW_FLAG} to analyse the {len(listed) - len(absent)} ranks present"
-        )
-    warnings.extend(f"{p}: missing (run.json lists it)" for p in absent)
-    return [p for p in listed if p.is_file()]
-
-
 def find_trace_files(
     paths: Sequence[Path], *, strict: bool = True, warnings: list[str] | None = None
-) -> tuple[list[Path], list[Path]]:
+) -> tuple[list[Path], list[Path], dict[Path, dict[str, Any] | None]]:
     """Expand directories into their trace files (those run.json lists, else every
     ``*.json`` / ``*.json.gz`` an overlapscope run does not write itself); returns
-    (files, run directories). Traces of more than one run directory are refused."""
+    (files, run directories, each directory's run.json). Traces of more than one run
+    directory are refused."""
     warn: list[str] = [] if warnings is None else warnings
     files: list[Path] = []
     dirs: list[Path] = []
+    metas: dict[Path, dict[str, Any] | None] = {}
     for p in paths:
         if p.is_dir():
-            found = _listed_traces(p, strict, warn)
+            metas[p] = read_run_json(p)
+            found = listed_traces(p, metas[p], strict, ALLOW_FLAG, warn)
             if found is None:
                 found = sorted(q for q in p.iterdir() if q.is_file() and _is_trace_name(q))
             if not found:
@@ -133,7 +126,7 @@ def find_trace_files(
         raise UserError(
             f"traces of different runs ({runs[0]} and {runs[1]}); analyse one run at a time"
         )
-    return files, dirs
+    return files, dirs, metas
 
 
 def _is_run_dir(d: Path) -> bool:
@@ -154,17 +147,7 @@ def _parse_one(path: Path, world_hint: int) -> _Parsed | TraceFileError:
     world = raw.world_size or world_hint
     table = recognize(raw, world)
     # The recognised table replaces the raw columns; keep only what the loader needs.
-    light = RawTrace(
-        path=raw.path,
-        rank=raw.rank,
-        world_size=raw.world_size,
-        backend=raw.backend,
-        base_time_ns=raw.base_time_ns,
-        origin_ns=raw.origin_ns,
-        events=raw.events.iloc[:0],
-        comm_args=raw.comm_args.iloc[:0],
-        thread_names=raw.thread_names,
-    )
+    light = dataclasses.replace(raw, events=raw.events.iloc[:0], comm_args=raw.comm_args.iloc[:0])
     return _Parsed(light, table)
 
 
@@ -215,40 +198,12 @@ def _parse_all(
     return results
 
 
-def _read_run_meta(dirs: Iterable[Path], warnings: list[str]) -> tuple[dict[str, Any] | None, bool]:
-    meta: dict[str, Any] | None = None
-    completed = False
-    for d in dirs:
-        partial = sorted(d.glob("*.partial"))
-        path = d / RUN_META
-        if path.is_file():
-            try:
-                loaded = json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError) as e:
-                warnings.append(f"{path}: unreadable run.json ({e}); analysed as plain traces")
-                continue
-            if isinstance(loaded, dict):
-                meta = loaded
-                completed = not partial
-                pred = loaded.get("predicted")
-                if isinstance(pred, dict):
-                    warnings.append(
-                        f"{d}: a what-if prediction ({pred.get('scenario')} from "
-                        f"{pred.get('from')}), not a measured run"
-                    )
-        if partial:
-            warnings.append(
-                f"{d}: {partial[0].name} present: not a completed overlapscope run; "
-                "analysed as plain traces"
-            )
-    return meta, completed
-
-
 def load_run(
     paths: Path | str | Sequence[Path | str],
     *,
     progress: bool | None = None,
     allow_missing_ranks: bool = False,
+    rank_from_names: bool = False,
 ) -> RunTraces:
     """Load the traces of one run into one aligned event table.
 
@@ -257,7 +212,8 @@ def load_run(
     for a trace that cannot be read, a rank without a trace, two traces of one rank or
     traces of two runs. ``allow_missing_ranks``: analyse the readable traces instead, with
     the problems in ``RunTraces.warnings``. Other tools' JSON files in a directory are
-    skipped with a warning either way.
+    skipped with a warning either way. ``rank_from_names``: take each file's rank from its
+    name (``rank-<N>``) instead of its ``distributedInfo``.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -266,12 +222,41 @@ def load_run(
         raise UserError("no trace path given; pass a run directory or trace files")
     warnings: list[str] = []
     strict = not allow_missing_ranks
-    files, dirs = find_trace_files(path_list, strict=strict, warnings=warnings)
-    meta, completed = _read_run_meta(dirs, warnings)
-    if dirs and meta is None and not any("partial" in w or "run.json (" in w for w in warnings):
+    files, dirs, metas = find_trace_files(path_list, strict=strict, warnings=warnings)
+    meta, completed = run_state(metas.items(), warnings)
+    if dirs and meta is None and not any("partial" in w for w in warnings):
         warnings.append("no run.json: not an overlapscope run directory; analysed as plain traces")
     world_hint = int(meta.get("world_size", 0)) if meta else 0
 
+    parsed = _parse_usable(files, world_hint, progress, path_list, strict, warnings)
+    parsed = _resolve_ranks(parsed, warnings, strict, rank_from_names)
+    check_one_run([p.raw for p in parsed])
+    world = _world(parsed, world_hint, dirs, strict, warnings)
+    if len({p.raw.base_time_ns is None for p in parsed}) > 1:
+        warnings.append("some traces lack baseTimeNanoseconds: cross-rank alignment is approximate")
+
+    events, infos = _assemble(parsed, warnings)
+    return RunTraces(
+        events=events,
+        ranks=tuple(infos),
+        world_size=world,
+        run_meta=meta,
+        completed_run=completed,
+        warnings=tuple(warnings),
+        sources=tuple(files),
+    )
+
+
+def _parse_usable(
+    files: list[Path],
+    world_hint: int,
+    progress: bool | None,
+    path_list: list[Path],
+    strict: bool,
+    warnings: list[str],
+) -> list[_Parsed]:
+    """Parse every file; an unreadable one stops the command unless ``strict`` is off (or it
+    is another tool's JSON file found in a directory): then it is a warning."""
     parsed: list[_Parsed] = []
     errors: list[TraceFileError] = []
     for res in _parse_all(files, world_hint, progress):
@@ -292,45 +277,57 @@ def load_run(
             raise UserError(f"{e}; or pass {ALLOW_FLAG} to analyse the other traces")
     warnings.extend(f"skipped {e}" for e in errors)
 
-    parsed = _resolve_ranks(parsed, warnings, strict)
-    world_sizes = {p.raw.world_size for p in parsed if p.raw.world_size is not None}
-    if len(world_sizes) > 1:
-        listing = ", ".join(f"{p.raw.path.name}: {p.raw.world_size}" for p in parsed)
-        raise UserError(
-            f"mixed runs: traces report different world sizes ({listing}); "
-            "pass the traces of one run"
-        )
-    world = world_sizes.pop() if world_sizes else max(world_hint, len(parsed))
-    ranks_present = sorted(int(p.raw.rank or 0) for p in parsed)
-    missing = sorted(set(range(world)) - set(ranks_present))
-    if missing and strict and dirs:
+    return parsed
+
+
+def _world(
+    parsed: list[_Parsed], world_hint: int, dirs: list[Path], strict: bool, warnings: list[str]
+) -> int:
+    """The run's world size; ranks without a trace stop the command for a directory (it is
+    taken to hold the whole run) unless ``strict`` is off, else they are one warning."""
+    world = next(
+        (p.raw.world_size for p in parsed if p.raw.world_size is not None),
+        max(world_hint, len(parsed), *(int(p.raw.rank or 0) + 1 for p in parsed)),
+    )
+    num_missing, missing = missing_ranks([int(p.raw.rank or 0) for p in parsed], world)
+    if num_missing and strict and dirs:
         # A directory is taken to hold the whole run; named files are the ranks wanted.
         where = ", ".join(str(d) for d in dirs)
         raise UserError(
-            f"{where}: no trace of ranks {missing} (world size {world}); add their traces, "
-            f"or pass {ALLOW_FLAG} to analyse the {len(ranks_present)} present"
+            f"{where}: {num_missing} of {world} ranks have no trace ({missing}); add their "
+            f"traces, or pass {ALLOW_FLAG} to analyse the {len(parsed)} present"
         )
-    if missing:
+    if num_missing:
         warnings.append(
-            f"ranks {missing} missing (world size {world}); cross-rank figures use the "
-            f"{len(ranks_present)} present"
+            f"{num_missing} of {world} ranks missing: {missing}; cross-rank figures use the "
+            f"{len(parsed)} present"
         )
-    if len({p.raw.base_time_ns is None for p in parsed}) > 1:
-        warnings.append("some traces lack baseTimeNanoseconds: cross-rank alignment is approximate")
-
-    events, infos = _assemble(parsed, warnings)
-    return RunTraces(
-        events=events,
-        ranks=tuple(infos),
-        world_size=world,
-        run_meta=meta,
-        completed_run=completed,
-        warnings=tuple(warnings),
-        sources=tuple(files),
-    )
+    return world
 
 
-def _resolve_ranks(parsed: list[_Parsed], warnings: list[str], strict: bool) -> list[_Parsed]:
+def _named_ranks(parsed: list[_Parsed]) -> list[_Parsed]:
+    out = []
+    for p in parsed:
+        rank = rank_from_name(p.raw.path)
+        if rank is not None and rank >= MAX_WORLD_SIZE:
+            raise UserError(
+                f"{p.raw.path}: {RANK_FROM_NAME_FLAG}: rank {rank} in the file name is out of "
+                f"range (< {MAX_WORLD_SIZE}); rename the file, or leave out the flag"
+            )
+        if rank is None:
+            raise UserError(
+                f"{p.raw.path}: {RANK_FROM_NAME_FLAG}: the file name carries no rank "
+                "(rank-<N>); rename the file, or leave out the flag"
+            )
+        out.append(_Parsed(dataclasses.replace(p.raw, rank=rank), p.table))
+    return out
+
+
+def _resolve_ranks(
+    parsed: list[_Parsed], warnings: list[str], strict: bool, from_names: bool
+) -> list[_Parsed]:
+    if from_names:
+        parsed = _named_ranks(parsed)
     no_info = [p for p in parsed if p.raw.rank is None]
     with_info = [p for p in parsed if p.raw.rank is not None]
     if no_info:
@@ -343,18 +340,15 @@ def _resolve_ranks(parsed: list[_Parsed], warnings: list[str], strict: bool) -> 
             return [_Parsed(_with_rank(p.raw, 0), p.table)]
         for p in no_info:
             warnings.append(
-                f"skipped {p.raw.path}: no distributedInfo, so its rank is unknown; "
-                "export traces with torch.distributed initialised"
+                f"skipped {p.raw.path}: no distributedInfo, so its rank is unknown; export "
+                f"traces with torch.distributed initialised, or pass {RANK_FROM_NAME_FLAG}"
             )
     seen: dict[int, Path] = {}
     out: list[_Parsed] = []
     for p in sorted(with_info, key=lambda q: str(q.raw.path)):
         rank = int(p.raw.rank or 0)
         if rank in seen and strict:
-            raise UserError(
-                f"{p.raw.path} and {seen[rank]}: two traces of rank {rank}; pass the traces "
-                f"of one run, or {ALLOW_FLAG} to keep the first"
-            )
+            raise duplicate_error(p.raw.path, seen[rank], rank, ALLOW_FLAG)
         if rank in seen:
             warnings.append(
                 f"duplicate rank {rank}: {p.raw.path} and {seen[rank]}; kept {seen[rank]}"
@@ -364,24 +358,15 @@ def _resolve_ranks(parsed: list[_Parsed], warnings: list[str], strict: bool) -> 
         out.append(p)
     if not out:
         raise UserError(
-            "no trace could be analysed: none has distributedInfo to tell its rank; "
-            "export traces with torch.distributed initialised"
+            "no trace could be analysed: none has distributedInfo to tell its rank; export "
+            f"traces with torch.distributed initialised, or pass {RANK_FROM_NAME_FLAG} when "
+            "the file names carry the ranks (rank-<N>)"
         )
     return out
 
 
 def _with_rank(raw: RawTrace, rank: int) -> RawTrace:
-    return RawTrace(
-        path=raw.path,
-        rank=rank,
-        world_size=1,
-        backend=raw.backend,
-        base_time_ns=raw.base_time_ns,
-        origin_ns=raw.origin_ns,
-        events=raw.events,
-        comm_args=raw.comm_args,
-        thread_names=raw.thread_names,
-    )
+    return dataclasses.replace(raw, rank=rank, world_size=1)
 
 
 def _assemble(parsed: list[_Parsed], warnings: list[str]) -> tuple[pd.DataFrame, list[RankInfo]]:
@@ -395,6 +380,8 @@ def _assemble(parsed: list[_Parsed], warnings: list[str]) -> tuple[pd.DataFrame,
         ev = ev.assign(ts_us=ev["ts_us"] + shift_us, end_us=ev["end_us"] + shift_us)
         ev.insert(0, "rank", np.int32(rank))
         frames.append(ev)
+        if p.raw.dropped:
+            warnings.append(f"{p.raw.dropped} ignored in {p.raw.path.name}")
         warnings.extend(f"rank {rank} ({p.raw.path.name}): {w}" for w in p.table.warnings)
         infos.append(
             RankInfo(
@@ -408,6 +395,7 @@ def _assemble(parsed: list[_Parsed], warnings: list[str]) -> tuple[pd.DataFrame,
                 num_events=len(ev),
                 has_gpu=bool(ev["on_gpu"].any()),
                 base_time_ns=p.raw.base_time_ns,
+                raw_ts_offset_us=p.raw.first_ts_us - shift_us,
             )
         )
     events = _concat_categorical(frames)

@@ -13,11 +13,11 @@ Where each range sits and what it covers:
 ====================  =========  ==========================================================
 phase                 lane       the range covers
 ====================  =========  ==========================================================
-``ag_fwd``            comm       issuing the forward all-gather of the unit (CPU thread).
-``ag_bwd``            comm       issuing the backward all-gather (re-gather after reshard).
-``rs``                comm       issuing the gradient reduce-scatter.
-``ar``                comm       issuing the gradient all-reduce (``no_shard``).
-``h2d`` / ``d2h``     copy       the shard copy to / from the device (CPU offload; on CPU
+``ag_fwd``            issue      issuing the forward all-gather of the unit (CPU thread).
+``ag_bwd``            issue      issuing the backward all-gather (re-gather after reshard).
+``rs``                issue      issuing the gradient reduce-scatter.
+``ar``                issue      issuing the gradient all-reduce (``no_shard``).
+``h2d`` / ``d2h``     memory     the shard copy to / from the device (CPU offload; on CPU
                                  runs the copy itself, on CUDA its issue on the copy stream).
 ``<comm>.wait``       wait       the training thread blocked until that collective is done
                                  (``ag_fwd.wait``, ``ag_bwd.wait``, ``rs.wait``, ...).
@@ -28,7 +28,7 @@ phase                 lane       the range covers
 ``limiter``           wait       the rate limiter holding back an all-gather of the unit.
 ====================  =========  ==========================================================
 
-The comm ranges mark the *issue* on the training thread. The transfer itself is the
+The issue ranges mark the *issue* on the training thread. The transfer itself is the
 backend's own event: on CUDA the NCCL kernel launched inside the range (linked by its
 correlation id). On CPU the engine builds all-gather and reduce-scatter from gloo sends and
 receives (``overlapscope/engine/p2p.py``); gloo records each as a ``gloo:send`` /
@@ -53,10 +53,16 @@ ROOT_UNIT = "root"
 
 
 class Lane(enum.Enum):
+    """The one lane vocabulary: what an event is for the analysis (the event table's
+    ``lane`` column, ``schema.EventLane``) and where a phase's range sits."""
+
     COMPUTE = "compute"
-    COMM = "comm"
-    COPY = "copy"
-    WAIT = "wait"
+    COMM = "comm"  # the transfer itself (NCCL kernel, gloo op)
+    WAIT = "wait"  # a thread blocked on a collective or copy
+    ISSUE = "issue"  # a CPU range that issues a collective
+    MEMORY = "memory"  # a memory copy / set
+    STEP = "step"  # ProfilerStep#N
+    OTHER = "other"
 
 
 class Phase(enum.Enum):
@@ -82,9 +88,9 @@ class Phase(enum.Enum):
     def lane(self) -> Lane:
         match self:
             case Phase.AG_FWD | Phase.AG_BWD | Phase.RS | Phase.AR:
-                return Lane.COMM
+                return Lane.ISSUE
             case Phase.H2D | Phase.D2H:
-                return Lane.COPY
+                return Lane.MEMORY
             case (
                 Phase.AG_FWD_WAIT
                 | Phase.AG_BWD_WAIT
@@ -102,7 +108,7 @@ class Phase(enum.Enum):
     @property
     def wait(self) -> Phase:
         """The wait phase of a communication or copy phase (``ag_bwd`` -> ``ag_bwd.wait``)."""
-        if self.lane not in (Lane.COMM, Lane.COPY):
+        if self.lane not in (Lane.ISSUE, Lane.MEMORY):
             raise ValueError(f"phase {self.value!r} is not a communication phase")
         return Phase(self.value + WAIT_SUFFIX)
 
@@ -114,8 +120,8 @@ class Phase(enum.Enum):
         return None
 
 
-COMM_PHASES = tuple(p for p in Phase if p.lane is Lane.COMM)
-COPY_PHASES = tuple(p for p in Phase if p.lane is Lane.COPY)
+COMM_PHASES = tuple(p for p in Phase if p.lane is Lane.ISSUE)  # phases that issue a collective
+COPY_PHASES = tuple(p for p in Phase if p.lane is Lane.MEMORY)
 WAIT_PHASES = tuple(p for p in Phase if p.lane is Lane.WAIT)
 COMPUTE_PHASES = tuple(p for p in Phase if p.lane is Lane.COMPUTE)
 

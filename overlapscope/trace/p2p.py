@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from overlapscope.trace.attribution import innermost_containing
@@ -38,6 +39,10 @@ from overlapscope.trace.parse import RawTrace
 
 P2P_NAMES = ("gloo:send", "gloo:recv")
 P2P_CAT = "gloo_p2p"
+
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
 
 
 def _kind_by_category(categories: pd.Index) -> list[str | None]:
@@ -51,8 +56,9 @@ def _kind_by_category(categories: pd.Index) -> list[str | None]:
     return out
 
 
-def fold_p2p(raw: RawTrace, world_size: int) -> RawTrace:
-    """``raw`` with every issue range's sends and receives folded into one event."""
+def _holders(raw: RawTrace) -> tuple[IntArray, IntArray, list[str], IntArray] | None:
+    """(p2p rows, issue rows, the issue rows' kinds, per p2p row the index into the issue
+    rows of the range holding it or -1); None when nothing is to fold."""
     ev = raw.events
     names = ev["name"]
     if not isinstance(names.dtype, pd.CategoricalDtype):
@@ -62,13 +68,13 @@ def fold_p2p(raw: RawTrace, world_size: int) -> RawTrace:
     cpu = ~ev["on_gpu"].to_numpy()
     p2p = np.flatnonzero(np.isin(codes, np.flatnonzero(categories.isin(P2P_NAMES))) & cpu)
     if len(p2p) == 0:
-        return raw
+        return None
     kind_of = _kind_by_category(categories)
     is_issue = np.asarray([k is not None for k in kind_of], dtype=bool)
     issue = np.flatnonzero(is_issue[codes] & cpu) if len(categories) else p2p[:0]
     if len(issue) == 0:
-        return raw
-    kinds = [kind_of[c] for c in codes[issue]]
+        return None
+    kinds = [str(kind_of[c]) for c in codes[issue]]
     ts = ev["ts_us"].to_numpy()
     end = ts + ev["dur_us"].to_numpy()
     tid = ev["tid"].to_numpy()
@@ -78,16 +84,24 @@ def fold_p2p(raw: RawTrace, world_size: int) -> RawTrace:
         on_t = np.flatnonzero(tid[issue] == t)
         hit = innermost_containing(ts[issue[on_t]], end[issue[on_t]], ts[p2p[q]])
         holder[q[hit >= 0]] = on_t[hit[hit >= 0]]
-    held = holder >= 0
-    if not held.any():
-        return raw
+    if not (holder >= 0).any():
+        return None
+    return p2p, issue, kinds, holder
 
-    args = raw.comm_args
-    dims = args["dims_bytes"].reindex(p2p).fillna(-1).to_numpy(dtype=np.float64)
+
+def _transfers(raw: RawTrace, p2p: IntArray, issue: IntArray, holder: IntArray) -> pd.DataFrame:
+    """One row per issue range (index: position in ``issue``): ``tid, start, end,
+    send_bytes`` of its folded transfer."""
+    ev = raw.events
+    ts = ev["ts_us"].to_numpy()
+    end = ts + ev["dur_us"].to_numpy()
+    tid = ev["tid"].to_numpy()
+    held = holder >= 0
+    dims = raw.comm_args["dims_bytes"].reindex(p2p).fillna(-1).to_numpy(dtype=np.float64)
     groups = pd.DataFrame(
         {"row": p2p[held], "issue": holder[held], "start": ts[p2p[held]], "end": end[p2p[held]]}
     )
-    is_send = np.asarray(categories)[codes[p2p[held]]] == "gloo:send"
+    is_send = ev["name"].astype(str).to_numpy()[p2p[held]] == "gloo:send"
     groups["send_bytes"] = np.where(is_send, dims[held], np.nan)
     agg = groups.groupby("issue").agg(
         start=("start", "min"), end=("end", "max"), send_bytes=("send_bytes", "sum")
@@ -98,30 +112,13 @@ def fold_p2p(raw: RawTrace, world_size: int) -> RawTrace:
         agg.groupby("tid")["end"].transform(lambda e: e.shift(1).cummax()).fillna(-np.inf)
     ).to_numpy()
     start = np.minimum(np.maximum(agg["start"].to_numpy(), prev_end), agg["end"].to_numpy())
-    issue_idx = agg.index.to_numpy()
-    kind = [kinds[i] for i in issue_idx]
-    send_bytes = agg["send_bytes"].to_numpy()
+    return agg.assign(start=start)
 
-    folded = pd.DataFrame(
-        {
-            "tid": agg["tid"].to_numpy(),
-            "stream": -1,
-            "on_gpu": False,
-            "cat": P2P_CAT,
-            "name": [f"gloo:send/recv ({k})" for k in kind],
-            "ts_us": start,
-            "dur_us": agg["end"].to_numpy() - start,
-            "correlation": -1,
-        }
-    )
-    keep = np.setdiff1d(np.arange(len(ev)), p2p[held])
-    events = pd.concat([ev.iloc[keep], folded[ev.columns]], ignore_index=True)
-    for col in ev.columns:  # keep the parser's dtypes (categoricals turn to object on concat)
-        events[col] = events[col].astype(
-            ev[col].dtype if col not in ("cat", "name") else "category"
-        )
 
-    # comm_args: old rows re-indexed to their new positions, plus one row per folded event.
+def _folded_args(
+    args: pd.DataFrame, keep: IntArray, kind: list[str], send_bytes: FloatArray, world_size: int
+) -> pd.DataFrame:
+    """comm_args: old rows re-indexed to their new positions, plus one row per folded event."""
     new_pos = pd.Series(np.arange(len(keep)), index=keep)
     kept_args = args[args.index.isin(keep)]
     kept_args = kept_args.set_axis(new_pos.reindex(kept_args.index).to_numpy(), axis=0)
@@ -141,4 +138,35 @@ def fold_p2p(raw: RawTrace, world_size: int) -> RawTrace:
     folded_args.index = pd.Index(np.arange(len(keep), len(keep) + len(kind)), dtype=np.int64)
     comm_args = pd.concat([kept_args, folded_args[kept_args.columns]])
     comm_args["dims_bytes"] = comm_args["dims_bytes"].astype(np.int64)
+    return comm_args
+
+
+def fold_p2p(raw: RawTrace, world_size: int) -> RawTrace:
+    """``raw`` with every issue range's sends and receives folded into one event."""
+    found = _holders(raw)
+    if found is None:
+        return raw
+    p2p, issue, kinds, holder = found
+    agg = _transfers(raw, p2p, issue, holder)
+    kind = [kinds[i] for i in agg.index.to_numpy()]
+    ev = raw.events
+    folded = pd.DataFrame(
+        {
+            "tid": agg["tid"].to_numpy(),
+            "stream": -1,
+            "on_gpu": False,
+            "cat": P2P_CAT,
+            "name": [f"gloo:send/recv ({k})" for k in kind],
+            "ts_us": agg["start"].to_numpy(),
+            "dur_us": agg["end"].to_numpy() - agg["start"].to_numpy(),
+            "correlation": -1,
+        }
+    )
+    keep = np.setdiff1d(np.arange(len(ev)), p2p[holder >= 0])
+    events = pd.concat([ev.iloc[keep], folded[ev.columns]], ignore_index=True)
+    for col in ev.columns:  # keep the parser's dtypes (categoricals turn to object on concat)
+        events[col] = events[col].astype(
+            ev[col].dtype if col not in ("cat", "name") else "category"
+        )
+    comm_args = _folded_args(raw.comm_args, keep, kind, agg["send_bytes"].to_numpy(), world_size)
     return dataclasses.replace(raw, events=events, comm_args=comm_args)

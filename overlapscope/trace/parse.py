@@ -8,7 +8,6 @@ Collective arguments are read only for the few events that can carry them.
 from __future__ import annotations
 
 import gzip
-import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,8 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from overlapscope.errors import UserError
+from overlapscope.trace.comm_args import comm_args
+from overlapscope.trace.events import bad_events, bad_summary, host_category
 
 
 class TraceFileError(UserError):
@@ -48,48 +49,8 @@ class RawTrace:
     events: pd.DataFrame  # tid, stream, on_gpu, cat, name, ts_us, dur_us, correlation
     comm_args: pd.DataFrame  # indexed like events; only rows that may be collectives
     thread_names: dict[int, str] = field(default_factory=dict)
-
-
-# Collective-carrying names: NCCL kernels, gloo ops, the c10d bookkeeping op.
-COMM_ARG_NAME_RE = re.compile(r"^(nccl|gloo:|record_param_comms)")
-
-_DTYPE_BYTES: dict[str, int] = {
-    "float": 4,
-    "float32": 4,
-    "double": 8,
-    "float64": 8,
-    "half": 2,
-    "float16": 2,
-    "c10::half": 2,
-    "bfloat16": 2,
-    "c10::bfloat16": 2,
-    "int": 4,
-    "int32": 4,
-    "long": 8,
-    "long int": 8,
-    "int64": 8,
-    "short": 2,
-    "int16": 2,
-    "int8": 1,
-    "uint8": 1,
-    "char": 1,
-    "signed char": 1,
-    "unsigned char": 1,
-    "byte": 1,
-    "bool": 1,
-    "float8_e4m3fn": 1,
-    "float8_e5m2": 1,
-    "c10::float8_e4m3fn": 1,
-    "c10::float8_e5m2": 1,
-}
-
-
-def dtype_bytes(dtype: object) -> int:
-    """Size in bytes of a trace dtype string (``Float``, ``BFloat16``, ``c10::Half`` ...); 0 if
-    unknown."""
-    if not isinstance(dtype, str):
-        return 0
-    return _DTYPE_BYTES.get(dtype.strip().lower(), 0)
+    first_ts_us: float = 0.0  # the file's own ts of the event at ts_us == 0
+    dropped: str = ""  # "3 events with a negative dur, ..." left out; "" when none
 
 
 def _int_column(values: list[Any], default: int) -> np.ndarray:
@@ -114,76 +75,38 @@ def _float_column(values: list[Any]) -> np.ndarray:
 
 
 def _category(values: list[Any]) -> pd.Categorical:
-    cat = pd.Categorical(values)
+    try:
+        cat = pd.Categorical(values)
+    except TypeError:  # unhashable values (a list where a string belongs)
+        return pd.Categorical([str(v) for v in values])
     if any(not isinstance(c, str) for c in cat.categories):
         cat = pd.Categorical([str(v) for v in values])
     return cat
 
 
-def _dims_bytes(dims: object, types: object) -> int:
-    """Bytes of the tensors listed in ``Input Dims`` / ``Input type`` (tensor lists included)."""
-    if not isinstance(dims, list) or not isinstance(types, list):
-        return -1
-    total = 0
-    for d, t in zip(dims, types, strict=False):
-        size = dtype_bytes(t)
-        if size == 0 or not isinstance(d, list):
-            continue
-        if d and all(isinstance(x, list) for x in d):  # a tensor list
-            total += sum(int(np.prod(x)) if x else 1 for x in d) * size
-        elif all(isinstance(x, int) for x in d):
-            total += (int(np.prod(d)) if d else 1) * size
-    return total if total > 0 else -1
-
-
-def _comm_args(names: pd.Categorical, args: list[Any]) -> pd.DataFrame:
-    cats = np.asarray(names.categories, dtype=object)
-    cat_is_comm = np.fromiter(
-        (COMM_ARG_NAME_RE.match(c) is not None for c in cats), dtype=bool, count=len(cats)
-    )
-    idx = np.flatnonzero(cat_is_comm[names.codes]) if len(cats) else np.empty(0, np.int64)
-    rows: dict[str, list[Any]] = {
-        "coll_name": [],
-        "in_nelems": [],
-        "out_nelems": [],
-        "dtype": [],
-        "group_size": [],
-        "pg_name": [],
-        "seq_arg": [],
-        "dims_bytes": [],
-    }
-    for i in idx:
-        a = args[i] if isinstance(args[i], dict) else {}
-        rows["coll_name"].append(a.get("Collective name"))
-        rows["in_nelems"].append(a.get("In msg nelems"))
-        rows["out_nelems"].append(a.get("Out msg nelems"))
-        rows["dtype"].append(a.get("dtype"))
-        rows["group_size"].append(a.get("Group size"))
-        rows["pg_name"].append(a.get("Process Group Name"))
-        rows["seq_arg"].append(a.get("Seq"))
-        rows["dims_bytes"].append(_dims_bytes(a.get("Input Dims"), a.get("Input type")))
-    out = pd.DataFrame(rows, index=pd.Index(idx, dtype=np.int64))
-    for col in ("in_nelems", "out_nelems", "group_size", "seq_arg"):
-        out[col] = pd.to_numeric(out[col], errors="coerce").astype("float64")
-    out["dims_bytes"] = out["dims_bytes"].astype(np.int64)
-    for col in ("coll_name", "dtype", "pg_name"):
-        out[col] = pd.Series(rows[col], index=out.index, dtype=object)
-    return out
+MAX_WORLD_SIZE = 1 << 20  # a larger rank or world size is a corrupt field, not a run
 
 
 def _distributed(path: Path, obj: dict[str, Any]) -> tuple[int | None, int | None, str | None]:
     info = obj.get("distributedInfo")
     if info is None:
         return None, None, None
-    if not isinstance(info, dict) or not isinstance(info.get("rank"), int):
+    rank = info.get("rank") if isinstance(info, dict) else None
+    if isinstance(rank, bool) or not isinstance(rank, int):
         raise TraceFileError(path, "distributedInfo has no integer 'rank'; not a torch trace")
     ws = info.get("world_size")
+    if isinstance(ws, bool) or not isinstance(ws, int):
+        ws = None
+    if not 0 <= rank < (ws if ws is not None else MAX_WORLD_SIZE) or not (
+        ws is None or 1 <= ws <= MAX_WORLD_SIZE
+    ):
+        raise TraceFileError(
+            path,
+            f"distributedInfo field 'rank' {rank} / 'world_size' {ws} out of range "
+            f"(0 <= rank < world_size <= {MAX_WORLD_SIZE}); the trace is corrupt: re-export it",
+        )
     backend = info.get("backend")
-    return (
-        int(info["rank"]),
-        int(ws) if isinstance(ws, int) else None,
-        str(backend) if backend is not None else None,
-    )
+    return rank, ws, str(backend) if backend is not None else None
 
 
 # torch's export_chrome_trace writes one event per indented block; splitting the events
@@ -204,6 +127,7 @@ class _Chunk:
     name: pd.Categorical
     comm: pd.DataFrame  # indexed by position within the chunk's complete events
     thread_names: dict[int, str]
+    bad: np.ndarray  # int8 per event: 0 valid, else 1 + index into BAD_REASONS
 
 
 def _columns(events: list[Any], path: Path) -> _Chunk:
@@ -217,8 +141,12 @@ def _columns(events: list[Any], path: Path) -> _Chunk:
             if isinstance(a, dict) and isinstance(tid, int):
                 thread_names[tid] = str(a.get("name", ""))
     complete = [e for e in events if e.get("ph") == "X"]
-    args = [e.get("args") for e in complete]
-    names = _category([e.get("name", "") for e in complete])
+    raw_args = [e.get("args") for e in complete]
+    args = [a if isinstance(a, dict) else None for a in raw_args]
+    raw_names = [e.get("name") for e in complete]
+    names = _category([n if isinstance(n, str) else "" for n in raw_names])
+    ts = _float_column([e.get("ts") for e in complete])
+    dur = _float_column([e.get("dur") for e in complete])
     return _Chunk(
         tid=_int_column([e.get("tid", 0) for e in complete], default=0),
         stream=_int_column(
@@ -227,12 +155,13 @@ def _columns(events: list[Any], path: Path) -> _Chunk:
         correlation=_int_column(
             [a.get("correlation", -1) if isinstance(a, dict) else -1 for a in args], default=-1
         ),
-        ts=_float_column([e.get("ts") for e in complete]),
-        dur=_float_column([e.get("dur", 0.0) for e in complete]),
+        ts=ts,
+        dur=dur,
         cat=_category([e.get("cat", "") for e in complete]),
         name=names,
-        comm=_comm_args(names, args),
+        comm=comm_args(names, args),
         thread_names=thread_names,
+        bad=bad_events(raw_names, raw_args, ts, dur),
     )
 
 
@@ -301,6 +230,8 @@ def _read_bytes(path: Path) -> bytes:
             raise TraceFileError(
                 path, f"corrupt gzip ({e}); copy the file again or re-export the trace"
             ) from e
+    if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark (editors on Windows)
+        data = data[3:]
     if not data.strip():
         raise TraceFileError(path, "empty file; the profiler did not write this trace")
     return data
@@ -365,44 +296,49 @@ def _concat_chunks(chunks: list[_Chunk]) -> _Chunk:
         name=_union_categories([c.name for c in chunks]),
         comm=comm,
         thread_names=names,
+        bad=np.concatenate([c.bad for c in chunks]),
     )
+
+
+def _decode(data: bytes, path: Path) -> tuple[dict[str, Any], _Chunk]:
+    """The top-level object (without its events) and the event columns."""
+    split = _chunked(data, path)
+    if split is not None:
+        del data
+        obj, chunks = split
+        return obj, _concat_chunks(chunks)
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        raise TraceFileError(
+            path, f"truncated or invalid JSON ({e}); the export was probably cut short"
+        ) from e
+    del data
+    if not isinstance(obj, dict) or not isinstance(obj.get("traceEvents"), list):
+        raise NotATraceError(
+            path,
+            "not a Kineto trace (no 'traceEvents' list); pass files written by "
+            "torch.profiler's export_chrome_trace",
+        )
+    return obj, _columns(obj.pop("traceEvents"), path)
 
 
 def read_trace(path: Path) -> RawTrace:
     """Decode one ``.json`` / ``.json.gz`` Kineto trace; raise :class:`TraceFileError` with the
     file and the problem when it cannot be used."""
-    data = _read_bytes(path)
-    split = _chunked(data, path)
-    if split is not None:
-        del data
-        obj, chunks = split
-        cols = _concat_chunks(chunks)
-        del chunks
-    else:
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError as e:
-            raise TraceFileError(
-                path, f"truncated or invalid JSON ({e}); the export was probably cut short"
-            ) from e
-        del data
-        if not isinstance(obj, dict) or not isinstance(obj.get("traceEvents"), list):
-            raise NotATraceError(
-                path,
-                "not a Kineto trace (no 'traceEvents' list); pass files written by "
-                "torch.profiler's export_chrome_trace",
-            )
-        cols = _columns(obj.pop("traceEvents"), path)
+    obj, cols = _decode(_read_bytes(path), path)
     if len(cols.ts) == 0:
         raise TraceFileError(
             path, "empty trace: no complete ('X') events; was the profiler active for a step?"
         )
     rank, world_size, backend = _distributed(path, obj)
     ts = cols.ts
-    keep = np.isfinite(ts)
+    keep = cols.bad == 0
     if not keep.any():
-        raise TraceFileError(path, "malformed trace: no event has a numeric 'ts'")
-    dur = np.where(np.isfinite(cols.dur) & (cols.dur > 0), cols.dur, 0.0)
+        raise TraceFileError(
+            path, f"malformed trace: no usable complete event ({bad_summary(cols.bad)})"
+        )
+    dur = np.where(keep, cols.dur, 0.0)
     comm = cols.comm
     if not keep.all():
         kept_idx = np.flatnonzero(keep)
@@ -411,13 +347,13 @@ def read_trace(path: Path) -> RawTrace:
         comm.index = pd.Index(remap.loc[comm.index].to_numpy(), dtype=np.int64)
     first_ts = float(ts[keep].min())
     base = obj.get("baseTimeNanoseconds")
-    base_ns = int(base) if isinstance(base, int) else None
+    base_ns = int(base) if isinstance(base, int) and not isinstance(base, bool) else None
     origin_ns = (base_ns or 0) + round(first_ts * 1000.0)
     frame = pd.DataFrame(
         {
             "tid": cols.tid[keep],
             "stream": cols.stream[keep],
-            "on_gpu": (cols.stream >= 0)[keep],
+            "on_gpu": ((cols.stream >= 0) & ~host_category(cols.cat))[keep],
             "cat": cols.cat[keep],
             "name": cols.name[keep],
             "ts_us": ts[keep] - first_ts,
@@ -435,4 +371,6 @@ def read_trace(path: Path) -> RawTrace:
         events=frame,
         comm_args=comm,
         thread_names=cols.thread_names,
+        first_ts_us=first_ts,
+        dropped=bad_summary(cols.bad),
     )

@@ -13,13 +13,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from overlapscope.trace.attribution import (
-    Labels,
-    RowContext,
-    label_fsdp1,
-    label_fsdp2,
-    label_overlapscope,
-)
+from overlapscope.trace.attribution import Labels, RowContext, innermost_containing
+from overlapscope.trace.comm_args import collective_columns, sequence
 from overlapscope.trace.labels import (
     GLOO_PREFIX,
     GPU_NON_COMPUTE_RE,
@@ -28,17 +23,16 @@ from overlapscope.trace.labels import (
     NCCL_KERNEL_RE,
     STEP_RE,
     LabelRole,
-    collective_kind,
     parse_fsdp1,
     parse_fsdp2,
 )
 from overlapscope.trace.names import Lane, Phase, parse_range
 from overlapscope.trace.p2p import P2P_CAT, fold_p2p
-from overlapscope.trace.parse import RawTrace, dtype_bytes
+from overlapscope.trace.parse import RawTrace
+from overlapscope.trace.producers import detect
 from overlapscope.trace.schema import (
     KIND_CATEGORIES,
     LANE_CATEGORIES,
-    CollectiveKind,
     EventLane,
     Framework,
 )
@@ -48,8 +42,6 @@ FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 ObjArray = npt.NDArray[np.object_]
 
-GLOO_GROUP = "gloo"
-NCCL_GROUP = "nccl"
 PHASE_CATEGORIES = [p.value for p in Phase]
 
 
@@ -118,12 +110,11 @@ def _assign_steps(
         return out
     s = frame["ts_us"].to_numpy()[step_rows]
     e = s + frame["dur_us"].to_numpy()[step_rows]
-    order = np.argsort(s, kind="stable")
-    s, e, nos = s[order], e[order], step_no[order]
-    i = np.searchsorted(s, ts, side="right") - 1
-    ok = i >= 0
-    ok[ok] = ts[ok] < e[i[ok]]
-    out[ok] = nos[i[ok]]
+    # Step ranges may nest (a repeated ProfilerStep#N inside another): the innermost wins.
+    hit = innermost_containing(s, e, ts)
+    ok = hit >= 0
+    ok[ok] = ts[ok] < e[hit[ok]]
+    out[ok] = step_no[hit[ok]]
     return out
 
 
@@ -167,16 +158,6 @@ def _encloses(
         hi = np.searchsorted(starts, end[q], side="left")
         out[q] = hi > lo
     return out
-
-
-def _framework(nc: _NameClasses, present: BoolArray) -> Framework:
-    if any(p is not None and present[i] for i, p in enumerate(nc.ovs_phase)):
-        return Framework.OVERLAPSCOPE
-    if any(f is not None and present[i] for i, f in enumerate(nc.fsdp2)):
-        return Framework.FSDP2
-    if any(f is not None and present[i] for i, f in enumerate(nc.fsdp1)):
-        return Framework.FSDP1
-    return Framework.GENERIC
 
 
 def _compute_source(on_gpu: BoolArray, is_ovs_compute: BoolArray) -> ComputeSource:
@@ -266,9 +247,9 @@ def _lanes(
     lane[rc.framework_issue | rc.issue_op] = EventLane.ISSUE.value
     lane[rc.limiter_label] = EventLane.WAIT.value
     ovs_cpu = cpu & rc.is_ovs
-    lane[ovs_cpu & (rc.ovs_lane == Lane.COMM.value)] = EventLane.ISSUE.value
-    lane[ovs_cpu & (rc.ovs_lane == Lane.WAIT.value)] = EventLane.WAIT.value
-    lane[ovs_cpu & (rc.ovs_lane == Lane.COPY.value)] = EventLane.MEMORY.value  # offload copies
+    # an ovs range's lane is its phase's (issue, wait, memory for offload copies)
+    for ovs_lane in (Lane.ISSUE, Lane.WAIT, Lane.MEMORY):
+        lane[ovs_cpu & (rc.ovs_lane == ovs_lane.value)] = ovs_lane.value
     if source is ComputeSource.OVS_RANGES:
         lane[ovs_cpu & (rc.ovs_lane == Lane.COMPUTE.value)] = EventLane.COMPUTE.value
     lane[rc.gloo_op] = EventLane.COMM.value
@@ -276,47 +257,64 @@ def _lanes(
     return lane
 
 
-def _collective_columns(
-    raw: RawTrace,
-    cats: list[str],
-    codes: IntArray,
-    comm_rows: IntArray,
-    out: Labels,
-    on_gpu: BoolArray,
-    world_size: int,
-) -> IntArray:
-    """Fill ``kind`` and ``group`` of the comm rows; return the per-row ``bytes``."""
-    nbytes = np.full(len(codes), -1, dtype=np.int64)
-    kinds_by_cat = np.asarray([collective_kind(c).value for c in cats], dtype=object)
-    out.kind[comm_rows] = kinds_by_cat[codes[comm_rows]]
-    args = raw.comm_args.reindex(comm_rows)
-    coll = args["coll_name"].to_numpy(dtype=object)
-    has_coll = np.asarray([isinstance(c, str) and c != "" for c in coll], dtype=bool)
-    if has_coll.any():  # the argument beats the name (ncclDevKernel_Generic)
-        out.kind[comm_rows[has_coll]] = [collective_kind(str(c)).value for c in coll[has_coll]]
-    elem = np.asarray([dtype_bytes(d) for d in args["dtype"].to_numpy(dtype=object)])
-    nel = np.fmax(args["in_nelems"].to_numpy(), args["out_nelems"].to_numpy())
-    nccl_bytes = np.where(np.isfinite(nel) & (elem > 0), nel * elem, -1.0)
-    # gloo: Input Dims is the shard of an all-gather, the whole buffer otherwise.
-    dims_bytes = args["dims_bytes"].fillna(-1).to_numpy(dtype=np.float64)
-    is_ag = out.kind[comm_rows] == CollectiveKind.ALL_GATHER.value
-    gloo_bytes = np.where(dims_bytes > 0, dims_bytes * np.where(is_ag, max(world_size, 1), 1), -1.0)
-    nbytes[comm_rows] = np.where(nccl_bytes > 0, nccl_bytes, gloo_bytes).astype(np.int64)
-    pg = args["pg_name"].to_numpy(dtype=object)
-    has_pg = np.asarray([isinstance(p, str) and p != "" for p in pg], dtype=bool)
-    out.group[comm_rows] = np.where(has_pg, pg, np.where(on_gpu[comm_rows], NCCL_GROUP, GLOO_GROUP))
-    return nbytes
+def _table(
+    frame: pd.DataFrame, out: Labels, step: IntArray, nbytes: IntArray, seq: IntArray
+) -> pd.DataFrame:
+    """The rank's event table (schema columns but ``rank``)."""
+    ts = frame["ts_us"].to_numpy()
+    return pd.DataFrame(
+        {
+            "step": step,
+            "tid": frame["tid"].to_numpy(),
+            "stream": frame["stream"].to_numpy(),
+            "on_gpu": frame["on_gpu"].to_numpy(),
+            "cat": frame["cat"],
+            "name": frame["name"],
+            "ts_us": ts,
+            "dur_us": frame["dur_us"].to_numpy(),
+            "end_us": ts + frame["dur_us"].to_numpy(),
+            "lane": pd.Categorical(out.lane, categories=LANE_CATEGORIES),
+            "phase": pd.Categorical(out.phase, categories=PHASE_CATEGORIES),
+            "unit": pd.Categorical(out.unit),
+            "kind": pd.Categorical(out.kind, categories=KIND_CATEGORIES),
+            "bytes": nbytes,
+            "group": pd.Categorical(out.group),
+            "seq": seq,
+            "correlation": frame["correlation"].to_numpy(),
+        }
+    )
 
 
-def _sequence(comm_rows: IntArray, group: ObjArray, step: IntArray, ts: FloatArray) -> IntArray:
-    """Order of each collective within its (group, step) on this rank."""
-    seq = np.full(len(step), -1, dtype=np.int64)
-    if len(comm_rows):
-        keyed = pd.DataFrame(
-            {"g": group[comm_rows], "s": step[comm_rows], "t": ts[comm_rows]}, index=comm_rows
-        ).sort_values(["t"], kind="stable")
-        seq[keyed.index.to_numpy()] = keyed.groupby(["g", "s"], sort=False).cumcount().to_numpy()
-    return seq
+def _steps(
+    frame: pd.DataFrame,
+    is_step: BoolArray,
+    step_no: IntArray,
+    anchor_ts: FloatArray,
+    orphan: BoolArray,
+    warnings: list[str],
+) -> tuple[IntArray, tuple[int, ...]]:
+    """Each row's step (CPU events by time, GPU events by the step of their launch) and the
+    rank's steps."""
+    step_rows = np.flatnonzero(is_step)
+    step_nos = step_no[step_rows]
+    step = _assign_steps(anchor_ts, step_rows, frame, step_nos)
+    step[orphan] = -1
+    step[step_rows] = step_nos
+    steps = tuple(sorted(set(step_nos.tolist())))
+    if len(steps) != len(step_nos):
+        warnings.append("repeated ProfilerStep numbers; steps were merged by number")
+    return step, steps
+
+
+def _on_gloo_thread(raw: RawTrace, gloo_op: BoolArray) -> BoolArray:
+    """Rows on a gloo worker thread (one that runs gloo ops, or is named so)."""
+    tid = raw.events["tid"].to_numpy()
+    # Folded point-to-point collectives sit on the issuing (training) thread: not a gloo thread.
+    not_p2p = (raw.events["cat"] != P2P_CAT).to_numpy()
+    gloo_tids = set(np.unique(tid[gloo_op & not_p2p]).tolist()) | {
+        t for t, name in raw.thread_names.items() if "gloo" in name
+    }
+    return np.isin(tid, np.asarray(sorted(gloo_tids), dtype=np.int64))
 
 
 def recognize(raw: RawTrace, world_size: int) -> RankTable:
@@ -330,19 +328,14 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     codes = np.asarray(name_cat.codes, dtype=np.int64)
     nc = _classify_names(cats)
     present = np.bincount(codes[codes >= 0], minlength=len(cats)) > 0
-    framework = _framework(nc, present)
+    producer = detect(cats, present)
     on_gpu = frame["on_gpu"].to_numpy()
     tid = frame["tid"].to_numpy()
     ts = frame["ts_us"].to_numpy()
     end = ts + frame["dur_us"].to_numpy()
     rc = _row_classes(nc, codes, on_gpu)
     source = _compute_source(on_gpu, rc.is_ovs & (rc.ovs_lane == Lane.COMPUTE.value))
-    # Folded point-to-point collectives sit on the issuing (training) thread: not a gloo thread.
-    not_p2p = (frame["cat"] != P2P_CAT).to_numpy()
-    gloo_tids = set(np.unique(tid[rc.gloo_op & not_p2p]).tolist()) | {
-        t for t, name in raw.thread_names.items() if "gloo" in name
-    }
-    on_gloo_thread = np.isin(tid, np.asarray(sorted(gloo_tids), dtype=np.int64))
+    on_gloo_thread = _on_gloo_thread(raw, rc.gloo_op)
 
     out = Labels(
         lane=_lanes(nc, codes, rc, frame, source, on_gloo_thread),
@@ -353,19 +346,11 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     )
     out.phase[rc.limiter_label] = Phase.LIMITER.value
 
-    # Steps: CPU events by time, GPU events by the step of their launch.
-    step_rows = np.flatnonzero(rc.step)
-    step_nos = nc.step_no[codes][step_rows]
     anchor_ts, anchor_tid, orphan = _launch_anchor(frame)
-    step = _assign_steps(anchor_ts, step_rows, frame, step_nos)
-    step[orphan] = -1
-    step[step_rows] = step_nos
-    steps = tuple(sorted(set(step_nos.tolist())))
-    if len(steps) != len(step_nos):
-        warnings.append("repeated ProfilerStep numbers; steps were merged by number")
+    step, steps = _steps(frame, rc.step, nc.step_no[codes], anchor_ts, orphan, warnings)
 
     comm_rows = np.flatnonzero(out.lane == EventLane.COMM.value)
-    nbytes = _collective_columns(raw, cats, codes, comm_rows, out, on_gpu, world_size)
+    nbytes = collective_columns(raw.comm_args, cats, codes, comm_rows, out, on_gpu, world_size)
     ctx = RowContext(
         ts=ts,
         end=end,
@@ -377,20 +362,7 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
         step=step,
         comm_rows=comm_rows,
     )
-    match framework:
-        case Framework.OVERLAPSCOPE:
-            label_overlapscope(ctx, out, rc.is_ovs, warnings)
-        case Framework.FSDP2:
-            roles = np.asarray([f[0].value if f else "" for f in nc.fsdp2], dtype=object)
-            fqns = np.asarray([f[1] if f else None for f in nc.fsdp2], dtype=object)
-            label_fsdp2(ctx, out, roles[codes], fqns[codes])
-        case Framework.FSDP1:
-            roles = np.asarray([r.value if r else "" for r in nc.fsdp1], dtype=object)
-            label_fsdp1(ctx, out, roles[codes])
-        case Framework.GENERIC:
-            pass
-        case _:
-            raise ValueError(f"unhandled framework {framework!r}")
+    producer.label(ctx, out, cats, codes, warnings)
 
     if len(comm_rows) == 0:
         warnings.append(
@@ -400,25 +372,5 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     if not steps:
         warnings.append("no ProfilerStep ranges: the whole trace is counted as one step")
 
-    table = pd.DataFrame(
-        {
-            "step": step,
-            "tid": tid,
-            "stream": frame["stream"].to_numpy(),
-            "on_gpu": on_gpu,
-            "cat": frame["cat"],
-            "name": frame["name"],
-            "ts_us": ts,
-            "dur_us": frame["dur_us"].to_numpy(),
-            "end_us": end,
-            "lane": pd.Categorical(out.lane, categories=LANE_CATEGORIES),
-            "phase": pd.Categorical(out.phase, categories=PHASE_CATEGORIES),
-            "unit": pd.Categorical(out.unit),
-            "kind": pd.Categorical(out.kind, categories=KIND_CATEGORIES),
-            "bytes": nbytes,
-            "group": pd.Categorical(out.group),
-            "seq": _sequence(comm_rows, out.group, step, ts),
-            "correlation": frame["correlation"].to_numpy(),
-        }
-    )
-    return RankTable(table, framework, source, steps, tuple(warnings))
+    table = _table(frame, out, step, nbytes, sequence(comm_rows, out.group, step, ts))
+    return RankTable(table, producer.framework, source, steps, tuple(warnings))

@@ -54,15 +54,10 @@ import enum
 
 import pandas as pd
 
+from overlapscope.trace.names import Lane
 
-class EventLane(enum.Enum):
-    COMPUTE = "compute"
-    COMM = "comm"
-    WAIT = "wait"
-    ISSUE = "issue"
-    MEMORY = "memory"
-    STEP = "step"
-    OTHER = "other"
+# The one lane enum lives with the phases (``names.Lane``); this name is kept for readers.
+EventLane = Lane
 
 
 class CollectiveKind(enum.Enum):

@@ -12,8 +12,8 @@ def ranks(limiter_us: float = 0.0) -> pd.DataFrame:
         {
             "rank": [0, 1],
             "num_steps": [2, 2],
-            "mean_step_time_us": [1000.0, 1000.0],
-            "limiter_us": [limiter_us] * 2,
+            "step_time_per_step_us": [1000.0, 1000.0],
+            "limiter_per_step_us": [limiter_us / 2] * 2,
         }
     )
 
@@ -24,7 +24,7 @@ def units(phase: str, exposed_per_step: float) -> pd.DataFrame:
             "rank": [0, 1],
             "unit": ["b.0", "b.0"],
             "phase": [phase] * 2,
-            "exposed_us_per_step": [exposed_per_step] * 2,
+            "exposed_per_step_us": [exposed_per_step] * 2,
         }
     )
 

@@ -79,3 +79,14 @@ def test_set_ops_match_a_brute_force_grid(a_list, b_list):
     got = covered(a, [s for s, _ in b_list], [e for _, e in b_list])
     want = [ma[s:e].sum() for s, e in b_list]
     np.testing.assert_allclose(got, want)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ivs, st.integers(0, 60), st.integers(0, 60))
+def test_clip_matches_a_brute_force_grid(a_list, lo, hi):
+    a = union([s for s, _ in a_list], [e for _, e in a_list])
+    window = np.zeros(70, dtype=bool)
+    window[lo:hi] = True
+    c = clip(a, lo, hi)
+    assert c.total == (mask(a_list) & window).sum()
+    assert (np.diff(c.starts) > 0).all() and (c.ends > c.starts).all()

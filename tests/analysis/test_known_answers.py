@@ -73,35 +73,38 @@ def test_cpu_overlapscope_rank_figures(cpu_run: Path):
     a = analyze(load_run(cpu_run))
     r0 = a.ranks.set_index("rank").loc[0]
     # comm = [1,35) + [51,60) + [80,81) = 44; compute = [10,30)+[35,50)+[60,70) = 45
-    assert r0["comm_us"] == pytest.approx(44)
-    assert r0["compute_us"] == pytest.approx(45)
+    assert r0["comm_total_us"] == pytest.approx(44)
+    assert r0["compute_total_us"] == pytest.approx(45)
     # exposed = [1,10) + [30,35) + [51,60) + [80,81) = 24
-    assert r0["exposed_comm_us"] == pytest.approx(24)
+    assert r0["exposed_comm_total_us"] == pytest.approx(24)
     assert r0["overlap_pct"] == pytest.approx(100 * 20 / 44)
     # waits: [2,10) + [30,35) + [51,60) = 22
-    assert r0["nccl_wait_us"] == pytest.approx(22)
-    # busy = [1,50) + [51,70) + [80,81) = 69 of a 100 µs step
-    assert r0["idle_us"] == pytest.approx(31)
-    assert r0["step_time_us"] == pytest.approx(100)
+    assert r0["nccl_wait_total_us"] == pytest.approx(22)
+    # other: issue and wait ranges while nothing else runs: [0,1) + [50,51)
+    assert r0["other_total_us"] == pytest.approx(2)
+    # busy = [0,50) + [50,70) + [80,81) = 71 of a 100 µs step
+    assert r0["idle_total_us"] == pytest.approx(29)
+    assert r0["step_time_total_us"] == pytest.approx(100)
+    assert r0["step_time_per_step_us"] == pytest.approx(100)  # one step
     r1 = a.ranks.set_index("rank").loc[1]
-    assert r1["comm_us"] == pytest.approx(41)  # its first all-gather is 3 µs shorter
+    assert r1["comm_total_us"] == pytest.approx(41)  # its first all-gather is 3 µs shorter
     assert a.counted_steps == {0: (3,), 1: (3,)}
 
 
 def test_cpu_overlapscope_units_by_issue_order(cpu_run: Path):
     a = analyze(load_run(cpu_run))
     u = a.units[a.units["rank"] == 0].set_index(["unit", "phase"])
-    assert u.loc[("u0", "ag_fwd"), ["comm_us", "exposed_us", "wait_us"]].tolist() == pytest.approx(
-        [9, 9, 8]
-    )
-    assert u.loc[("u1", "ag_fwd"), ["comm_us", "exposed_us", "wait_us"]].tolist() == pytest.approx(
-        [25, 5, 5]
-    )
-    assert u.loc[("u1", "rs"), ["comm_us", "exposed_us", "wait_us"]].tolist() == pytest.approx(
-        [9, 9, 9]
-    )
+    assert u.loc[
+        ("u0", "ag_fwd"), ["comm_total_us", "exposed_total_us", "wait_total_us"]
+    ].tolist() == pytest.approx([9, 9, 8])
+    assert u.loc[
+        ("u1", "ag_fwd"), ["comm_total_us", "exposed_total_us", "wait_total_us"]
+    ].tolist() == pytest.approx([25, 5, 5])
+    assert u.loc[
+        ("u1", "rs"), ["comm_total_us", "exposed_total_us", "wait_total_us"]
+    ].tolist() == pytest.approx([9, 9, 9])
     assert u.loc[("u1", "rs"), "kind"] == "all_reduce"
-    assert u.loc[("u0", "ag_fwd"), "bytes"] == 100 * 4 * 2  # shard x world size
+    assert u.loc[("u0", "ag_fwd"), "bytes_total"] == 100 * 4 * 2  # shard x world size
     # The default-group barrier is communication but belongs to no unit.
     assert a.units[(a.units["rank"] == 0) & (a.units["kind"] == "barrier")]["unit"].isna().all()
 
@@ -128,10 +131,12 @@ def test_cpu_bound(cpu_run: Path):
     a = analyze(load_run(cpu_run))
     b = a.bound.set_index("rank").loc[0]
     # units: u0 comp 20 comm 9; u1 comp 15 comm 25+9; all comp 10; barrier comm 1 (no unit)
-    assert b["serial_us"] == pytest.approx(29 + 49 + 10 + 1)
-    assert b["ideal_us"] == pytest.approx(20 + 34 + 10 + 1)
-    assert b["actual_us"] == pytest.approx(100)
-    assert b["overlap_efficiency"] == pytest.approx((89 - 100) / (89 - 65))
+    assert b["serial_per_step_us"] == pytest.approx(29 + 49 + 10 + 1)
+    assert b["ideal_per_step_us"] == pytest.approx(20 + 34 + 10 + 1)
+    # actual: compute 45 + exposed comm 24 (idle and other time are not what overlap changes)
+    assert b["actual_per_step_us"] == pytest.approx(69)
+    assert b["step_time_per_step_us"] == pytest.approx(100)
+    assert b["overlap_efficiency"] == pytest.approx((89 - 69) / (89 - 65))
 
 
 def gpu_events() -> list[dict]:
@@ -189,22 +194,24 @@ def test_gpu_rank_figures(tmp_path: Path):
     run = load_run(tmp_path / "rank-0.json")
     a = analyze(run)
     r = a.ranks.iloc[0]
-    assert r["comm_us"] == pytest.approx(30)
-    assert r["compute_us"] == pytest.approx(20 + 20 + 10 + 4)
-    assert r["exposed_comm_us"] == pytest.approx(20)  # [30,40) + [80,90)
+    # the GPU step: its first kernel (the memcpy at 0) to its last kernel's end (95)
+    assert r["step_time_total_us"] == pytest.approx(95)
+    assert r["comm_total_us"] == pytest.approx(30)
+    assert r["compute_total_us"] == pytest.approx(20 + 20 + 10 + 4)
+    assert r["exposed_comm_total_us"] == pytest.approx(20)  # [30,40) + [80,90)
     assert r["overlap_pct"] == pytest.approx(100 * 10 / 30)
     # only the gap [80,91) ends right after a collective ends: 10 µs of it under NCCL
-    assert r["nccl_wait_us"] == pytest.approx(10)
-    assert r["memory_us"] == pytest.approx(5)
-    assert r["idle_us"] == pytest.approx(
-        100 - (5 + 50 + 20 + 4)
-    )  # busy [0,5) [10,60) [70,90) [91,95)
+    assert r["nccl_wait_total_us"] == pytest.approx(10)
+    assert r["memory_total_us"] == pytest.approx(5)
+    assert r["exposed_memory_total_us"] == pytest.approx(5)
+    # busy [0,5) [10,60) [70,90) [91,95) of [0, 95)
+    assert r["idle_total_us"] == pytest.approx(95 - (5 + 50 + 20 + 4))
     assert r["compute_source"] == "gpu_kernels"
     u = a.units.set_index(["unit", "phase"])
-    assert u.loc[("blocks.1", "ag_bwd"), "exposed_us"] == pytest.approx(10)
-    assert u.loc[("blocks.1", "ag_bwd"), "bytes"] == 8000
+    assert u.loc[("blocks.1", "ag_bwd"), "exposed_total_us"] == pytest.approx(10)
+    assert u.loc[("blocks.1", "ag_bwd"), "bytes_total"] == 8000
     assert u.loc[("blocks.1", "rs"), "kind"] == "reduce_scatter"
-    assert u.loc[("blocks.1", "rs"), "bytes"] == 4000
+    assert u.loc[("blocks.1", "rs"), "bytes_total"] == 4000
     tl = a.timeline
     assert set(tl["lane"].astype(str)) == {"compute", "comm", "memory"}
     assert (tl["name"] == "void gemm_kernel<float>()").sum() == 2
@@ -221,5 +228,23 @@ def test_no_steps_counts_whole_trace(tmp_path: Path):
     assert any("no ProfilerStep" in w for w in run.warnings)
     a = analyze(run)
     # now the pre-step kernel counts too (and the orphan: nothing is excluded)
-    assert a.ranks.iloc[0]["compute_us"] == pytest.approx(54 + 5)
+    assert a.ranks.iloc[0]["compute_total_us"] == pytest.approx(54 + 5)
     assert a.counted_steps == {0: ()}
+
+
+def test_host_calls_and_annotations_with_a_stream_are_not_gpu_activity(tmp_path: Path):
+    """ROCm's hipLaunchKernel carries args.stream; so may a gpu_user_annotation around
+    kernels: neither is GPU activity, and kernels launched by a hip* call keep their step."""
+    events = [
+        e
+        if e.get("cat") != "cuda_runtime"
+        else {**e, "name": "hipLaunchKernel", "args": {**e["args"], "stream": 7}}
+        for e in gpu_events()
+    ]
+    events.append(x("nccl:all_gather", 20, 30, tid=20, cat="gpu_user_annotation", pid=0))
+    events[-1]["args"] = {"stream": 20}
+    write(tmp_path / "rank-0.json", trace(0, 2, events, backend="nccl"))
+    r = analyze(load_run(tmp_path / "rank-0.json")).ranks.iloc[0]
+    assert r["step_time_total_us"] == pytest.approx(95)
+    assert r["compute_total_us"] == pytest.approx(54)
+    assert r["comm_total_us"] == pytest.approx(30)

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,25 +10,6 @@ import pytest
 from overlapscope.analysis import analyze
 from overlapscope.trace.loader import load_run
 from overlapscope.trace.schema import Framework
-
-SCRIPT = Path(__file__).resolve().parents[1] / "trace" / "torch_fsdp_run.py"
-
-
-def make(kind: str, out: Path) -> Path:
-    subprocess.run(
-        [sys.executable, str(SCRIPT), kind, str(out)], check=True, capture_output=True, timeout=240
-    )
-    return out
-
-
-@pytest.fixture(scope="module")
-def fsdp2_run(tmp_path_factory) -> Path:
-    return make("fsdp2", tmp_path_factory.mktemp("fsdp2"))
-
-
-@pytest.fixture(scope="module")
-def fsdp1_run(tmp_path_factory) -> Path:
-    return make("fsdp1", tmp_path_factory.mktemp("fsdp1"))
 
 
 def check_units(path: Path, framework: Framework, unit_names: set[str]) -> None:
@@ -48,13 +27,36 @@ def check_units(path: Path, framework: Framework, unit_names: set[str]) -> None:
             assert names <= unit_names
         assert set(u.loc[u["phase"] == "ag_fwd", "unit"]) == unit_names
         ag = u[u["kind"] == "all_gather"]
-        assert (ag["bytes"] == ag["num_ops"] * 2 * 4 * 2080).all()  # 2 ranks x 2080-float shards
+        assert (
+            ag["bytes_total"] == ag["num_ops"] * 2 * 4 * 2080
+        ).all()  # 2 ranks x 2080-float shards
         # gloo collectives are synchronous on CPU: they are (almost) all exposed
-        assert u["exposed_us"].sum() > 0.9 * u["comm_us"].sum()
+        assert u["exposed_total_us"].sum() > 0.9 * u["comm_total_us"].sum()
     r = a.ranks.set_index("rank")
     assert (r["overlap_pct"] < 10).all()
     assert (r["num_steps"] == 2).all()
     assert a.collectives["num_ranks"].eq(2).all()
+    check_compute_units(a, unit_names)
+
+
+PARTS = ["compute", "exposed_comm", "exposed_memory", "other", "idle"]
+
+
+def check_compute_units(a, unit_names: set[str]) -> None:
+    """Compute is attributed to units (forward and backward), the partition adds up and the
+    bound is defined: collectives are synchronous on CPU, so nothing overlaps."""
+    for table, suffix in ((a.steps, "_us"), (a.ranks, "_total_us")):
+        total = sum(table[f"{p}{suffix}"] for p in PARTS)
+        assert (abs(total - table[f"step_time{suffix}"]) < 1e-3).all()
+    for rank in (0, 1):
+        rows = a.timeline[(a.timeline["rank"] == rank) & (a.timeline["lane"] == "compute")]
+        fwd = set(rows.loc[rows["phase"] == "fwd", "unit"].dropna())
+        bwd = set(rows.loc[rows["phase"] == "bwd", "unit"].dropna())
+        assert fwd == unit_names and bwd == unit_names, (rank, fwd, bwd)
+    b = a.bound.set_index("rank")
+    assert (b["num_units"] == len(unit_names) + 1).all()  # + compute outside every unit
+    assert (b["actual_per_step_us"] <= b["serial_per_step_us"] + 1e-6).all()
+    assert b["overlap_efficiency"].between(0.0, 0.05).all(), b["overlap_efficiency"]
 
 
 @pytest.mark.multirank

@@ -41,19 +41,20 @@ def test_json_to_stdout_follows_the_schema(run_dir, capsys):
     r0 = next(r for r in doc["ranks"] if r["rank"] == 0)
     for key in (
         "rank",
-        "step_time_us",
-        "compute_us",
-        "comm_us",
-        "exposed_comm_us",
+        "step_time_per_step_us",
+        "compute_total_us",
+        "comm_total_us",
+        "exposed_comm_total_us",
         "overlap_pct",
-        "nccl_wait_us",
+        "nccl_wait_per_step_us",
     ):
         assert key in r0
-    assert r0["exposed_comm_us"] == pytest.approx(24)
+    assert r0["exposed_comm_total_us"] == pytest.approx(24)
     unit = next(
         u for u in doc["units"] if u["rank"] == 0 and u["unit"] == "u1" and u["phase"] == "ag_fwd"
     )
-    assert unit["exposed_us"] == pytest.approx(5) and unit["comm_us"] == pytest.approx(25)
+    assert unit["exposed_total_us"] == pytest.approx(5)
+    assert unit["comm_total_us"] == pytest.approx(25)
     assert {"transfer_us", "peer_wait_us", "busbw_gbps", "straggler_rank"} <= set(
         doc["collectives"][0]
     )
@@ -130,4 +131,4 @@ def test_hta_figures_beside_ours_on_a_gpu_trace(capsys):
     assert hta["counted_steps"] == {"0": [551, 552]}
     assert abs(hta["overlap_pct"]["0"] - doc["ranks"][0]["overlap_pct"]) <= 0.5
     assert hta["temporal"][0]["idle_time_us"] > 0
-    assert "HTA comm/comp overlap (with the last step" in cap.err
+    assert "HTA 0.5.0 beside ours (all steps" in cap.err

@@ -11,13 +11,11 @@ from dashboards.figures import (
     EXPOSED_PHASE,
     MAX_BARS,
     merge_close,
-    ranks_figure,
     step_panel,
     timeline_figure,
-    tradeoff_figure,
-    units_figure,
     window_bars,
 )
+from dashboards.run_figures import ranks_figure, tradeoff_figure, units_figure
 
 from .helpers import timeline
 
@@ -218,7 +216,7 @@ def _units() -> pd.DataFrame:
         (0, "root", "ag_fwd", "all_gather", 100.0),
         (0, "root", "fwd", "other", 9999.0),  # not communication
     ]
-    return pd.DataFrame(rows, columns=["rank", "unit", "phase", "kind", "exposed_us_per_step"])
+    return pd.DataFrame(rows, columns=["rank", "unit", "phase", "kind", "exposed_per_step_us"])
 
 
 def test_units_bars_are_mean_over_ranks_in_ms_per_step() -> None:
@@ -245,7 +243,7 @@ def test_tradeoff_one_point_per_run() -> None:
             "policy": ["none", "backward_pre"],
             "step_ms": [400.0, 300.0],
             "throughput_tok_s": [10.0, 13.0],
-            "exposed_comm_ms": [200.0, 90.0],
+            "exposed_comm_per_step_ms": [200.0, 90.0],
             "peak_mem_mib": [50.0, 70.0],
         }
     )
@@ -295,3 +293,12 @@ def test_empty_inputs_give_a_message_not_an_error() -> None:
     assert (
         "no collectives" in ranks_figure(pd.DataFrame(), pd.DataFrame()).layout.annotations[0].text
     )
+
+
+def test_every_phase_has_a_style_and_a_name():
+    from dashboards.palette import LANES, NAME_BY_PHASE, STYLE_BY_PHASE
+    from overlapscope.trace.names import Phase
+
+    assert set(STYLE_BY_PHASE) == set(Phase)
+    assert set(NAME_BY_PHASE) == set(Phase)
+    assert {lane for lane, _ in STYLE_BY_PHASE.values()} <= set(LANES)

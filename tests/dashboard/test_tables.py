@@ -23,9 +23,9 @@ RANKS = pd.DataFrame(
     {
         "rank": [0, 1],
         "num_steps": [2, 2],
-        "mean_step_time_us": [400_000.0, 500_000.0],
-        "exposed_comm_us": [100_000.0, 60_000.0],
-        "nccl_wait_us": [80_000.0, 40_000.0],
+        "step_time_per_step_us": [400_000.0, 500_000.0],
+        "exposed_comm_per_step_us": [50_000.0, 30_000.0],
+        "nccl_wait_per_step_us": [40_000.0, 20_000.0],
         "overlap_pct": [30.0, 50.0],
     }
 )
@@ -50,8 +50,8 @@ def test_overview_rows_per_rank_with_units_converted() -> None:
     r0 = t.iloc[0]
     assert r0["run"] == "r" and r0["policy"] == "backward_pre + limit 2" and r0["rank"] == 0
     assert r0["step_ms"] == pytest.approx(400.0)
-    assert r0["exposed_comm_ms"] == pytest.approx(50.0)  # total / num_steps
-    assert r0["nccl_wait_ms"] == pytest.approx(40.0)
+    assert r0["exposed_comm_per_step_ms"] == pytest.approx(50.0)  # total / num_steps
+    assert r0["nccl_wait_per_step_ms"] == pytest.approx(40.0)
     assert r0["throughput_tok_s"] == pytest.approx(8 * 128 / 0.4)
     assert t["peak_mem_mib"].tolist() == [64.0, 32.0]
     assert t["busbw_gbit_s"].tolist() == [16.0, 16.0]  # median over the run's collectives, x8

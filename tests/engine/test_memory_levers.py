@@ -95,13 +95,13 @@ def test_analyze_reports_recompute_and_copies(runs: dict[str, Path]) -> None:
         for phase in ("recompute", "h2d", "d2h"):
             assert units <= {r["unit"] for r in rows if r["phase"] == phase}, (rank, phase)
         for r in rows:
-            assert r["time_us"] > 0
+            assert r["time_total_us"] > 0
             if r["phase"] == "recompute":
-                assert r["exposed_us"] is None and r["hides_comm_us"] >= 0
+                assert r["exposed_total_us"] is None and r["hides_comm_total_us"] >= 0
             else:
-                assert 0 <= r["exposed_us"] <= r["time_us"] + 1e-6
+                assert 0 <= r["exposed_total_us"] <= r["time_total_us"] + 1e-6
     # backward_pre: the next unit's all-gather runs under recompute + gradient compute
-    hidden = [r["hides_comm_us"] for r in levers if r["phase"] == "recompute"]
+    hidden = [r["hides_comm_total_us"] for r in levers if r["phase"] == "recompute"]
     assert sum(h > 0 for h in hidden) >= len(hidden) / 2
     text = subprocess.run(
         overlapscope_cmd("analyze", str(runs["levers"]), "--no-progress"),

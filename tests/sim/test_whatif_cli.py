@@ -85,7 +85,7 @@ def test_cli_json_and_trace(measured: Path, tmp_path: Path) -> None:
     from overlapscope.analysis import analyze
 
     a = analyze(run)
-    step = float(a.ranks["mean_step_time_us"].mean())
+    step = float(a.ranks["step_time_per_step_us"].mean())
     assert step == pytest.approx(doc["step_time_us"], rel=0.01)
     per_step = (1 + LAYERS) + LAYERS + (LAYERS + 1)  # AG fwd (root + units), AG bwd, RS
     assert len(a.collectives) == per_step * len(run.run_meta["profiled_steps"])

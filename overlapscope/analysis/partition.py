@@ -1,0 +1,170 @@
+"""The time model: each step of each rank partitioned into parts that add up.
+
+Per rank and step, the timeline of the device that does the work (the GPU's kernels where
+the rank has any; the training threads on CPU-only runs) is cut into::
+
+    step = compute + exposed_comm + exposed_memory + other + idle
+
+* ``compute``: union of the compute intervals (see ``lane`` in the schema) inside the step;
+* ``exposed_comm``: communication while no compute runs;
+* ``exposed_memory``: memory copies / sets while neither compute nor communication runs;
+* ``other``: the rest of the device's recorded activity (GPU: sync and other non-compute
+  kernels; CPU: collective issue and wait ranges) while none of the above runs;
+* ``idle``: the step's time where nothing is recorded.
+
+Each part is computed as an interval set, and ``idle`` as the step minus the others, so the
+five add up to the step to the last bit of float precision.
+
+The steps themselves (:func:`step_windows`): on GPU ranks a step starts at its first kernel
+(kernels belong to the step whose CPU range launched them, as HTA assigns them) and lasts
+until the next step's first kernel; the last step ends at the last kernel of the counted
+steps. The steps thus tile the GPU's span from the first to the last kernel, which is HTA's
+``kernel_time``; their parts add up to HTA's temporal breakdown (idle, compute, and
+non-compute = exposed comm + exposed memory + other). On CPU ranks a step is its
+``ProfilerStep#N`` range. A rank without profiler steps is one step (``step`` -1) spanning
+its device's events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from overlapscope.analysis.intervals import Intervals, clip, intersect, subtract, union, union_of
+from overlapscope.trace.names import Phase
+from overlapscope.trace.recognize import ComputeSource
+from overlapscope.trace.schema import EventLane
+
+
+@dataclass(frozen=True, slots=True)
+class LaneSets:
+    """The device's activity of one rank as interval sets, one per lane."""
+
+    compute: Intervals
+    comm: Intervals
+    memory: Intervals
+    other: Intervals
+    wait: Intervals
+    limiter: Intervals
+
+    @staticmethod
+    def of(rows: pd.DataFrame, source: ComputeSource) -> LaneSets:
+        """``rows``: one rank's counted rows. GPU ranks keep only GPU activity."""
+        device = rows[rows["on_gpu"].to_numpy()] if source is ComputeSource.GPU_KERNELS else rows
+        lane = device["lane"].to_numpy()
+        s = device["ts_us"].to_numpy()
+        e = device["end_us"].to_numpy()
+        all_lane = rows["lane"].to_numpy()
+        limiter = (rows["phase"].astype(object).to_numpy() == Phase.LIMITER.value) & (
+            all_lane == EventLane.WAIT.value
+        )
+        rs, re_ = rows["ts_us"].to_numpy(), rows["end_us"].to_numpy()
+        waiting = (all_lane == EventLane.WAIT.value) & ~limiter
+
+        def pick(mask: np.ndarray) -> Intervals:
+            return union(s[mask], e[mask])
+
+        if source is ComputeSource.GPU_KERNELS:
+            other = pick(lane == EventLane.OTHER.value)
+        else:
+            other = pick(np.isin(lane, [EventLane.WAIT.value, EventLane.ISSUE.value]))
+        return LaneSets(
+            compute=pick(lane == EventLane.COMPUTE.value),
+            comm=pick(lane == EventLane.COMM.value),
+            memory=pick(lane == EventLane.MEMORY.value),
+            other=other,
+            wait=union(rs[waiting], re_[waiting]),
+            limiter=union(rs[limiter], re_[limiter]),
+        )
+
+    def span(self) -> tuple[float, float] | None:
+        """First start and last end of the device's activity (None: nothing recorded)."""
+        parts = [x for x in (self.compute, self.comm, self.memory, self.other) if len(x)]
+        if not parts:
+            return None
+        return min(float(x.starts[0]) for x in parts), max(float(x.ends[-1]) for x in parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """One step's partition (µs); ``compute + exposed_comm + exposed_memory + other + idle
+    == step_time``. ``comm`` and ``memory`` are the whole (not only exposed) union inside the
+    step."""
+
+    step_time_us: float
+    compute_us: float
+    exposed_comm_us: float
+    exposed_memory_us: float
+    other_us: float
+    idle_us: float
+    comm_us: float
+    memory_us: float
+    overlap_pct: float
+
+
+def partition(sets: LaneSets, start_us: float, end_us: float) -> Parts:
+    """Partition ``[start_us, end_us)`` of one rank's device timeline."""
+    compute = clip(sets.compute, start_us, end_us)
+    comm = clip(sets.comm, start_us, end_us)
+    memory = clip(sets.memory, start_us, end_us)
+    other = clip(sets.other, start_us, end_us)
+    exposed_comm = subtract(comm, compute)
+    covered = union_of(compute, comm)
+    exposed_memory = subtract(memory, covered)
+    covered = union_of(covered, memory)
+    exposed_other = subtract(other, covered)
+    step = max(0.0, end_us - start_us)
+    busy = compute.total + exposed_comm.total + exposed_memory.total + exposed_other.total
+    comm_us = comm.total
+    hidden = intersect(comm, compute).total
+    return Parts(
+        step_time_us=step,
+        compute_us=compute.total,
+        exposed_comm_us=exposed_comm.total,
+        exposed_memory_us=exposed_memory.total,
+        other_us=exposed_other.total,
+        idle_us=step - busy,
+        comm_us=comm_us,
+        memory_us=memory.total,
+        overlap_pct=100.0 * hidden / comm_us if comm_us > 0 else float("nan"),
+    )
+
+
+def gpu_step_windows(gpu: pd.DataFrame, steps: list[int]) -> pd.DataFrame:
+    """Windows of the GPU steps of one rank (see the module docstring): ``step, start_us,
+    end_us``. ``gpu``: the rank's counted GPU rows; ``steps``: its profiler steps. A step
+    that launched no kernel gets an empty window where the next one starts."""
+    first = gpu.groupby("step")["ts_us"].min()
+    last_end = float(gpu["end_us"].max()) if len(gpu) else 0.0
+    starts = np.asarray([float(first.get(s, np.nan)) for s in steps], dtype=np.float64)
+    # Steps without kernels start where the next step with kernels does.
+    filled = pd.Series(starts).bfill().fillna(last_end).to_numpy()
+    filled = np.maximum.accumulate(filled) if len(filled) else filled
+    ends = np.append(filled[1:], last_end) if len(filled) else filled
+    ends = np.maximum(ends, filled)
+    return pd.DataFrame({"step": steps, "start_us": filled, "end_us": ends})
+
+
+def step_windows(
+    rows: pd.DataFrame, source: ComputeSource, steps: tuple[int, ...], sets: LaneSets
+) -> pd.DataFrame:
+    """``step, start_us, end_us`` of each counted step of one rank (``rows``: its counted
+    rows)."""
+    if not steps:
+        span = sets.span()
+        if span is None and len(rows):
+            span = (float(rows["ts_us"].min()), float(rows["end_us"].max()))
+        lo, hi = span if span is not None else (0.0, 0.0)
+        return pd.DataFrame({"step": [-1], "start_us": [lo], "end_us": [hi]})
+    if source is ComputeSource.GPU_KERNELS:
+        gpu = rows[rows["on_gpu"].to_numpy() & (rows["step"] >= 0).to_numpy()]
+        return gpu_step_windows(gpu, list(steps))
+    marks = rows[rows["lane"] == EventLane.STEP.value]
+    win = (
+        marks.groupby("step", observed=True)
+        .agg(start_us=("ts_us", "min"), end_us=("end_us", "max"))
+        .reindex(list(steps))
+    )
+    return win.dropna().reset_index()

@@ -1,0 +1,157 @@
+"""Collective arguments of NCCL kernels, gloo ops and ``record_param_comms`` (sizes, dtypes,
+process groups), read only for the events that can carry them."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from overlapscope.trace.attribution import Labels
+from overlapscope.trace.labels import collective_kind
+from overlapscope.trace.schema import CollectiveKind
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+ObjArray = npt.NDArray[np.object_]
+GLOO_GROUP = "gloo"
+NCCL_GROUP = "nccl"
+
+# Collective-carrying names: NCCL kernels, gloo ops, the c10d bookkeeping op.
+COMM_ARG_NAME_RE = re.compile(r"^(nccl|gloo:|record_param_comms)")
+
+_DTYPE_BYTES: dict[str, int] = {
+    "float": 4,
+    "float32": 4,
+    "double": 8,
+    "float64": 8,
+    "half": 2,
+    "float16": 2,
+    "c10::half": 2,
+    "bfloat16": 2,
+    "c10::bfloat16": 2,
+    "int": 4,
+    "int32": 4,
+    "long": 8,
+    "long int": 8,
+    "int64": 8,
+    "short": 2,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "char": 1,
+    "signed char": 1,
+    "unsigned char": 1,
+    "byte": 1,
+    "bool": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "c10::float8_e4m3fn": 1,
+    "c10::float8_e5m2": 1,
+}
+
+
+def dtype_bytes(dtype: object) -> int:
+    """Size in bytes of a trace dtype string (``Float``, ``BFloat16``, ``c10::Half`` ...); 0 if
+    unknown."""
+    if not isinstance(dtype, str):
+        return 0
+    return _DTYPE_BYTES.get(dtype.strip().lower(), 0)
+
+
+def _dims_bytes(dims: object, types: object) -> int:
+    """Bytes of the tensors listed in ``Input Dims`` / ``Input type`` (tensor lists included)."""
+    if not isinstance(dims, list) or not isinstance(types, list):
+        return -1
+    total = 0
+    for d, t in zip(dims, types, strict=False):
+        size = dtype_bytes(t)
+        if size == 0 or not isinstance(d, list):
+            continue
+        if d and all(isinstance(x, list) for x in d):  # a tensor list
+            total += sum(int(np.prod(x)) if x else 1 for x in d) * size
+        elif all(isinstance(x, int) for x in d):
+            total += (int(np.prod(d)) if d else 1) * size
+    return total if total > 0 else -1
+
+
+def comm_args(names: pd.Categorical, args: list[Any]) -> pd.DataFrame:
+    cats = np.asarray(names.categories, dtype=object)
+    cat_is_comm = np.fromiter(
+        (COMM_ARG_NAME_RE.match(c) is not None for c in cats), dtype=bool, count=len(cats)
+    )
+    idx = np.flatnonzero(cat_is_comm[names.codes]) if len(cats) else np.empty(0, np.int64)
+    rows: dict[str, list[Any]] = {
+        "coll_name": [],
+        "in_nelems": [],
+        "out_nelems": [],
+        "dtype": [],
+        "group_size": [],
+        "pg_name": [],
+        "seq_arg": [],
+        "dims_bytes": [],
+    }
+    for i in idx:
+        a = args[i] if isinstance(args[i], dict) else {}
+        rows["coll_name"].append(a.get("Collective name"))
+        rows["in_nelems"].append(a.get("In msg nelems"))
+        rows["out_nelems"].append(a.get("Out msg nelems"))
+        rows["dtype"].append(a.get("dtype"))
+        rows["group_size"].append(a.get("Group size"))
+        rows["pg_name"].append(a.get("Process Group Name"))
+        rows["seq_arg"].append(a.get("Seq"))
+        rows["dims_bytes"].append(_dims_bytes(a.get("Input Dims"), a.get("Input type")))
+    out = pd.DataFrame(rows, index=pd.Index(idx, dtype=np.int64))
+    for col in ("in_nelems", "out_nelems", "group_size", "seq_arg"):
+        out[col] = pd.to_numeric(out[col], errors="coerce").astype("float64")
+    out["dims_bytes"] = out["dims_bytes"].astype(np.int64)
+    for col in ("coll_name", "dtype", "pg_name"):
+        out[col] = pd.Series(rows[col], index=out.index, dtype=object)
+    return out
+
+
+def collective_columns(
+    comm_args: pd.DataFrame,
+    cats: list[str],
+    codes: IntArray,
+    comm_rows: IntArray,
+    out: Labels,
+    on_gpu: BoolArray,
+    world_size: int,
+) -> IntArray:
+    """Fill ``kind`` and ``group`` of the comm rows; return the per-row ``bytes``."""
+    nbytes = np.full(len(codes), -1, dtype=np.int64)
+    kinds_by_cat = np.asarray([collective_kind(c).value for c in cats], dtype=object)
+    out.kind[comm_rows] = kinds_by_cat[codes[comm_rows]]
+    args = comm_args.reindex(comm_rows)
+    coll = args["coll_name"].to_numpy(dtype=object)
+    has_coll = np.asarray([isinstance(c, str) and c != "" for c in coll], dtype=bool)
+    if has_coll.any():  # the argument beats the name (ncclDevKernel_Generic)
+        out.kind[comm_rows[has_coll]] = [collective_kind(str(c)).value for c in coll[has_coll]]
+    elem = np.asarray([dtype_bytes(d) for d in args["dtype"].to_numpy(dtype=object)])
+    nel = np.fmax(args["in_nelems"].to_numpy(), args["out_nelems"].to_numpy())
+    nccl_bytes = np.where(np.isfinite(nel) & (elem > 0), nel * elem, -1.0)
+    # gloo: Input Dims is the shard of an all-gather, the whole buffer otherwise.
+    dims_bytes = args["dims_bytes"].fillna(-1).to_numpy(dtype=np.float64)
+    is_ag = out.kind[comm_rows] == CollectiveKind.ALL_GATHER.value
+    gloo_bytes = np.where(dims_bytes > 0, dims_bytes * np.where(is_ag, max(world_size, 1), 1), -1.0)
+    nbytes[comm_rows] = np.where(nccl_bytes > 0, nccl_bytes, gloo_bytes).astype(np.int64)
+    pg = args["pg_name"].to_numpy(dtype=object)
+    has_pg = np.asarray([isinstance(p, str) and p != "" for p in pg], dtype=bool)
+    out.group[comm_rows] = np.where(has_pg, pg, np.where(on_gpu[comm_rows], NCCL_GROUP, GLOO_GROUP))
+    return nbytes
+
+
+def sequence(comm_rows: IntArray, group: ObjArray, step: IntArray, ts: FloatArray) -> IntArray:
+    """Order of each collective within its (group, step) on this rank."""
+    seq = np.full(len(step), -1, dtype=np.int64)
+    if len(comm_rows):
+        keyed = pd.DataFrame(
+            {"g": group[comm_rows], "s": step[comm_rows], "t": ts[comm_rows]}, index=comm_rows
+        ).sort_values(["t"], kind="stable")
+        seq[keyed.index.to_numpy()] = keyed.groupby(["g", "s"], sort=False).cumcount().to_numpy()
+    return seq

@@ -1,0 +1,132 @@
+"""torch FSDP2 (``fully_shard``): ``FSDP::<label> (<fqn>)`` ranges name the unit.
+
+Collectives: the ``FSDP::all_gather (<fqn>)`` / ``FSDP::post_backward_reduce (<fqn>)``
+range holding the collective gives unit and phase (forward vs backward from the context
+range around it). Compute: between ``pre_forward`` / ``post_forward`` and ``pre_backward`` /
+``post_backward_*`` of the unit (:mod:`overlapscope.trace.compute_units`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from overlapscope.trace.attribution import Labels, RowContext, holder, innermost_containing
+from overlapscope.trace.compute_units import (
+    CLOSE_BWD,
+    CLOSE_FWD,
+    OPEN_BWD,
+    OPEN_FWD,
+    label_compute,
+    regions_frame,
+)
+from overlapscope.trace.labels import LabelRole, parse_fsdp2
+from overlapscope.trace.names import Phase
+from overlapscope.trace.producers.base import cpu_only
+from overlapscope.trace.schema import Framework
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+ObjArray = npt.NDArray[np.object_]
+
+FSDP2_HOOKS = {
+    "pre_forward": OPEN_FWD,
+    "post_forward": CLOSE_FWD,
+    "pre_backward": OPEN_BWD,
+    "post_backward_accumulate": CLOSE_BWD,
+    "post_backward_reshard": CLOSE_BWD,
+    "post_backward_rs_wait": CLOSE_BWD,
+    "post_backward_reduce": CLOSE_BWD,
+}
+
+
+class Fsdp2:
+    framework = Framework.FSDP2
+
+    def recognizes(self, cats: list[str], present: BoolArray) -> bool:
+        return any(present[i] and parse_fsdp2(c) is not None for i, c in enumerate(cats))
+
+    def label(
+        self, ctx: RowContext, out: Labels, cats: list[str], codes: IntArray, warnings: list[str]
+    ) -> None:
+        parsed = [parse_fsdp2(c) if c.startswith("FSDP::") else None for c in cats]
+        roles = np.asarray([f[0].value if f else "" for f in parsed], dtype=object)[codes]
+        fqns = np.asarray([f[1] if f else None for f in parsed], dtype=object)[codes]
+        label_fsdp2(ctx, out, roles, fqns)
+        hooks = np.asarray([fsdp2_hook(c) for c in cats], dtype=object)[codes]
+        label_compute(ctx, out, fsdp2_regions(ctx, cpu_only(hooks, ctx), fqns))
+
+
+def fsdp2_hook(name: str) -> str:
+    """``FSDP::pre_forward (layers.0)`` -> ``open_fwd`` ("" for any other name)."""
+    if not name.startswith("FSDP::"):
+        return ""
+    return FSDP2_HOOKS.get(name[len("FSDP::") :].split(" ", 1)[0], "")
+
+
+def fsdp2_regions(ctx: RowContext, hooks: ObjArray, fqns: ObjArray) -> pd.DataFrame:
+    """``start, end, unit, tid, phase`` of every FSDP2 compute region."""
+    rows = np.flatnonzero(hooks != "")
+    df = pd.DataFrame(
+        {
+            "hook": hooks[rows],
+            "unit": fqns[rows],
+            "tid": ctx.tid[rows],
+            "ts": ctx.ts[rows],
+            "end": ctx.end[rows],
+        }
+    ).dropna(subset=["unit"])
+    parts = []
+    for opening, closing, phase in (
+        (OPEN_FWD, CLOSE_FWD, Phase.FWD),
+        (OPEN_BWD, CLOSE_BWD, Phase.BWD),
+    ):
+        opens = df[df["hook"] == opening].sort_values("end")
+        closes = df[df["hook"] == closing].sort_values("ts")[["ts", "unit", "tid"]]
+        if opens.empty or closes.empty:
+            continue
+        matched = pd.merge_asof(
+            opens[["end", "unit", "tid"]].rename(columns={"end": "start"}),
+            closes.rename(columns={"ts": "stop"}),
+            left_on="start",
+            right_on="stop",
+            by=["unit", "tid"],
+            direction="forward",
+        ).dropna(subset=["stop"])
+        parts.append(
+            regions_frame(
+                matched["start"].tolist(),
+                matched["stop"].tolist(),
+                matched["unit"].tolist(),
+                matched["tid"].tolist(),
+            ).assign(phase=phase.value)
+        )
+    if not parts:
+        return pd.DataFrame(columns=["start", "end", "unit", "tid", "phase"])
+    return pd.concat(parts, ignore_index=True)
+
+
+def label_fsdp2(ctx: RowContext, out: Labels, roles: ObjArray, fqns: ObjArray) -> None:
+    """``roles``: per-row :class:`LabelRole` value of FSDP2 ranges ("" otherwise);
+    ``fqns``: per-row unit of those ranges."""
+    cpu = ~ctx.on_gpu & ~ctx.on_gloo_thread
+    issue = np.flatnonzero(
+        cpu & np.isin(roles, [LabelRole.ISSUE_AG.value, LabelRole.ISSUE_RS.value])
+    )
+    context = np.flatnonzero(
+        cpu & np.isin(roles, [LabelRole.CONTEXT_FWD.value, LabelRole.CONTEXT_BWD.value])
+    )
+    # Forward or backward: the innermost context range around each all-gather label.
+    hit = innermost_containing(ctx.ts[context], ctx.end[context], ctx.ts[issue])
+    in_bwd = np.zeros(len(issue), dtype=bool)
+    in_bwd[hit >= 0] = roles[context[hit[hit >= 0]]] == LabelRole.CONTEXT_BWD.value
+    is_rs = roles[issue] == LabelRole.ISSUE_RS.value
+    out.phase[issue] = np.where(
+        is_rs, Phase.RS.value, np.where(in_bwd, Phase.AG_BWD.value, Phase.AG_FWD.value)
+    )
+    out.unit[issue] = fqns[issue]
+    held = holder(ctx, issue)
+    ok = held >= 0
+    out.phase[ctx.comm_rows[ok]] = out.phase[held[ok]]
+    out.unit[ctx.comm_rows[ok]] = out.unit[held[ok]]

@@ -1,0 +1,112 @@
+"""overlapscope's own engine: ``ovs/<phase>/<unit>`` ranges (``trace/names.py``).
+
+GPU kernels belong to the ``ovs`` range holding their launch (compute kernels get its unit
+too); CPU gloo ops by issue order on the comm thread (the k-th op is the k-th issue range).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from overlapscope.trace.attribution import Labels, RowContext, innermost_containing
+from overlapscope.trace.labels import expected_kinds
+from overlapscope.trace.names import COPY_PHASES, Phase, parse_range
+from overlapscope.trace.schema import CollectiveKind, EventLane, Framework
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+OVS_COMM_GROUP = "ovs-comm"
+ISSUE_PHASES = (Phase.AG_FWD, Phase.AG_BWD, Phase.RS, Phase.AR)
+
+
+class Ours:
+    framework = Framework.OVERLAPSCOPE
+
+    def recognizes(self, cats: list[str], present: BoolArray) -> bool:
+        return any(present[i] and parse_range(c) is not None for i, c in enumerate(cats))
+
+    def label(
+        self, ctx: RowContext, out: Labels, cats: list[str], codes: IntArray, warnings: list[str]
+    ) -> None:
+        is_ovs = np.asarray([parse_range(c) is not None for c in cats], dtype=bool)
+        label_overlapscope(ctx, out, is_ovs.reshape(len(cats))[codes], warnings)
+
+
+def label_overlapscope(
+    ctx: RowContext, out: Labels, is_ovs: BoolArray, warnings: list[str]
+) -> None:
+    """overlapscope runs: GPU kernels by their launching ``ovs`` range (compute kernels get
+    their unit too); CPU gloo ops by issue order on the comm thread."""
+    ts, tid = ctx.ts, ctx.tid
+    issue_values = {p.value for p in ISSUE_PHASES}
+    ovs_rows = np.flatnonzero(is_ovs & ~ctx.on_gpu)
+    gpu_rows = np.flatnonzero(
+        ctx.on_gpu
+        & np.isin(out.lane, [EventLane.COMM.value, EventLane.COMPUTE.value, EventLane.MEMORY.value])
+    )
+    for t in np.unique(ctx.anchor_tid[gpu_rows]):
+        rng = ovs_rows[tid[ovs_rows] == t]
+        q = gpu_rows[ctx.anchor_tid[gpu_rows] == t]
+        hit = innermost_containing(ts[rng], ctx.end[rng], ctx.anchor_ts[q])
+        ok = hit >= 0
+        out.phase[q[ok]] = out.phase[rng[hit[ok]]]
+        out.unit[q[ok]] = out.unit[rng[hit[ok]]]
+    # A comm kernel carries its issue phase; a compute kernel only a compute phase.
+    comm_gpu = gpu_rows[out.lane[gpu_rows] == EventLane.COMM.value]
+    bad = np.asarray([p not in issue_values for p in out.phase[comm_gpu]], dtype=bool)
+    out.phase[comm_gpu[bad]] = None
+    # A memory kernel (memcpy) carries a phase only when launched in an offload copy range.
+    mem_gpu = gpu_rows[out.lane[gpu_rows] == EventLane.MEMORY.value]
+    copy_values = {p.value for p in COPY_PHASES}
+    not_copy = np.asarray([p not in copy_values for p in out.phase[mem_gpu]], dtype=bool)
+    out.phase[mem_gpu[not_copy]] = None
+    out.unit[comm_gpu[bad]] = None
+
+    cpu_comm = ctx.comm_rows[~ctx.on_gpu[ctx.comm_rows]]
+    if len(cpu_comm) == 0:
+        return
+    issue = ovs_rows[np.isin(out.phase[ovs_rows], list(issue_values))]
+    issue = issue[np.argsort(ts[issue], kind="stable")]
+    if len(issue) == 0:
+        warnings.append("overlapscope ranges but no ovs issue ranges: gloo ops left unlabelled")
+        return
+    comm_tid = _comm_thread(ctx, out, cpu_comm, issue)
+    ops = cpu_comm[(tid[cpu_comm] == comm_tid) & (ts[cpu_comm] >= ts[issue[0]])]
+    ops = ops[np.argsort(ts[ops], kind="stable")]
+    m = min(len(ops), len(issue))
+    if len(ops) != len(issue):
+        warnings.append(
+            f"{len(issue)} ovs issue ranges but {len(ops)} gloo ops on the comm thread "
+            f"{comm_tid}: matched the first {m} in order"
+        )
+    out.phase[ops[:m]] = out.phase[issue[:m]]
+    out.unit[ops[:m]] = out.unit[issue[:m]]
+    out.group[ops] = OVS_COMM_GROUP
+    mismatch = sum(
+        CollectiveKind(k) not in expected_kinds(Phase(p))
+        for k, p in zip(out.kind[ops[:m]], out.phase[issue[:m]], strict=True)
+    )
+    if mismatch:
+        warnings.append(
+            f"{mismatch} of {m} gloo ops do not match the kind of their ovs issue range; "
+            "per-unit figures may be shifted"
+        )
+
+
+def _comm_thread(ctx: RowContext, out: Labels, cpu_comm: IntArray, issue: IntArray) -> int:
+    """The gloo thread whose ops, in order, best match the kinds of the issue ranges (the
+    default process group may run other ops, e.g. a barrier, on its own threads)."""
+    best: tuple[int, int, int] | None = None  # (kind matches, -|count difference|, tid)
+    for t in np.unique(ctx.tid[cpu_comm]):
+        ops = cpu_comm[(ctx.tid[cpu_comm] == t) & (ctx.ts[cpu_comm] >= ctx.ts[issue[0]])]
+        m = min(len(ops), len(issue))
+        ops = ops[np.argsort(ctx.ts[ops], kind="stable")][:m]
+        expected = [expected_kinds(Phase(p)) for p in out.phase[issue[:m]]]
+        score = sum(CollectiveKind(k) in e for k, e in zip(out.kind[ops], expected, strict=True))
+        cand = (score, -abs(len(ops) - len(issue)), int(t))
+        if best is None or cand > best:
+            best = cand
+    assert best is not None  # cpu_comm is not empty
+    return best[2]
