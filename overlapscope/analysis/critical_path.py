@@ -1,0 +1,176 @@
+"""The critical path of each step across ranks: which chain of work set the step's length.
+
+Each rank's step is cut into segments (:mod:`overlapscope.analysis.segments`). The segments
+of one rank follow each other; a collective joins the ranks: its last exposed segment on a
+rank ends when the collective ends, which cannot happen before every rank has arrived (started
+its transfer). So each step is a graph whose longest path ends at the step's end::
+
+    rank 0  [compute A ][ comm (waits for rank 1) ....][transfer]
+    rank 1  [compute A ][ compute B (late)  ]----------^
+    path:   rank 1 compute A, rank 1 compute B, transfer      (rank 0's waiting is slack)
+
+Walking back from the step's end, a collective's segment hands the path to whichever came
+last: the rank's own previous segment, or the arrival of the last rank, after which the path
+continues on that rank. Waiting for the last rank is thus never on the path (it is slack);
+``wait`` links are local blocking with no transfer in flight (the rate limiter, a wait on a
+collective not yet started). The step runs from the earliest rank's step start to the latest
+rank's step end (aligned clocks); time before the path's first rank starts its step is
+``idle``. The links tile the step: their durations sum to it.
+
+What-if: a link shortened by 10% is replayed through the same graph (every segment starts when
+its predecessors end), so when another chain becomes longest the saving says so: it is the
+replayed step's change, not 10% of the link.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from overlapscope.analysis.graph import StepGraph, build_graph, replay
+from overlapscope.trace.schema import EventLane
+
+SHORTEN = 0.10
+# Links per step whose shortening is replayed (the longest ones).
+WHATIF_LINKS = 8
+LINK_COLUMNS = [
+    "step",
+    "order",
+    "rank",
+    "kind",
+    "unit",
+    "phase",
+    "group",
+    "seq",
+    "start_us",
+    "end_us",
+    "dur_us",
+    "saving_us",
+]
+STEP_COLUMNS = [
+    "step",
+    "start_us",
+    "end_us",
+    "step_us",
+    "path_us",
+    "compute_us",
+    "comm_us",
+    "wait_us",
+    "idle_us",
+    "num_links",
+    "num_hops",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CriticalPath:
+    """``links``: the path of every step, latest link first (``order`` 0), with
+    ``saving_us`` the replayed saving of shortening it by 10% (NaN: not replayed).
+    ``steps``: per step, its length, the path's length and the time per link kind."""
+
+    links: pd.DataFrame
+    steps: pd.DataFrame
+
+    @staticmethod
+    def empty() -> CriticalPath:
+        return CriticalPath(pd.DataFrame(columns=LINK_COLUMNS), pd.DataFrame(columns=STEP_COLUMNS))
+
+
+def step_windows(events: pd.DataFrame) -> pd.DataFrame:
+    """Per (rank, step): ``start_us`` (its ProfilerStep start) and ``end_us`` (the later of
+    its ProfilerStep end and its step's last event)."""
+    steps = events[events["lane"] == EventLane.STEP.value]
+    win = steps.groupby(["rank", "step"], observed=True).agg(
+        start_us=("ts_us", "min"), end_us=("end_us", "max")
+    )
+    tail = events[events["step"] >= 0].groupby(["rank", "step"], observed=True)["end_us"].max()
+    win["end_us"] = np.maximum(win["end_us"], tail.reindex(win.index).fillna(-np.inf))
+    return win.reset_index()
+
+
+def critical_path(events: pd.DataFrame) -> CriticalPath:
+    """The critical path of every step seen on at least two ranks (pure)."""
+    win = step_windows(events)
+    counts = win.groupby("step")["rank"].nunique()
+    multi = counts[counts >= 2].index
+    if len(multi) == 0:
+        return CriticalPath.empty()
+    rows = events[events["step"].isin(multi)]
+    by_step = dict(tuple(rows.groupby("step", sort=True)))
+    link_frames, step_records = [], []
+    for step in sorted(int(s) for s in multi):
+        graph = build_graph(by_step[step], win[win["step"] == step])
+        links = _path_links(graph, step)
+        link_frames.append(links)
+        step_records.append(_step_record(graph, links, step))
+    links = pd.concat(link_frames, ignore_index=True)[LINK_COLUMNS]
+    return CriticalPath(links, pd.DataFrame.from_records(step_records, columns=STEP_COLUMNS))
+
+
+def _path_links(graph: StepGraph, step: int) -> pd.DataFrame:
+    end, chosen = replay(graph, graph.weight)
+    nodes = graph.nodes
+    i = int(np.argmax(end))
+    path: list[int] = []
+    while i >= 0:
+        path.append(i)
+        i = int(chosen[i])
+    idx = np.asarray(path, dtype=np.int64)
+    w = graph.weight[idx]
+    keep = idx[w > 0]
+    links = nodes.iloc[keep][["rank", "kind", "unit", "phase", "group", "seq"]].reset_index(
+        drop=True
+    )
+    links["end_us"] = end[keep]
+    links["dur_us"] = graph.weight[keep]
+    links["start_us"] = links["end_us"] - links["dur_us"]
+    first_rank = int(nodes["rank"].iloc[idx[-1]])
+    lead = float(end[idx[-1]]) - graph.start_us
+    if lead > 0:
+        links.loc[len(links)] = {
+            "rank": first_rank,
+            "kind": "idle",
+            "start_us": graph.start_us,
+            "end_us": graph.start_us + lead,
+            "dur_us": lead,
+        }
+    links["step"] = step
+    links["order"] = np.arange(len(links))
+    links["saving_us"] = _savings(graph, keep, float(end.max()), len(links))
+    return links
+
+
+def _savings(graph: StepGraph, keep: np.ndarray, step_end: float, num_links: int) -> np.ndarray:
+    """Replayed saving of the longest links shortened by 10%. A collective is shortened on
+    every rank (all its comm nodes); compute, waits and idle on the link's rank only."""
+    out = np.full(num_links, np.nan)
+    nodes = graph.nodes
+    comm = (nodes["kind"] == "comm").to_numpy()
+    group = nodes["group"].to_numpy()
+    seq = nodes["seq"].to_numpy()
+    top = np.argsort(-graph.weight[keep], kind="stable")[:WHATIF_LINKS]
+    for pos in top:
+        i = keep[pos]
+        w = graph.weight.copy()
+        one = np.arange(len(w)) == i
+        same = comm & (group == group[i]) & (seq == seq[i]) if comm[i] else one
+        w[same] *= 1.0 - SHORTEN
+        out[pos] = step_end - float(replay(graph, w)[0].max())
+    return out
+
+
+def _step_record(graph: StepGraph, links: pd.DataFrame, step: int) -> dict[str, object]:
+    by_kind = links.groupby("kind")["dur_us"].sum()
+    hops = int((links["rank"].to_numpy()[1:] != links["rank"].to_numpy()[:-1]).sum())
+    return {
+        "step": step,
+        "start_us": graph.start_us,
+        "end_us": graph.end_us,
+        "step_us": graph.end_us - graph.start_us,
+        "path_us": float(links["dur_us"].sum()),
+        **{f"{k}_us": float(by_kind.get(k, 0.0)) for k in ("compute", "comm", "wait", "idle")},
+        "num_links": len(links),
+        "num_hops": hops,
+    }
