@@ -16,7 +16,8 @@ Per rank, over its matched collectives::
 ``offset_us`` is the median of ``d`` (robust to the heavy tail of late ends); where the trace
 is long and the collectives many, ``drift_ppm`` is the Theil-Sen slope (median of pairwise
 slopes), kept only when it is significant (three standard errors, and at least
-:data:`MIN_DRIFT_EFFECT_US` over the span) so noise does not tilt the clock. ``spread_us`` is
+:data:`MIN_DRIFT_EFFECT_US` over the span) and plausible for a clock (at most
+:data:`MAX_DRIFT_PPM`), so noise does not tilt the clock. ``spread_us`` is
 the robust standard deviation (1.4826 * MAD) of the residuals, ``stderr_us`` the standard error
 of the offset (1.2533 * spread / sqrt(n)). :func:`align` subtracts
 ``offset(ts)`` from ``ts_us`` and ``end_us`` of every event of the rank (durations unchanged).
@@ -50,7 +51,10 @@ SYNC_KINDS = frozenset(
 )
 MIN_COLLECTIVES = 5
 # Drift is fitted only over a span this long, with at least this many collectives.
-MIN_DRIFT_SPAN_US = 100_000.0
+MIN_DRIFT_SPAN_US = 1_000_000.0
+# Quartz clocks drift by tens of ppm; a fitted slope beyond this is a change in the noise
+# (a rank descheduled more in one phase of the run), not a clock: it is not applied.
+MAX_DRIFT_PPM = 1000.0
 MIN_DRIFT_COLLECTIVES = 10
 MIN_DRIFT_EFFECT_US = 20.0
 DRIFT_SIGNIFICANCE = 3.0
@@ -117,7 +121,12 @@ def fit_offset(x: FloatArray, d: FloatArray) -> tuple[float, float, float, float
     sd = _robust_sd(resid)
     # Standard error of a median-based slope (1.25: the median's efficiency loss).
     se = 1.25 * sd / (float(np.std(x)) * np.sqrt(len(x))) if np.std(x) > 0 else np.inf
-    if abs(slope) > DRIFT_SIGNIFICANCE * se and abs(slope) * span >= MIN_DRIFT_EFFECT_US:
+    plausible = abs(slope) * 1e6 <= MAX_DRIFT_PPM
+    if (
+        plausible
+        and abs(slope) > DRIFT_SIGNIFICANCE * se
+        and abs(slope) * span >= MIN_DRIFT_EFFECT_US
+    ):
         return line_offset, slope, center, sd
     return offset, 0.0, center, spread
 
