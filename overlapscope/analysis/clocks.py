@@ -16,8 +16,9 @@ Per rank, over its matched collectives::
 ``offset_us`` is the median of ``d`` (robust to the heavy tail of late ends); where the trace
 is long and the collectives many, ``drift_ppm`` is the Theil-Sen slope (median of pairwise
 slopes), kept only when it is significant (three standard errors, and at least
-:data:`MIN_DRIFT_EFFECT_US` over the span) and plausible for a clock (at most
-:data:`MAX_DRIFT_PPM`), so noise does not tilt the clock. ``spread_us`` is
+:data:`MIN_DRIFT_EFFECT_US` over the span) plausible for a clock (at most
+:data:`MAX_DRIFT_PPM`) and a clear fit (the line halves the spread), so noise does not tilt
+the clock. ``spread_us`` is
 the robust standard deviation (1.4826 * MAD) of the residuals, ``stderr_us`` the standard error
 of the offset (1.2533 * spread / sqrt(n)). :func:`align` subtracts
 ``offset(ts)`` from ``ts_us`` and ``end_us`` of every event of the rank (durations unchanged).
@@ -51,13 +52,16 @@ SYNC_KINDS = frozenset(
 )
 MIN_COLLECTIVES = 5
 # Drift is fitted only over a span this long, with at least this many collectives.
-MIN_DRIFT_SPAN_US = 1_000_000.0
+MIN_DRIFT_SPAN_US = 100_000.0
 # Quartz clocks drift by tens of ppm; a fitted slope beyond this is a change in the noise
 # (a rank descheduled more in one phase of the run), not a clock: it is not applied.
 MAX_DRIFT_PPM = 1000.0
 MIN_DRIFT_COLLECTIVES = 10
 MIN_DRIFT_EFFECT_US = 20.0
 DRIFT_SIGNIFICANCE = 3.0
+# ... and only when the line at least halves the spread of the ends around it: a change of
+# regime in the noise (one phase of the run descheduled more) tilts a line without fitting it.
+MIN_SPREAD_GAIN = 2.0
 # Theil-Sen over at most this many pairs (a fixed-seed sample beyond).
 MAX_PAIRS = 200_000
 OFFSET_COLUMNS = [

@@ -92,6 +92,9 @@ def step_windows(events: pd.DataFrame) -> pd.DataFrame:
 
 def critical_path(events: pd.DataFrame) -> CriticalPath:
     """The critical path of every step seen on at least two ranks (pure)."""
+    lanes = [EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value]
+    used = events[events["lane"].isin([*lanes, EventLane.STEP.value]) & (events["step"] >= 0)]
+    events = used[["rank", "step", "ts_us", "end_us", "lane", "unit", "phase", "group", "seq"]]
     win = step_windows(events)
     counts = win.groupby("step")["rank"].nunique()
     multi = counts[counts >= 2].index

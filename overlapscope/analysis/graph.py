@@ -34,7 +34,8 @@ class StepGraph:
     base: FloatArray  # a source's time (the rank's step start); NaN otherwise
     arr_ptr: IntArray  # arrivals of node i: arr_idx[arr_ptr[i]:arr_ptr[i + 1]]
     arr_idx: IntArray
-    order: IntArray  # a topological order
+    anchors: IntArray  # sources and sync nodes, in a topological order
+    anchor: IntArray  # per node: the last source or sync node at or before it on its rank
     start_us: float
     end_us: float
 
@@ -77,7 +78,9 @@ def build_graph(rows: pd.DataFrame, windows: pd.DataFrame) -> StepGraph:
     arr_ptr = np.searchsorted(arrival["sync"].to_numpy(), np.arange(n + 1)).astype(np.int64)
     is_sync = np.zeros(n, dtype=bool)
     is_sync[arrival["sync"].to_numpy()] = True
+    is_anchor = is_src | is_sync
     order = np.lexsort((np.arange(n), is_sync, nodes["end_us"].to_numpy()))
+    anchor = np.maximum.accumulate(np.where(is_anchor, np.arange(n), 0))
     return StepGraph(
         nodes=nodes[NODE_COLUMNS],
         weight=weight,
@@ -85,7 +88,8 @@ def build_graph(rows: pd.DataFrame, windows: pd.DataFrame) -> StepGraph:
         base=base,
         arr_ptr=arr_ptr,
         arr_idx=arrival["arr"].to_numpy(np.int64),
-        order=order.astype(np.int64),
+        anchors=order[is_anchor[order]].astype(np.int64),
+        anchor=anchor.astype(np.int64),
         start_us=float(windows["start_us"].min()),
         end_us=float(windows["end_us"].max()),
     )
@@ -127,22 +131,31 @@ def _sync_edges(rows: pd.DataFrame, nodes: pd.DataFrame) -> tuple[pd.Index, pd.D
 
 def replay(graph: StepGraph, weight: FloatArray) -> tuple[FloatArray, IntArray]:
     """Longest path with ``weight``: every node's end and the predecessor that set it
-    (-1 for sources). A sequential walk in topological order: each node depends on the ends
-    of the nodes before it, so it cannot be a column operation."""
+    (-1 for sources). Between two anchors (sources, sync nodes) a rank's ends are a cumulative
+    sum; only the anchors are walked, in topological order, since each one waits on the ends
+    of others."""
+    cum = np.cumsum(weight)
+    anchor = graph.anchor
+    a_end = np.full(len(weight), np.nan)
     pred = graph.pred.tolist()
     base = graph.base.tolist()
     ptr = graph.arr_ptr.tolist()
     arr = graph.arr_idx.tolist()
+    anc = anchor.tolist()
+    c = cum.tolist()
     w = weight.tolist()
-    end = [0.0] * len(w)
-    chosen = [-1] * len(w)
-    for i in graph.order.tolist():
+    chosen = graph.pred.copy()
+    for i in graph.anchors.tolist():
         p = pred[i]
-        best, arg = (base[i], -1) if p < 0 else (end[p], p)
+        if p < 0:
+            a_end[i] = base[i]
+            continue
+        best, arg = a_end[anc[p]] + c[p] - c[anc[p]], p
         for k in range(ptr[i], ptr[i + 1]):
             a = arr[k]
-            if end[a] > best:
-                best, arg = end[a], a
-        end[i] = best + w[i]
+            e = a_end[anc[a]] + c[a] - c[anc[a]]
+            if e > best:
+                best, arg = e, a
+        a_end[i] = best + w[i]
         chosen[i] = arg
-    return np.asarray(end, dtype=np.float64), np.asarray(chosen, dtype=np.int64)
+    return a_end[anchor] + cum - cum[anchor], chosen
