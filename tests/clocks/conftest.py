@@ -4,9 +4,11 @@ and a builder of small event tables with a known answer."""
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -93,3 +95,19 @@ def table(rows: list[dict[str, object]]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame.from_records(records, columns=list(EVENT_COLUMNS)).astype(EVENT_COLUMNS)
+
+
+def pytest_setup_options() -> Any:
+    """Chrome options for dash_duo (as tests/dashboard/conftest.py: same hook, same options,
+    so either file may answer when both are collected)."""
+    from selenium.webdriver.chrome.options import Options
+
+    options = Options()
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium:
+        options.binary_location = chromium
+    options.add_argument("--headless=new")
+    options.add_argument("--no-sandbox")
+    options.add_argument("--disable-dev-shm-usage")
+    options.add_argument("--window-size=1400,1000")
+    return options
