@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.analysis.graph import StepGraph, build_graph, replay
+from overlapscope.analysis.segments import SEGMENT_KINDS
 from overlapscope.trace.schema import EventLane
 
 SHORTEN = 0.10
@@ -114,31 +115,30 @@ def critical_path(events: pd.DataFrame) -> CriticalPath:
 
 def _path_links(graph: StepGraph, step: int) -> pd.DataFrame:
     end, chosen = replay(graph, graph.weight)
-    nodes = graph.nodes
     i = int(np.argmax(end))
     path: list[int] = []
     while i >= 0:
         path.append(i)
         i = int(chosen[i])
     idx = np.asarray(path, dtype=np.int64)
-    w = graph.weight[idx]
-    keep = idx[w > 0]
-    links = nodes.iloc[keep][["rank", "kind", "unit", "phase", "group", "seq"]].reset_index(
-        drop=True
+    keep = idx[graph.weight[idx] > 0]
+    ev = graph.event[keep]
+    attrs = graph.rows.iloc[np.maximum(ev, 0)][["unit", "phase", "group", "seq"]]
+    attrs = attrs.astype({"unit": object, "phase": object, "group": object}).reset_index(drop=True)
+    attrs = attrs.where(pd.Series(ev >= 0), None).assign(
+        seq=np.where(ev >= 0, attrs["seq"].to_numpy(np.float64), np.nan)
     )
-    links["end_us"] = end[keep]
-    links["dur_us"] = graph.weight[keep]
-    links["start_us"] = links["end_us"] - links["dur_us"]
-    first_rank = int(nodes["rank"].iloc[idx[-1]])
+    links = attrs.assign(
+        rank=graph.rank[keep],
+        kind=np.asarray(SEGMENT_KINDS, dtype=object)[graph.kind[keep]],
+        end_us=end[keep],
+        dur_us=graph.weight[keep],
+    )
     lead = float(end[idx[-1]]) - graph.start_us
     if lead > 0:
-        links.loc[len(links)] = {
-            "rank": first_rank,
-            "kind": "idle",
-            "start_us": graph.start_us,
-            "end_us": graph.start_us + lead,
-            "dur_us": lead,
-        }
+        first = {"rank": int(graph.rank[idx[-1]]), "kind": "idle", "end_us": end[idx[-1]]}
+        links = pd.concat([links, pd.DataFrame([{**first, "dur_us": lead}])], ignore_index=True)
+    links["start_us"] = links["end_us"] - links["dur_us"]
     links["step"] = step
     links["order"] = np.arange(len(links))
     links["saving_us"] = _savings(graph, keep, float(end.max()), len(links))
@@ -149,17 +149,14 @@ def _savings(graph: StepGraph, keep: np.ndarray, step_end: float, num_links: int
     """Replayed saving of the longest links shortened by 10%. A collective is shortened on
     every rank (all its comm nodes); compute, waits and idle on the link's rank only."""
     out = np.full(num_links, np.nan)
-    nodes = graph.nodes
-    comm = (nodes["kind"] == "comm").to_numpy()
-    group = nodes["group"].to_numpy()
-    seq = nodes["seq"].to_numpy()
     top = np.argsort(-graph.weight[keep], kind="stable")[:WHATIF_LINKS]
     for pos in top:
         i = keep[pos]
         w = graph.weight.copy()
-        one = np.arange(len(w)) == i
-        same = comm & (group == group[i]) & (seq == seq[i]) if comm[i] else one
-        w[same] *= 1.0 - SHORTEN
+        if graph.key[i] >= 0:
+            w[graph.key == graph.key[i]] *= 1.0 - SHORTEN
+        else:
+            w[i] *= 1.0 - SHORTEN
         out[pos] = step_end - float(replay(graph, w)[0].max())
     return out
 

@@ -1,13 +1,13 @@
 """The dependency graph of one step across ranks, and its replay (longest path).
 
 Nodes: per rank a source (the rank's step start) followed by its segments in time order
-(:func:`overlapscope.analysis.segments.segments`). A node starts when its predecessor on the
-same rank ends; a *sync* node (the last exposed segment of a collective on a rank, which ends
-when the collective ends) also waits for the arrival of every other rank at that collective:
-the node of that rank that ends where its transfer starts. Weights are set so the replay of the
-recorded weights gives back the recorded ends: a plain node weighs its duration, a sync node
-``end - max(start, latest arrival)`` (the transfer after the last rank arrived). An arrival
-recorded after the collective's end (clock noise) is dropped.
+(:func:`overlapscope.analysis.segments.segment_arrays`). A node starts when its predecessor on
+the same rank ends; a *sync* node (the last exposed segment of a collective on a rank, which
+ends when the collective ends) also waits for the arrival of every other rank at that
+collective: the node of that rank that ends where its transfer starts. Weights are set so the
+replay of the recorded weights gives back the recorded ends: a plain node weighs its duration,
+a sync node ``end - max(start, latest arrival)`` (the transfer after the last rank arrived).
+An arrival recorded after the collective's end (clock noise) is dropped.
 """
 
 from __future__ import annotations
@@ -18,17 +18,24 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from overlapscope.analysis.segments import segments
+from overlapscope.analysis.segments import SEGMENT_KINDS, segment_arrays
 from overlapscope.trace.schema import EventLane
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-NODE_COLUMNS = ["rank", "kind", "unit", "phase", "group", "seq", "start_us", "end_us"]
+SOURCE = len(SEGMENT_KINDS)  # kind code of a source node
+COMM = SEGMENT_KINDS.index("comm")
 
 
 @dataclass(frozen=True, slots=True)
 class StepGraph:
-    nodes: pd.DataFrame  # NODE_COLUMNS, one row per node
+    rows: pd.DataFrame  # the step's events; node ``event`` positions index into it
+    rank: IntArray
+    kind: IntArray  # code into SEGMENT_KINDS, SOURCE for sources
+    start: FloatArray
+    end: FloatArray
+    event: IntArray  # position in ``rows`` of the covering event, -1 for idle and sources
+    key: IntArray  # collective code of comm nodes (same group and seq), -1 otherwise
     weight: FloatArray
     pred: IntArray  # previous node on the rank, -1 for a source
     base: FloatArray  # a source's time (the rank's step start); NaN otherwise
@@ -40,93 +47,132 @@ class StepGraph:
     end_us: float
 
 
-def _rank_nodes(ev: pd.DataFrame, rank: int, ws: float, we: float) -> pd.DataFrame:
-    seg = segments(ev, (ws, we))
-    labels = ev.index.to_numpy()
-    event = np.where(seg["event"].to_numpy() >= 0, labels[seg["event"].clip(lower=0)], -1)
-    src = pd.DataFrame({"start_us": [ws], "end_us": [ws], "kind": ["source"], "event": [-1]})
-    nodes = pd.concat([src, seg.assign(event=event)], ignore_index=True)
-    nodes["rank"] = rank
-    return nodes
+def _nodes(
+    rows: pd.DataFrame, windows: pd.DataFrame
+) -> tuple[FloatArray, FloatArray, IntArray, IntArray, IntArray]:
+    """``(start, end, kind, event, rank)`` of every node, rank by rank."""
+    lane = rows["lane"].astype(object).to_numpy()
+    ts = rows["ts_us"].to_numpy(np.float64)
+    te = rows["end_us"].to_numpy(np.float64)
+    rank_of = rows["rank"].to_numpy()
+    parts: list[tuple[FloatArray, FloatArray, IntArray, IntArray, IntArray]] = []
+    for r, ws, we in windows[["rank", "start_us", "end_us"]].itertuples(index=False):
+        pos = np.flatnonzero(rank_of == r)
+        s, e, k, ev = segment_arrays(lane[pos], ts[pos], te[pos], (float(ws), float(we)))
+        ev = np.where(ev >= 0, pos[np.maximum(ev, 0)], -1)
+        parts.append(
+            (
+                np.append(ws, s),
+                np.append(ws, e),
+                np.append(SOURCE, k),
+                np.append(-1, ev),
+                np.full(len(s) + 1, int(r), dtype=np.int64),
+            )
+        )
+    start, end, kind, event, rank = (np.concatenate([p[i] for p in parts]) for i in range(5))
+    return (
+        start.astype(np.float64),
+        end.astype(np.float64),
+        kind.astype(np.int64),
+        event.astype(np.int64),
+        rank.astype(np.int64),
+    )
 
 
 def build_graph(rows: pd.DataFrame, windows: pd.DataFrame) -> StepGraph:
-    """``rows``: the events of one step, every rank; ``windows``: ``rank, start_us, end_us``
-    of that step per rank."""
-    parts = [
-        _rank_nodes(rows[rows["rank"] == w.rank], int(w.rank), float(w.start_us), float(w.end_us))
-        for w in windows.sort_values("rank").itertuples(index=False)
-    ]
-    nodes = pd.concat(parts, ignore_index=True)
-    attrs = rows[["unit", "phase", "group", "seq"]].astype(
-        {"unit": object, "phase": object, "group": object}
-    )
-    nodes = nodes.join(attrs, on="event")
-    n = len(nodes)
-    is_src = (nodes["kind"] == "source").to_numpy()
+    """``rows``: the events of one step, every rank (positional index); ``windows``:
+    ``rank, start_us, end_us`` of that step per rank."""
+    rows = rows.reset_index(drop=True)
+    windows = windows.sort_values("rank")
+    start, end, kind, event, rank = _nodes(rows, windows)
+    n = len(start)
+    is_src = kind == SOURCE
     pred = np.arange(n, dtype=np.int64) - 1
     pred[is_src] = -1
-    base = np.where(is_src, nodes["start_us"].to_numpy(), np.nan).astype(np.float64)
-    weight = (nodes["end_us"] - nodes["start_us"]).to_numpy(np.float64, copy=True)
-    sync, arrival = _sync_edges(rows, nodes)
+    base = np.where(is_src, start, np.nan)
+    weight = end - start
+    ev_key = _collective_keys(rows)
+    key = np.where((kind == COMM) & (event >= 0), ev_key[np.maximum(event, 0)], -1)
+    sync, arr = _sync_edges(rows, ev_key, start, end, kind, event, rank)
+    arr_end = end[arr]
     if len(sync):
-        latest = arrival.groupby("sync")["arr_end"].max()
-        s_idx = latest.index.to_numpy()
-        begin = np.maximum(nodes["start_us"].to_numpy()[s_idx], latest.to_numpy())
-        weight[s_idx] = np.maximum(nodes["end_us"].to_numpy()[s_idx] - begin, 0.0)
-    arrival = arrival.sort_values("sync")
-    arr_ptr = np.searchsorted(arrival["sync"].to_numpy(), np.arange(n + 1)).astype(np.int64)
+        latest = np.full(n, -np.inf)
+        np.maximum.at(latest, sync, arr_end)
+        s_idx = np.unique(sync)
+        begin = np.maximum(start[s_idx], latest[s_idx])
+        weight[s_idx] = np.maximum(end[s_idx] - begin, 0.0)
+    order = np.argsort(sync, kind="stable")
+    sync, arr = sync[order], arr[order]
+    arr_ptr = np.searchsorted(sync, np.arange(n + 1)).astype(np.int64)
     is_sync = np.zeros(n, dtype=bool)
-    is_sync[arrival["sync"].to_numpy()] = True
+    is_sync[sync] = True
     is_anchor = is_src | is_sync
-    order = np.lexsort((np.arange(n), is_sync, nodes["end_us"].to_numpy()))
-    anchor = np.maximum.accumulate(np.where(is_anchor, np.arange(n), 0))
+    topo = np.lexsort((np.arange(n), is_sync, end))
     return StepGraph(
-        nodes=nodes[NODE_COLUMNS],
+        rows=rows,
+        rank=rank,
+        kind=kind,
+        start=start,
+        end=end,
+        event=event,
+        key=key,
         weight=weight,
         pred=pred,
         base=base,
         arr_ptr=arr_ptr,
-        arr_idx=arrival["arr"].to_numpy(np.int64),
-        anchors=order[is_anchor[order]].astype(np.int64),
-        anchor=anchor.astype(np.int64),
+        arr_idx=arr.astype(np.int64),
+        anchors=topo[is_anchor[topo]].astype(np.int64),
+        anchor=np.maximum.accumulate(np.where(is_anchor, np.arange(n), 0)).astype(np.int64),
         start_us=float(windows["start_us"].min()),
         end_us=float(windows["end_us"].max()),
     )
 
 
-def _sync_edges(rows: pd.DataFrame, nodes: pd.DataFrame) -> tuple[pd.Index, pd.DataFrame]:
-    """Sync nodes and their arrival edges: ``sync, arr, arr_end``."""
-    comm = rows[(rows["lane"] == EventLane.COMM.value) & (rows["seq"] >= 0)]
-    comm = comm[["rank", "group", "seq", "ts_us", "end_us"]].astype({"group": object})
-    empty = pd.DataFrame({"sync": [], "arr": [], "arr_end": []}).astype("int64")
-    if comm.empty:
-        return pd.Index([]), empty
-    node_id = pd.Series(np.arange(len(nodes)), index=nodes.index)
-    # Arrival: the last node of the rank ending at or before the transfer's start.
+def _collective_keys(rows: pd.DataFrame) -> IntArray:
+    """One code per collective (group, seq) for transfer rows; -1 for the other rows."""
+    comm = (rows["lane"] == EventLane.COMM.value).to_numpy() & (rows["seq"] >= 0).to_numpy()
+    group = pd.factorize(rows["group"].astype(object))[0].astype(np.int64)
+    seq = rows["seq"].to_numpy(np.int64)
+    return np.where(comm & (group >= 0), group * (int(seq.max()) + 2) + seq, -1)
+
+
+def _sync_edges(
+    rows: pd.DataFrame,
+    ev_key: IntArray,
+    start: FloatArray,
+    end: FloatArray,
+    kind: IntArray,
+    event: IntArray,
+    rank: IntArray,
+) -> tuple[IntArray, IntArray]:
+    """Sync node and arrival node of every edge."""
+    comm = np.flatnonzero(ev_key >= 0)
+    if len(comm) == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    ts = rows["ts_us"].to_numpy(np.float64)[comm]
+    c_rank = rows["rank"].to_numpy(np.int64)[comm]
+    # Arrival: the last node of the rank ending at or before the transfer's start (nodes of a
+    # rank are contiguous and sorted, ranks in increasing order).
     arr = np.full(len(comm), -1, dtype=np.int64)
-    for rank, grp in nodes.groupby("rank", sort=False):
-        ends = grp["end_us"].to_numpy()
-        mine = (comm["rank"] == rank).to_numpy()
-        k = np.searchsorted(ends, comm["ts_us"].to_numpy()[mine], side="right") - 1
-        ids = node_id[grp.index].to_numpy()
-        arr[mine] = np.where(k >= 0, ids[np.maximum(k, 0)], -1)
-    comm = comm.assign(label=comm.index, arr=arr)
-    # Sync: the comm segment of that transfer that ends with it.
-    seg = nodes[nodes["kind"] == "comm"].assign(node=lambda d: node_id[d.index].to_numpy())
-    fin = seg.merge(comm[["label", "end_us"]], left_on="event", right_on="label")
-    fin = fin[np.isclose(fin["end_us_x"], fin["end_us_y"], rtol=0, atol=1e-6)]
-    fin = fin.merge(comm[["label", "rank", "group", "seq"]], on="label", suffixes=("", "_c"))
-    pairs = fin[["node", "rank", "group", "seq", "end_us_x"]].merge(
-        comm[comm["arr"] >= 0][["rank", "group", "seq", "arr"]],
-        on=["group", "seq"],
-        suffixes=("", "_peer"),
+    for r in np.unique(c_rank):
+        lo, hi = np.searchsorted(rank, [r, r + 1])
+        mine = c_rank == r
+        k = np.searchsorted(end[lo:hi], ts[mine], side="right") - 1
+        arr[mine] = np.where(k >= 0, lo + k, -1)
+    # Sync: the comm node of that transfer that ends with it.
+    fin = np.full(len(rows), -1, dtype=np.int64)
+    cand = np.flatnonzero((kind == COMM) & (event >= 0))
+    ends_with = np.abs(end[cand] - rows["end_us"].to_numpy(np.float64)[event[cand]]) <= 1e-6
+    fin[event[cand[ends_with]]] = cand[ends_with]
+    table = pd.DataFrame({"key": ev_key[comm], "rank": c_rank, "fin": fin[comm], "arr": arr})
+    pairs = table[table["fin"] >= 0].merge(
+        table[table["arr"] >= 0], on="key", suffixes=("", "_peer")
     )
     pairs = pairs[pairs["rank"] != pairs["rank_peer"]]
-    pairs = pairs.assign(arr_end=nodes["end_us"].to_numpy()[pairs["arr"].to_numpy()])
-    pairs = pairs[pairs["arr_end"] <= pairs["end_us_x"]]
-    out = pairs.rename(columns={"node": "sync"})[["sync", "arr", "arr_end"]]
-    return pd.Index(out["sync"].unique()), out.reset_index(drop=True)
+    s_node = pairs["fin"].to_numpy(np.int64)
+    a_node = pairs["arr_peer"].to_numpy(np.int64)
+    ok = end[a_node] <= end[s_node]
+    return s_node[ok], a_node[ok]
 
 
 def replay(graph: StepGraph, weight: FloatArray) -> tuple[FloatArray, IntArray]:

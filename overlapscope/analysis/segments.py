@@ -43,19 +43,22 @@ def covering(starts: FloatArray, ends: FloatArray, points: FloatArray) -> IntArr
     return np.where(hit, order[holder[jj]], -1).astype(np.int64)
 
 
-def segments(rows: pd.DataFrame, window: tuple[float, float]) -> pd.DataFrame:
-    """Segments tiling ``window``: ``start_us, end_us, kind, event`` (``event``: the position
-    in ``rows`` of the covering event, -1 for idle)."""
+def segment_arrays(
+    lane: npt.NDArray[np.object_], s: FloatArray, e: FloatArray, window: tuple[float, float]
+) -> tuple[FloatArray, FloatArray, IntArray, IntArray]:
+    """``(starts, ends, kind codes into SEGMENT_KINDS, event positions or -1)`` tiling
+    ``window``, from one rank's events of one step (their lanes, starts and ends)."""
     lo, hi = window
-    lane = rows["lane"].astype(object).to_numpy()
-    s = rows["ts_us"].to_numpy(np.float64)
-    e = rows["end_us"].to_numpy(np.float64)
     use = np.isin(lane, _LANES)
     bounds = np.unique(np.clip(np.concatenate([[lo, hi], s[use], e[use]]), lo, hi))
     if len(bounds) < 2:
-        return pd.DataFrame(
-            {"start_us": [lo], "end_us": [hi], "kind": ["idle"], "event": [-1]}
-        ).iloc[: int(hi > lo)]
+        n = int(hi > lo)
+        return (
+            np.full(n, lo),
+            np.full(n, hi),
+            np.full(n, 3, dtype=np.int64),
+            np.full(n, -1, dtype=np.int64),
+        )
     mids = (bounds[:-1] + bounds[1:]) / 2
     kind = np.full(len(mids), 3, dtype=np.int64)
     event = np.full(len(mids), -1, dtype=np.int64)
@@ -70,11 +73,17 @@ def segments(rows: pd.DataFrame, window: tuple[float, float]) -> pd.DataFrame:
     new[1:] = (kind[1:] != kind[:-1]) | (event[1:] != event[:-1])
     first = np.flatnonzero(new)
     last = np.append(first[1:], len(mids)) - 1
-    return pd.DataFrame(
-        {
-            "start_us": bounds[first],
-            "end_us": bounds[last + 1],
-            "kind": np.asarray(SEGMENT_KINDS, dtype=object)[kind[first]],
-            "event": event[first],
-        }
+    return bounds[first], bounds[last + 1], kind[first], event[first]
+
+
+def segments(rows: pd.DataFrame, window: tuple[float, float]) -> pd.DataFrame:
+    """Segments tiling ``window``: ``start_us, end_us, kind, event`` (``event``: the position
+    in ``rows`` of the covering event, -1 for idle)."""
+    start, end, kind, event = segment_arrays(
+        rows["lane"].astype(object).to_numpy(),
+        rows["ts_us"].to_numpy(np.float64),
+        rows["end_us"].to_numpy(np.float64),
+        window,
     )
+    names = np.asarray(SEGMENT_KINDS, dtype=object)[kind]
+    return pd.DataFrame({"start_us": start, "end_us": end, "kind": names, "event": event})
