@@ -91,7 +91,7 @@ def matched_ends(events: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     rows = comm[["rank", *KEY, "end_us"]].astype({"group": object})
     # One transfer per rank and collective; should a rank hold several, its last end counts.
-    return rows.pivot_table(index=KEY, columns="rank", values="end_us", aggfunc="max")
+    return rows.groupby([*KEY, "rank"])["end_us"].max().unstack("rank")
 
 
 def _theil_sen(x: FloatArray, y: FloatArray) -> float:
@@ -220,9 +220,10 @@ def align(events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, 
     shift = offset_at(offsets, events["rank"].to_numpy(), events["ts_us"].to_numpy())
     if not np.any(shift):
         return events, offsets, warnings
-    aligned = events.assign(
-        ts_us=events["ts_us"].to_numpy() - shift, end_us=events["end_us"].to_numpy() - shift
-    )
+    # A shallow copy with two new columns: the other columns are shared, ``events`` unchanged.
+    aligned = events.copy(deep=False)
+    aligned["ts_us"] = events["ts_us"].to_numpy() - shift
+    aligned["end_us"] = events["end_us"].to_numpy() - shift
     return aligned, offsets, warnings
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from overlapscope.analysis.graph import StepGraph, build_graph, replay
+from overlapscope.analysis.graph import Events, StepGraph, build_graph, replay
 from overlapscope.analysis.segments import SEGMENT_KINDS
 from overlapscope.trace.schema import EventLane
 
@@ -101,19 +101,20 @@ def critical_path(events: pd.DataFrame) -> CriticalPath:
     multi = counts[counts >= 2].index
     if len(multi) == 0:
         return CriticalPath.empty()
-    rows = events[events["step"].isin(multi)]
-    by_step = dict(tuple(rows.groupby("step", sort=True)))
+    rows = Events.of(events[events["step"].isin(multi)])
     link_frames, step_records = [], []
     for step in sorted(int(s) for s in multi):
-        graph = build_graph(by_step[step], win[win["step"] == step])
+        lo, hi = np.searchsorted(rows.step, [step, step + 1])
+        graph = build_graph(rows.rows(int(lo), int(hi)), win[win["step"] == step])
         links = _path_links(graph, step)
         link_frames.append(links)
         step_records.append(_step_record(graph, links, step))
-    links = pd.concat(link_frames, ignore_index=True)[LINK_COLUMNS]
+    links = pd.DataFrame({c: np.concatenate([f[c] for f in link_frames]) for c in LINK_COLUMNS})
     return CriticalPath(links, pd.DataFrame.from_records(step_records, columns=STEP_COLUMNS))
 
 
-def _path_links(graph: StepGraph, step: int) -> pd.DataFrame:
+def _path_links(graph: StepGraph, step: int) -> dict[str, np.ndarray]:
+    """The step's path as columns (LINK_COLUMNS), latest link first."""
     end, chosen = replay(graph, graph.weight)
     i = int(np.argmax(end))
     path: list[int] = []
@@ -123,26 +124,35 @@ def _path_links(graph: StepGraph, step: int) -> pd.DataFrame:
     idx = np.asarray(path, dtype=np.int64)
     keep = idx[graph.weight[idx] > 0]
     ev = graph.event[keep]
-    attrs = graph.rows.iloc[np.maximum(ev, 0)][["unit", "phase", "group", "seq"]]
-    attrs = attrs.astype({"unit": object, "phase": object, "group": object}).reset_index(drop=True)
-    attrs = attrs.where(pd.Series(ev >= 0), None).assign(
-        seq=np.where(ev >= 0, attrs["seq"].to_numpy(np.float64), np.nan)
-    )
-    links = attrs.assign(
-        rank=graph.rank[keep],
-        kind=np.asarray(SEGMENT_KINDS, dtype=object)[graph.kind[keep]],
-        end_us=end[keep],
-        dur_us=graph.weight[keep],
-    )
-    lead = float(end[idx[-1]]) - graph.start_us
-    if lead > 0:
-        first = {"rank": int(graph.rank[idx[-1]]), "kind": "idle", "end_us": end[idx[-1]]}
-        links = pd.concat([links, pd.DataFrame([{**first, "dur_us": lead}])], ignore_index=True)
-    links["start_us"] = links["end_us"] - links["dur_us"]
-    links["step"] = step
-    links["order"] = np.arange(len(links))
-    links["saving_us"] = _savings(graph, keep, float(end.max()), len(links))
-    return links
+    at, has = np.maximum(ev, 0), ev >= 0
+    rows = graph.rows
+    lead = max(float(end[idx[-1]]) - graph.start_us, 0.0)
+    extra = int(lead > 0)  # the idle lead before the path's first rank starts its step
+
+    def col(values: np.ndarray, fill: object) -> np.ndarray:
+        out = values.copy()
+        out[~has] = fill
+        return np.append(out, np.asarray([fill] * extra, dtype=out.dtype))
+
+    ends = np.append(end[keep], [graph.start_us + lead] * extra)
+    durs = np.append(graph.weight[keep], [lead] * extra)
+    num = len(ends)
+    return {
+        "step": np.full(num, step, dtype=np.int64),
+        "order": np.arange(num),
+        "rank": np.append(graph.rank[keep], [graph.rank[idx[-1]]] * extra),
+        "kind": np.append(
+            np.asarray(SEGMENT_KINDS, dtype=object)[graph.kind[keep]], ["idle"] * extra
+        ),
+        "unit": col(rows.unit[at], None),
+        "phase": col(rows.phase[at], None),
+        "group": col(rows.group[at], None),
+        "seq": col(rows.seq[at].astype(np.float64), np.nan),
+        "start_us": ends - durs,
+        "end_us": ends,
+        "dur_us": durs,
+        "saving_us": _savings(graph, keep, float(end.max()), num),
+    }
 
 
 def _savings(graph: StepGraph, keep: np.ndarray, step_end: float, num_links: int) -> np.ndarray:
@@ -161,16 +171,15 @@ def _savings(graph: StepGraph, keep: np.ndarray, step_end: float, num_links: int
     return out
 
 
-def _step_record(graph: StepGraph, links: pd.DataFrame, step: int) -> dict[str, object]:
-    by_kind = links.groupby("kind")["dur_us"].sum()
-    hops = int((links["rank"].to_numpy()[1:] != links["rank"].to_numpy()[:-1]).sum())
+def _step_record(graph: StepGraph, links: dict[str, np.ndarray], step: int) -> dict[str, object]:
+    kinds, durs, ranks = links["kind"], links["dur_us"], links["rank"]
     return {
         "step": step,
         "start_us": graph.start_us,
         "end_us": graph.end_us,
         "step_us": graph.end_us - graph.start_us,
-        "path_us": float(links["dur_us"].sum()),
-        **{f"{k}_us": float(by_kind.get(k, 0.0)) for k in ("compute", "comm", "wait", "idle")},
-        "num_links": len(links),
-        "num_hops": hops,
+        "path_us": float(durs.sum()),
+        **{f"{k}_us": float(durs[kinds == k].sum()) for k in ("compute", "comm", "wait", "idle")},
+        "num_links": len(durs),
+        "num_hops": int((ranks[1:] != ranks[:-1]).sum()),
     }

@@ -27,9 +27,49 @@ SOURCE = len(SEGMENT_KINDS)  # kind code of a source node
 COMM = SEGMENT_KINDS.index("comm")
 
 
+ObjArray = npt.NDArray[np.object_]
+
+
+@dataclass(frozen=True, slots=True)
+class Events:
+    """The event-table columns the graph reads, as arrays (one step, or all sorted by step)."""
+
+    rank: IntArray
+    step: IntArray
+    ts: FloatArray
+    end: FloatArray
+    lane: ObjArray
+    unit: ObjArray
+    phase: ObjArray
+    group: ObjArray
+    group_code: IntArray  # pd.factorize of group (-1: none)
+    seq: IntArray
+
+    @staticmethod
+    def of(table: pd.DataFrame) -> Events:
+        """From event-table rows, sorted by step (stable)."""
+        t = table.sort_values("step", kind="stable")
+        group = t["group"].astype(object).to_numpy()
+        return Events(
+            rank=t["rank"].to_numpy(np.int64),
+            step=t["step"].to_numpy(np.int64),
+            ts=t["ts_us"].to_numpy(np.float64),
+            end=t["end_us"].to_numpy(np.float64),
+            lane=t["lane"].astype(object).to_numpy(),
+            unit=t["unit"].astype(object).to_numpy(),
+            phase=t["phase"].astype(object).to_numpy(),
+            group=group,
+            group_code=pd.factorize(group)[0].astype(np.int64),
+            seq=t["seq"].to_numpy(np.int64),
+        )
+
+    def rows(self, lo: int, hi: int) -> Events:
+        return Events(*(getattr(self, f)[lo:hi] for f in self.__slots__))
+
+
 @dataclass(frozen=True, slots=True)
 class StepGraph:
-    rows: pd.DataFrame  # the step's events; node ``event`` positions index into it
+    rows: Events  # the step's events; node ``event`` positions index into it
     rank: IntArray
     kind: IntArray  # code into SEGMENT_KINDS, SOURCE for sources
     start: FloatArray
@@ -48,13 +88,10 @@ class StepGraph:
 
 
 def _nodes(
-    rows: pd.DataFrame, windows: pd.DataFrame
+    rows: Events, windows: pd.DataFrame
 ) -> tuple[FloatArray, FloatArray, IntArray, IntArray, IntArray]:
     """``(start, end, kind, event, rank)`` of every node, rank by rank."""
-    lane = rows["lane"].astype(object).to_numpy()
-    ts = rows["ts_us"].to_numpy(np.float64)
-    te = rows["end_us"].to_numpy(np.float64)
-    rank_of = rows["rank"].to_numpy()
+    lane, ts, te, rank_of = rows.lane, rows.ts, rows.end, rows.rank
     parts: list[tuple[FloatArray, FloatArray, IntArray, IntArray, IntArray]] = []
     for r, ws, we in windows[["rank", "start_us", "end_us"]].itertuples(index=False):
         pos = np.flatnonzero(rank_of == r)
@@ -79,10 +116,9 @@ def _nodes(
     )
 
 
-def build_graph(rows: pd.DataFrame, windows: pd.DataFrame) -> StepGraph:
-    """``rows``: the events of one step, every rank (positional index); ``windows``:
-    ``rank, start_us, end_us`` of that step per rank."""
-    rows = rows.reset_index(drop=True)
+def build_graph(rows: Events, windows: pd.DataFrame) -> StepGraph:
+    """``rows``: the events of one step, every rank; ``windows``: ``rank, start_us, end_us``
+    of that step per rank."""
     windows = windows.sort_values("rank")
     start, end, kind, event, rank = _nodes(rows, windows)
     n = len(start)
@@ -128,16 +164,16 @@ def build_graph(rows: pd.DataFrame, windows: pd.DataFrame) -> StepGraph:
     )
 
 
-def _collective_keys(rows: pd.DataFrame) -> IntArray:
+def _collective_keys(rows: Events) -> IntArray:
     """One code per collective (group, seq) for transfer rows; -1 for the other rows."""
-    comm = (rows["lane"] == EventLane.COMM.value).to_numpy() & (rows["seq"] >= 0).to_numpy()
-    group = pd.factorize(rows["group"].astype(object))[0].astype(np.int64)
-    seq = rows["seq"].to_numpy(np.int64)
-    return np.where(comm & (group >= 0), group * (int(seq.max()) + 2) + seq, -1)
+    comm = (rows.lane == EventLane.COMM.value) & (rows.seq >= 0) & (rows.group_code >= 0)
+    if not comm.any():
+        return np.full(len(comm), -1, dtype=np.int64)
+    return np.where(comm, rows.group_code * (int(rows.seq.max()) + 2) + rows.seq, -1)
 
 
 def _sync_edges(
-    rows: pd.DataFrame,
+    rows: Events,
     ev_key: IntArray,
     start: FloatArray,
     end: FloatArray,
@@ -149,8 +185,8 @@ def _sync_edges(
     comm = np.flatnonzero(ev_key >= 0)
     if len(comm) == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    ts = rows["ts_us"].to_numpy(np.float64)[comm]
-    c_rank = rows["rank"].to_numpy(np.int64)[comm]
+    ts = rows.ts[comm]
+    c_rank = rows.rank[comm]
     # Arrival: the last node of the rank ending at or before the transfer's start (nodes of a
     # rank are contiguous and sorted, ranks in increasing order).
     arr = np.full(len(comm), -1, dtype=np.int64)
@@ -160,17 +196,19 @@ def _sync_edges(
         k = np.searchsorted(end[lo:hi], ts[mine], side="right") - 1
         arr[mine] = np.where(k >= 0, lo + k, -1)
     # Sync: the comm node of that transfer that ends with it.
-    fin = np.full(len(rows), -1, dtype=np.int64)
+    fin = np.full(len(rows.ts), -1, dtype=np.int64)
     cand = np.flatnonzero((kind == COMM) & (event >= 0))
-    ends_with = np.abs(end[cand] - rows["end_us"].to_numpy(np.float64)[event[cand]]) <= 1e-6
+    ends_with = np.abs(end[cand] - rows.end[event[cand]]) <= 1e-6
     fin[event[cand[ends_with]]] = cand[ends_with]
-    table = pd.DataFrame({"key": ev_key[comm], "rank": c_rank, "fin": fin[comm], "arr": arr})
-    pairs = table[table["fin"] >= 0].merge(
-        table[table["arr"] >= 0], on="key", suffixes=("", "_peer")
-    )
-    pairs = pairs[pairs["rank"] != pairs["rank_peer"]]
-    s_node = pairs["fin"].to_numpy(np.int64)
-    a_node = pairs["arr_peer"].to_numpy(np.int64)
+    # Every (sync of one rank, arrival of another) pair of the same collective.
+    order = np.argsort(ev_key[comm], kind="stable")
+    key, c_rank, fin_c, arr = ev_key[comm][order], c_rank[order], fin[comm][order], arr[order]
+    lo = np.searchsorted(key, key, side="left")
+    size = np.searchsorted(key, key, side="right") - lo
+    me = np.repeat(np.arange(len(key)), size)
+    peer = np.repeat(lo, size) + (np.arange(len(me)) - np.repeat(np.cumsum(size) - size, size))
+    keep = (fin_c[me] >= 0) & (arr[peer] >= 0) & (c_rank[me] != c_rank[peer])
+    s_node, a_node = fin_c[me[keep]], arr[peer[keep]]
     ok = end[a_node] <= end[s_node]
     return s_node[ok], a_node[ok]
 
