@@ -11,8 +11,9 @@ tiny torch FSDP2 run (both made here, one host), and a 2-rank GPU run assembled 
 its NCCL kernels end at the same instants on both, which is the ideal case; the shared
 traces hold one rank per run, so no real multi-rank GPU run is available).
 
-Cost: best of ``--repeat`` wall times of ``analyze`` with alignment and critical path, and of
-``align_run`` and ``critical_path`` alone, per run; printed as JSON.
+Cost: best of ``--repeat`` wall times of ``analyze`` (alignment and critical path included),
+and of ``align_run`` and ``critical_path`` alone, per run; their share of ``analyze`` alone and
+of load + ``analyze`` (what the ``analyze`` command waits for; one load). Printed as JSON.
 """
 
 from __future__ import annotations
@@ -40,6 +41,12 @@ REPO = Path(__file__).resolve().parents[1]
 EXTERNAL = REPO.parent / "shared" / "external-traces" / "hta-trace-diff-test-rank1.json.gz"
 OFFSETS_US = (50.0, -50.0, 1000.0, -1000.0, 20000.0, -20000.0)
 DRIFTS_PPM = (0.0, 10.0, 100.0, -100.0, 1000.0)
+# 16 units, 12 profiled steps: 217k events, 600 matched collectives per rank.
+LONGER = [
+    "--nproc", "2", "--model", "gpt", "--layers", "16", "--dim", "64", "--heads", "2",
+    "--seq-len", "16", "--vocab", "256", "--global-batch", "4", "--steps", "14",
+    "--profile-wait", "1", "--profile-warmup", "1", "--profile-active", "12",
+]  # fmt: skip
 TINY_4 = [
     "--nproc",
     "4",
@@ -96,7 +103,7 @@ def best(fn: Callable[[], object], repeat: int) -> float:
     return min(times)
 
 
-def cost(run: RunTraces, repeat: int) -> dict[str, float]:
+def cost(run: RunTraces, repeat: int, load_s: float) -> dict[str, float]:
     aligned, _ = align_run(run)
     total = best(lambda: analyze(run), repeat)
     t_align = best(lambda: align_run(run), repeat)
@@ -108,6 +115,8 @@ def cost(run: RunTraces, repeat: int) -> dict[str, float]:
         "align_s": t_align,
         "critical_path_s": t_path,
         "share_of_analyze": (t_align + t_path) / total,
+        "load_s": load_s,
+        "share_of_load_and_analyze": (t_align + t_path) / (total + load_s),
     }
 
 
@@ -115,15 +124,26 @@ def make(cmd: list[str]) -> None:
     subprocess.run(cmd, check=True, capture_output=True, timeout=600)
 
 
-def runs(tmp: Path) -> dict[str, RunTraces]:
-    out = {n: load_run(REPO / "traces" / n) for n in ("backward_pre", "none", "backward_post")}
+def timed_load(path: Path) -> tuple[RunTraces, float]:
+    t0 = time.perf_counter()
+    run = load_run(path, progress=False)
+    return run, time.perf_counter() - t0
+
+
+def runs(tmp: Path) -> dict[str, tuple[RunTraces, float]]:
+    """Every run with its load time (the load the ``analyze`` command does first)."""
+    out = {n: timed_load(REPO / "traces" / n) for n in ("backward_pre", "none", "backward_post")}
     make([sys.executable, "-m", "overlapscope", "run", *TINY_4, "--out", str(tmp / "r4")])
-    out["ours-4-ranks"] = load_run(tmp / "r4")
+    out["ours-4-ranks"] = timed_load(tmp / "r4")
+    make([sys.executable, "-m", "overlapscope", "run", *LONGER, "--out", str(tmp / "long")])
+    out["ours-2-ranks-12-steps"] = timed_load(tmp / "long")
     script = REPO / "tests" / "trace" / "torch_fsdp_run.py"
     make([sys.executable, str(script), "fsdp2", str(tmp / "fsdp2")])
-    out["torch-fsdp2"] = load_run(tmp / "fsdp2")
+    out["torch-fsdp2"] = timed_load(tmp / "fsdp2")
     if EXTERNAL.is_file():
-        out["hta-gpu-rank1-twice"] = gpu_pair()
+        t0 = time.perf_counter()
+        pair = gpu_pair()
+        out["hta-gpu-rank1-twice"] = (pair, time.perf_counter() - t0)
     return out
 
 
@@ -135,7 +155,7 @@ def main() -> None:
     result: dict[str, Any] = {"recovery": [], "cost": {}, "same_host_offsets": {}}
     with tempfile.TemporaryDirectory() as tmp:
         loaded = runs(Path(tmp))
-        for name, run in loaded.items():
+        for name, (run, load_s) in loaded.items():
             off = estimate_offsets(run.events)
             result["same_host_offsets"][name] = json.loads(off.to_json(orient="records"))
             rank = max(r.rank for r in run.ranks)
@@ -152,7 +172,7 @@ def main() -> None:
                             "within_bar": ok,
                         }
                     )
-            result["cost"][name] = cost(run, args.repeat)
+            result["cost"][name] = cost(run, args.repeat, load_s)
     text = json.dumps(result, indent=1)
     if args.out:
         args.out.write_text(text + "\n")

@@ -147,18 +147,20 @@ def test_four_ranks_recover_each_rank(four_rank_run: Path) -> None:
     assert (off.loc[off["aligned"], "num_collectives"] >= MIN_COLLECTIVES).all()
 
 
-# One host, one clock: what the estimator reports there is the systematic part of the end-time
-# noise (a rank's thread descheduled after the transfer on this 2-core machine, the ring's
-# order of completion), measured up to 1.4 ms here (docs/ANALYSIS.md). Far below the
-# multi-host offsets it must find, and below the spread of single collective ends.
-SAME_HOST_BOUND_US = 2000.0
+# One host, one clock: what the estimator reports there is the end-time noise (a rank's thread
+# descheduled after the transfer on this loaded 2-core machine, the order in which our ring
+# all-gather completes), measured up to 2.8 ms on tiny 4-rank runs whose single ends scatter
+# by ~2 ms (docs/ANALYSIS.md). The bound: the estimate's own error, plus 1 ms of systematic
+# completion order; far below the 20 ms injected below.
+SYSTEMATIC_US = 1000.0
 
 
 def assert_same_host(run: RunTraces) -> None:
     off = estimate_offsets(run.events)
     used = off[off["aligned"]]
     assert len(used) == len(off) - 1
-    assert (used["offset_us"].abs() < SAME_HOST_BOUND_US).all(), used
+    bound = 4 * used["stderr_us"] + SYSTEMATIC_US
+    assert (used["offset_us"].abs() <= bound).all(), used
     assert (used["drift_ppm"].abs() <= MAX_DRIFT_PPM).all()
 
 
