@@ -216,30 +216,36 @@ def _sync_edges(
 def replay(graph: StepGraph, weight: FloatArray) -> tuple[FloatArray, IntArray]:
     """Longest path with ``weight``: every node's end and the predecessor that set it
     (-1 for sources). Between two anchors (sources, sync nodes) a rank's ends are a cumulative
-    sum; only the anchors are walked, in topological order, since each one waits on the ends
-    of others."""
+    sum from the anchor; only the anchors are walked, in topological order, since each one
+    waits on the ends of others: ``end(j) = end(anchor(j)) + cum(j) - cum(anchor(j))``."""
     cum = np.cumsum(weight)
     anchor = graph.anchor
-    a_end = np.full(len(weight), np.nan)
-    pred = graph.pred.tolist()
-    base = graph.base.tolist()
-    ptr = graph.arr_ptr.tolist()
-    arr = graph.arr_idx.tolist()
-    anc = anchor.tolist()
-    c = cum.tolist()
-    w = weight.tolist()
+    anchors = graph.anchors
+    pred = graph.pred[anchors]
+    lo, hi = graph.arr_ptr[anchors], graph.arr_ptr[anchors + 1]
+    # Every node an anchor reads: its predecessor and its arrivals, as (anchor, offset).
+    refs = np.concatenate([np.maximum(pred, 0), graph.arr_idx])
+    ref_anchor = anchor[refs].tolist()
+    ref_off = (cum[refs] - cum[anchor[refs]]).tolist()
+    num = len(anchors)
+    a_end: dict[int, float] = {}
     chosen = graph.pred.copy()
-    for i in graph.anchors.tolist():
-        p = pred[i]
+    base = graph.base[anchors].tolist()
+    w = weight[anchors].tolist()
+    for k, (i, p, a0, a1) in enumerate(
+        zip(anchors.tolist(), pred.tolist(), lo.tolist(), hi.tolist(), strict=True)
+    ):
         if p < 0:
-            a_end[i] = base[i]
+            a_end[i] = base[k]
             continue
-        best, arg = a_end[anc[p]] + c[p] - c[anc[p]], p
-        for k in range(ptr[i], ptr[i + 1]):
-            a = arr[k]
-            e = a_end[anc[a]] + c[a] - c[anc[a]]
+        best, arg = a_end[ref_anchor[k]] + ref_off[k], p
+        for r in range(num + a0, num + a1):
+            e = a_end.get(ref_anchor[r], -np.inf) + ref_off[r]
             if e > best:
-                best, arg = e, a
-        a_end[i] = best + w[i]
+                best, arg = e, int(graph.arr_idx[r - num])
+        a_end[i] = best + w[k]
         chosen[i] = arg
-    return a_end[anchor] + cum - cum[anchor], chosen
+    ends = np.asarray([a_end[j] for j in anchors.tolist()])
+    at = np.empty(len(weight))
+    at[anchors] = ends
+    return at[anchor] + cum - cum[anchor], chosen
