@@ -102,10 +102,15 @@ def critical_path(events: pd.DataFrame) -> CriticalPath:
     if len(multi) == 0:
         return CriticalPath.empty()
     rows = Events.of(events[events["step"].isin(multi)])
+    win = win.sort_values(["step", "rank"])
+    w_step = win["step"].to_numpy(np.int64)
+    w_cols = [win[c].to_numpy() for c in ("rank", "start_us", "end_us")]
     link_frames, step_records = [], []
     for step in sorted(int(s) for s in multi):
         lo, hi = np.searchsorted(rows.step, [step, step + 1])
-        graph = build_graph(rows.rows(int(lo), int(hi)), win[win["step"] == step])
+        a, b = np.searchsorted(w_step, [step, step + 1])
+        windows = (w_cols[0][a:b].astype(np.int64), w_cols[1][a:b], w_cols[2][a:b])
+        graph = build_graph(rows.rows(int(lo), int(hi)), windows)
         links = _path_links(graph, step)
         link_frames.append(links)
         step_records.append(_step_record(graph, links, step))

@@ -87,13 +87,16 @@ class StepGraph:
     end_us: float
 
 
+Windows = tuple[IntArray, FloatArray, FloatArray]  # rank, start_us, end_us; sorted by rank
+
+
 def _nodes(
-    rows: Events, windows: pd.DataFrame
+    rows: Events, windows: Windows
 ) -> tuple[FloatArray, FloatArray, IntArray, IntArray, IntArray]:
     """``(start, end, kind, event, rank)`` of every node, rank by rank."""
     lane, ts, te, rank_of = rows.lane, rows.ts, rows.end, rows.rank
     parts: list[tuple[FloatArray, FloatArray, IntArray, IntArray, IntArray]] = []
-    for r, ws, we in windows[["rank", "start_us", "end_us"]].itertuples(index=False):
+    for r, ws, we in zip(*(w.tolist() for w in windows), strict=True):
         pos = np.flatnonzero(rank_of == r)
         s, e, k, ev = segment_arrays(lane[pos], ts[pos], te[pos], (float(ws), float(we)))
         ev = np.where(ev >= 0, pos[np.maximum(ev, 0)], -1)
@@ -116,10 +119,9 @@ def _nodes(
     )
 
 
-def build_graph(rows: Events, windows: pd.DataFrame) -> StepGraph:
+def build_graph(rows: Events, windows: Windows) -> StepGraph:
     """``rows``: the events of one step, every rank; ``windows``: ``rank, start_us, end_us``
-    of that step per rank."""
-    windows = windows.sort_values("rank")
+    of that step per rank, sorted by rank."""
     start, end, kind, event, rank = _nodes(rows, windows)
     n = len(start)
     is_src = kind == SOURCE
@@ -159,8 +161,8 @@ def build_graph(rows: Events, windows: pd.DataFrame) -> StepGraph:
         arr_idx=arr.astype(np.int64),
         anchors=topo[is_anchor[topo]].astype(np.int64),
         anchor=np.maximum.accumulate(np.where(is_anchor, np.arange(n), 0)).astype(np.int64),
-        start_us=float(windows["start_us"].min()),
-        end_us=float(windows["end_us"].max()),
+        start_us=float(windows[1].min()),
+        end_us=float(windows[2].max()),
     )
 
 
