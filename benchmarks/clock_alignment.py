@@ -77,9 +77,11 @@ def recovery_error(run: RunTraces, rank: int, offset_us: float, ppm: float) -> t
     (20 µs or 5% of the offset injected there, whichever is larger)."""
     ends = matched_ends(run.events)[rank].dropna().to_numpy()
     ranks = np.full(len(ends), rank)
-    base = offset_at(estimate_offsets(run.events), ranks, ends)
-    moved = offset_at(estimate_offsets(inject(run, rank, offset_us, ppm).events), ranks, ends)
     injected = offset_us + ppm * 1e-6 * ends
+    base = offset_at(estimate_offsets(run.events), ranks, ends)
+    # the moved run's estimate applies to its own (moved) clock
+    moved_run = inject(run, rank, offset_us, ppm)
+    moved = offset_at(estimate_offsets(moved_run.events), ranks, ends + injected)
     err = np.abs(moved - base - injected)
     return float(err.max()), bool((err <= np.maximum(20.0, 0.05 * np.abs(injected))).all())
 

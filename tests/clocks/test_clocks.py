@@ -44,13 +44,14 @@ def tolerance(injected: np.ndarray) -> np.ndarray:
 
 
 def recovered(base: RunTraces, moved: RunTraces, rank: int) -> tuple[np.ndarray, np.ndarray]:
-    """(offset recovered at each collective of ``rank``, the offset injected there): the
-    moved run's estimate minus the recorded run's, at the recorded times."""
+    """(offset recovered at each collective of ``rank``, its recorded time): the moved run's
+    estimate (at the moved times) minus the recorded run's (at the recorded times)."""
     ends = matched_ends(base.events)[rank].dropna().to_numpy()
+    moved_ends = matched_ends(moved.events)[rank].dropna().to_numpy()
     off_base = estimate_offsets(base.events)
     off_moved = estimate_offsets(moved.events)
     ranks = np.full(len(ends), rank)
-    return offset_at(off_moved, ranks, ends) - offset_at(off_base, ranks, ends), ends
+    return offset_at(off_moved, ranks, moved_ends) - offset_at(off_base, ranks, ends), ends
 
 
 def test_fit_recovers_a_known_offset_and_drift() -> None:
