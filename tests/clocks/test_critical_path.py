@@ -3,14 +3,20 @@ runs (the links tile the step)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from overlapscope.analysis.api import analyze
 from overlapscope.analysis.clocks import align
 from overlapscope.analysis.critical_path import critical_path
+from overlapscope.analysis.findings import FindingKind
 from overlapscope.analysis.path_report import path_findings, path_paragraph
 from overlapscope.analysis.segments import segments
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.loader import RankInfo, RunTraces, load_run
+from overlapscope.trace.recognize import ComputeSource
+from overlapscope.trace.schema import Framework
 from tests.clocks.conftest import table
 from tests.conftest import REPO
 
@@ -135,3 +141,34 @@ def test_links_tile_every_step_of_sample_runs(name: str) -> None:
     # a compute link 10% shorter never saves more than 10% of itself
     compute = replayed[replayed["kind"] == "compute"]
     assert (compute["saving_us"] <= 0.1 * compute["dur_us"] + 1e-6).all()
+
+
+def test_analyze_and_diagnose_rank_the_path_finding() -> None:
+    """Through the facade: a hand-built 2-rank run whose rank 1 computes A 80 µs longer in
+    both steps gets the critical-path finding, with the path in the JSON."""
+    rows = two_ranks(b1_dur=50, n=0) + two_ranks(b1_dur=50, n=1, t0=400)
+    events = table(rows)
+    infos = tuple(
+        RankInfo(
+            rank=r,
+            path=Path(f"rank-{r}.json"),
+            world_size=2,
+            backend="gloo",
+            framework=Framework.OVERLAPSCOPE,
+            compute_source=ComputeSource.OVS_RANGES,
+            steps=(0, 1),
+            num_events=int((events["rank"] == r).sum()),
+            has_gpu=False,
+            base_time_ns=0,
+        )
+        for r in (0, 1)
+    )
+    run = RunTraces(events, infos, 2, None, False, (), ())
+    a = analyze(run)
+    kinds = [f.kind for f in a.findings]
+    assert FindingKind.CRITICAL_PATH in kinds
+    f = a.findings[kinds.index(FindingKind.CRITICAL_PATH)]
+    assert f.title == "rank 1's forward of A is on the critical path in 2 of 2 steps"
+    doc = a.to_json_dict()
+    assert [s["step_us"] for s in doc["critical_path"]["steps"]] == [400.0, 400.0]
+    assert doc["clocks"]["offsets"][1]["aligned"] is False  # 2 collectives: too few
