@@ -86,12 +86,27 @@ def matched_ends(events: pd.DataFrame) -> pd.DataFrame:
         (events["lane"] == EventLane.COMM.value)
         & (events["seq"] >= 0)
         & events["kind"].isin(list(SYNC_KINDS))
+        & events["group"].notna()
     ]
     if comm.empty:
         return pd.DataFrame()
-    rows = comm[["rank", *KEY, "end_us"]].astype({"group": object})
+    group, groups = pd.factorize(comm["group"].astype(object))
+    step = comm["step"].to_numpy(np.int64) + 1  # -1 (outside every step) becomes 0
+    seq = comm["seq"].to_numpy(np.int64)
+    key = (group.astype(np.int64) * (int(step.max()) + 1) + step) * (int(seq.max()) + 1) + seq
+    keys, row = np.unique(key, return_inverse=True)
+    ranks, col = np.unique(comm["rank"].to_numpy(np.int64), return_inverse=True)
+    ends = np.full((len(keys), len(ranks)), -np.inf)
     # One transfer per rank and collective; should a rank hold several, its last end counts.
-    return rows.groupby([*KEY, "rank"])["end_us"].max().unstack("rank")
+    np.maximum.at(ends, (row, col), comm["end_us"].to_numpy(np.float64))
+    ends[np.isinf(ends)] = np.nan
+    seq_of = keys % (int(seq.max()) + 1)
+    rest = keys // (int(seq.max()) + 1)
+    index = pd.MultiIndex.from_arrays(
+        [groups[rest // (int(step.max()) + 1)], rest % (int(step.max()) + 1) - 1, seq_of],
+        names=KEY,
+    )
+    return pd.DataFrame(ends, index=index, columns=pd.Index(ranks.tolist(), name="rank"))
 
 
 def _theil_sen(x: FloatArray, y: FloatArray) -> float:

@@ -81,14 +81,24 @@ class CriticalPath:
 
 def step_windows(events: pd.DataFrame) -> pd.DataFrame:
     """Per (rank, step): ``start_us`` (its ProfilerStep start) and ``end_us`` (the later of
-    its ProfilerStep end and its step's last event)."""
-    steps = events[events["lane"] == EventLane.STEP.value]
-    win = steps.groupby(["rank", "step"], observed=True).agg(
-        start_us=("ts_us", "min"), end_us=("end_us", "max")
+    its ProfilerStep end and its step's last event). ``events``: rows with ``step >= 0``."""
+    rank = events["rank"].to_numpy(np.int64)
+    step = events["step"].to_numpy(np.int64)
+    span = int(step.max()) + 2 if len(step) else 1
+    key = rank * span + step
+    is_step = (events["lane"] == EventLane.STEP.value).to_numpy()
+    keys, inv = np.unique(key[is_step], return_inverse=True)
+    start = np.full(len(keys), np.inf)
+    end = np.full(len(keys), -np.inf)
+    np.minimum.at(start, inv, events["ts_us"].to_numpy()[is_step])
+    # every event of the step may end after its ProfilerStep (GPU work runs behind)
+    pos = np.searchsorted(keys, key)
+    hit = pos < len(keys)
+    hit[hit] = keys[pos[hit]] == key[hit]
+    np.maximum.at(end, pos[hit], events["end_us"].to_numpy()[hit])
+    return pd.DataFrame(
+        {"rank": keys // span, "step": keys % span, "start_us": start, "end_us": end}
     )
-    tail = events[events["step"] >= 0].groupby(["rank", "step"], observed=True)["end_us"].max()
-    win["end_us"] = np.maximum(win["end_us"], tail.reindex(win.index).fillna(-np.inf))
-    return win.reset_index()
 
 
 def critical_path(events: pd.DataFrame) -> CriticalPath:
