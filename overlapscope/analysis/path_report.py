@@ -87,7 +87,8 @@ def path_paragraph(path: CriticalPath) -> str:
         for k in ("compute", "comm", "wait", "idle")
     )
     groups = path_groups(path)
-    top = groups.iloc[0]
+    work = groups[groups["kind"] != "idle"]  # idle says where nothing was traced, not what
+    top = (work if len(work) else groups).iloc[0]
     text = (
         f"critical path over {len(steps)} steps (mean step {step_us:,.0f} µs): "
         f"{shares} of the step (comm: exposed transfer); it changes rank "
