@@ -84,6 +84,11 @@ def write_csv(result: RunAnalysis, out: Path) -> None:
         "exposed": result.exposed,
         "timeline": result.timeline,
     }
+    if result.clocks is not None:
+        tables["clock_offsets"] = result.clocks
+    if result.path is not None:
+        tables["critical_path_steps"] = result.path.steps
+        tables["critical_path_links"] = result.path.links
     for name, df in tables.items():
         write_file(out / f"{name}.csv", df.to_csv(index=False), "--csv")
 

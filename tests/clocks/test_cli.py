@@ -65,3 +65,12 @@ def test_analyze_prints_and_writes_offsets_and_path(tmp_path: Path) -> None:
     for s in steps:
         links = [k for k in doc["critical_path"]["links"] if k["step"] == s["step"]]
         assert abs(sum(k["dur_us"] for k in links) - s["step_us"]) < 1e-6 * s["step_us"]
+
+
+def test_csv_carries_offsets_and_path(tmp_path: Path) -> None:
+    out = tmp_path / "csv"
+    cli("analyze", str(RUN), "--no-progress", "--csv", str(out))
+    offsets = (out / "clock_offsets.csv").read_text().splitlines()
+    assert offsets[0].startswith("rank,reference_rank,offset_us") and len(offsets) == 3
+    assert (out / "critical_path_steps.csv").read_text().count("\n") == 3
+    assert "saving_us" in (out / "critical_path_links.csv").read_text().splitlines()[0]
