@@ -182,8 +182,8 @@ def print_policy(result: dict[str, Any], links: list[str]) -> None:
         stats = ratio_stats([r["actual_over_ideal"] for r in rows])
         med = {k: np.median([r["bound"][k] for r in rows]) / 1e3 for k in rows[0]["bound"]}
         print(
-            f"| {link_label(link)} | {fmt(stats)} | {med['actual_us']:.0f} | "
-            f"{med['ideal_us']:.0f} | {med['serial_us']:.0f} |"
+            f"| {link_label(link)} | {fmt(stats)} | {med['actual_per_step_us']:.0f} | "
+            f"{med['ideal_per_step_us']:.0f} | {med['serial_per_step_us']:.0f} |"
         )
     link = links[0]
     runs = result["links"][link]

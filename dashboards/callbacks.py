@@ -40,6 +40,7 @@ def windowed_timeline(
     run_b: str | None,
     step: int | None,
     relayout: dict[str, Any] | None,
+    clocks: str | None = None,
 ) -> go.Figure | None:
     """The timeline redrawn for a zoomed range, or None when redrawing would change nothing
     (every panel already fits in ``MAX_BARS``, or the zoom did not move the x axis)."""
@@ -58,6 +59,7 @@ def windowed_timeline(
         run_b,
         step,
         None if window == "auto" else window,  # type: ignore[arg-type]
+        clocks,
     )
     graph = children[-1]
     figure = getattr(graph, "figure", None)
@@ -97,9 +99,12 @@ def register(app: Dash, registry: RunRegistry) -> None:
         Input(ids.RUN_A, "value"),
         Input(ids.RUN_B, "value"),
         Input(ids.STEP, "value"),
+        Input(ids.CLOCKS, "value"),
     )
-    def _view(tab: str, run_a: str | None, run_b: str | None, step: int | None) -> Any:
-        return views.render_view(registry, tab, run_a, run_b, step)
+    def _view(
+        tab: str, run_a: str | None, run_b: str | None, step: int | None, clocks: str | None
+    ) -> Any:
+        return views.render_view(registry, tab, run_a, run_b, step, clocks=clocks)
 
     @app.callback(
         Output(ids.TIMELINE_GRAPH, "figure"),
@@ -107,10 +112,13 @@ def register(app: Dash, registry: RunRegistry) -> None:
         State(ids.RUN_A, "value"),
         State(ids.RUN_B, "value"),
         State(ids.STEP, "value"),
+        State(ids.CLOCKS, "value"),
         prevent_initial_call=True,
     )
-    def _zoom(relayout: dict[str, Any] | None, run_a: Any, run_b: Any, step: Any) -> Any:
-        fig = windowed_timeline(registry, run_a, run_b, step, relayout)
+    def _zoom(
+        relayout: dict[str, Any] | None, run_a: Any, run_b: Any, step: Any, clocks: Any
+    ) -> Any:
+        fig = windowed_timeline(registry, run_a, run_b, step, relayout, clocks)
         return no_update if fig is None else fig
 
     @app.callback(Output(ids.WHATIF_PANEL, "style"), Input(ids.TABS, "value"))

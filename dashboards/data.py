@@ -39,7 +39,7 @@ from overlapscope.trace.loader import load_run
 
 RUN_MANIFEST = "run.json"
 # Bump when what is pickled changes shape.
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: RunAnalysis gained clocks and the critical path
 # What-if calibrations kept in memory (a few MB each: per-step compute and transfer tables).
 CALIBRATION_CACHE_SIZE = 8
 

@@ -8,6 +8,7 @@ RUN_A = "run-a"
 RUN_B = "run-b"
 STEP = "step"
 WINDOW = "timeline-window"
+CLOCKS = "clock-mode"  # timeline: aligned or raw clocks (dashboards/critical_path.py)
 
 OVERVIEW_TABLE = "overview-table"
 FINDINGS = "findings"

@@ -161,6 +161,18 @@ def build_layout(registry: RunRegistry) -> html.Div:
                         "Step (timeline, what-if)",
                         dcc.Dropdown(id=ids.STEP, options=[], value=None, clearable=False),
                     ),
+                    _picker(
+                        "Clocks (timeline)",
+                        dcc.RadioItems(
+                            id=ids.CLOCKS,
+                            options=[
+                                {"label": "aligned", "value": "aligned"},
+                                {"label": "raw", "value": "raw"},
+                            ],
+                            value="aligned",
+                            inline=True,
+                        ),
+                    ),
                 ],
                 style={"display": "flex", "gap": "16px", "marginBottom": "12px"},
             ),

@@ -14,6 +14,7 @@ from dash import dcc, html
 from dash.development.base_component import Component
 
 from dashboards import ids
+from dashboards.critical_path import ClockMode, add_paths, clock_mode, panel_path, raw_tables
 from dashboards.data import LoadedRun, RunRegistry, RunSource
 from dashboards.figures import (
     TimelinePanel,
@@ -187,7 +188,9 @@ def _findings(findings: pd.DataFrame) -> list[Component]:
     return cards
 
 
-def _panel(run: LoadedRun, step: int | None, prefix: str = "") -> TimelinePanel:
+def _panel(
+    run: LoadedRun, step: int | None, prefix: str = "", mode: ClockMode = ClockMode.ALIGNED
+) -> TimelinePanel:
     a = run.analysis
     available = sorted(int(s) for s in a.steps["step"].unique())
     if not available:
@@ -195,7 +198,9 @@ def _panel(run: LoadedRun, step: int | None, prefix: str = "") -> TimelinePanel:
     chosen = step if step in available else available[0]
     note = "" if chosen == step or step is None else f" (step {step} not profiled)"
     title = f"{prefix}{run.source.label} · policy {run.source.policy or '?'} · step {chosen}{note}"
-    return step_panel(title, a.timeline, a.exposed, a.steps, chosen)
+    timeline, exposed = raw_tables(a) if mode is ClockMode.RAW else (a.timeline, a.exposed)
+    title += " · raw clocks" if mode is ClockMode.RAW else ""
+    return step_panel(title, timeline, exposed, a.steps, chosen)
 
 
 def timeline_view(
@@ -204,17 +209,23 @@ def timeline_view(
     run_b: str | None,
     step: int | None,
     window_ms: tuple[float, float] | None = None,
+    clocks: str | None = None,
 ) -> list[Component]:
+    mode = clock_mode(clocks)
     runs, errors = _load_many(registry, _selected(run_a, run_b))
     panels: list[TimelinePanel] = []
+    paths = []
     for run in runs:
         try:
-            panels.append(_panel(run, step))
+            panels.append(_panel(run, step, mode=mode))
         except UserError as e:
             errors.append(error_panel(str(e)))
+            continue
+        p = panels[-1]
+        paths.append((len(panels), panel_path(run.analysis, p.timeline, mode), p.origin_us))
     if not panels:
         return errors or [error_panel("no run selected")]
-    fig = timeline_figure(panels, window_ms=window_ms)
+    fig = add_paths(timeline_figure(panels, window_ms=window_ms), paths)
     return [*errors, dcc.Graph(id=ids.TIMELINE_GRAPH, figure=fig, config=GRAPH_CONFIG)]
 
 
@@ -257,6 +268,7 @@ def render_view(
     run_b: str | None,
     step: int | None,
     window_ms: tuple[float, float] | None = None,
+    clocks: str | None = None,
 ) -> list[Component]:
     """The chosen tab's content; unknown tabs and run keys become an error panel."""
     try:
@@ -267,7 +279,7 @@ def render_view(
             case ids.TAB_OVERVIEW:
                 return overview_view(registry)
             case ids.TAB_TIMELINE:
-                return timeline_view(registry, run_a, run_b, step, window_ms)
+                return timeline_view(registry, run_a, run_b, step, window_ms, clocks)
             case ids.TAB_UNITS:
                 return units_view(registry, run_a, run_b)
             case ids.TAB_TRADEOFF:

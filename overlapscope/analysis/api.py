@@ -15,7 +15,9 @@ from typing import Any
 import pandas as pd
 
 from overlapscope.analysis.bound import bound_summary, bound_table
+from overlapscope.analysis.clocks import align_run
 from overlapscope.analysis.collectives import collective_tables
+from overlapscope.analysis.critical_path import CriticalPath, critical_path
 from overlapscope.analysis.findings import Finding, find
 from overlapscope.analysis.hta_report import HtaReport, HtaStatus, round_like_hta, run_hta
 from overlapscope.analysis.levers import lever_table
@@ -29,6 +31,8 @@ from overlapscope.analysis.metrics import (
     timeline_table,
     unit_table,
 )
+from overlapscope.analysis.path_report import path_findings
+from overlapscope.analysis.path_report import to_json as clocks_path_json
 from overlapscope.trace.loader import RunTraces
 
 SCHEMA_VERSION = 2
@@ -71,6 +75,9 @@ class RunAnalysis:
     counted_steps: dict[int, tuple[int, ...]]
     warnings: tuple[str, ...]
     hta: HtaReport | None = None
+    clocks: pd.DataFrame | None = None  # per-rank clock offsets (analysis/clocks.py)
+    clocks_applied: bool = False
+    path: CriticalPath | None = None  # critical path per step (analysis/critical_path.py)
 
     def exposed_intervals(self, rank: int) -> pd.DataFrame:
         """Exposed-communication intervals of one rank: ``start_us, end_us, dur_us``."""
@@ -103,6 +110,7 @@ class RunAnalysis:
             "findings": [f.to_dict() for f in self.findings],
             "hta": (self.hta or HtaReport(_hta_default(s.has_gpu))).to_dict(),
             "warnings": list(self.warnings),
+            **clocks_path_json(self.clocks, self.clocks_applied, self.path),
         }
 
 
@@ -120,12 +128,17 @@ def _clean(d: dict[str, float]) -> dict[str, float | None]:
     return {k: (None if v != v else v) for k, v in d.items()}
 
 
-def analyze(run: RunTraces, *, hta: bool = False, hta_rounding: bool = False) -> RunAnalysis:
+def analyze(
+    run: RunTraces, *, hta: bool = False, hta_rounding: bool = False, align_clocks: bool = True
+) -> RunAnalysis:
     """Analyse a loaded run. ``hta=True`` also runs HTA (slow, offline only);
     ``hta_rounding=True`` rounds GPU events to whole µs first, as HTA 0.5.0 does, to compare
-    with its figures (see :func:`round_like_hta`)."""
+    with its figures (see :func:`round_like_hta`). ``align_clocks``: put every rank on one
+    clock first (analysis/clocks.py)."""
     if hta_rounding:
         run = round_like_hta(run)
+    run, clocks = align_run(run, align_clocks)
+    path = critical_path(run.events)
     counted = counted_mask(run)
     steps = step_table(run, counted)
     ranks = rank_table(run, counted, steps)
@@ -135,6 +148,8 @@ def analyze(run: RunTraces, *, hta: bool = False, hta_rounding: bool = False) ->
     collectives, collective_ranks = collective_tables(comm, run.world_size)
     bound = bound_table(units, compute_by_unit(run, counted), ranks)
     findings = find(ranks, units, collectives, run.run_meta, has_gpu=run.has_gpu)
+    step_us = float(ranks["step_time_per_step_us"].mean()) if len(ranks) else float("nan")
+    findings = tuple(sorted([*findings, *path_findings(path, step_us)], key=lambda f: -f.stake_us))
     result = RunAnalysis(
         summary=RunSummary(
             world_size=run.world_size,
@@ -158,6 +173,9 @@ def analyze(run: RunTraces, *, hta: bool = False, hta_rounding: bool = False) ->
         levers=lever_table(run, counted),
         counted_steps={r.rank: r.steps for r in run.ranks},
         warnings=run.warnings,
+        clocks=clocks,
+        clocks_applied=align_clocks,
+        path=path,
     )
     if hta:
         result = result.with_hta(run_hta(run))

@@ -37,6 +37,7 @@ class FindingKind(enum.Enum):
     RATE_LIMITER = "rate_limiter"
     STRAGGLER = "straggler"
     NETWORK = "network"
+    CRITICAL_PATH = "critical_path"  # rule in analysis/path_report.py
 
 
 @dataclass(frozen=True, slots=True)

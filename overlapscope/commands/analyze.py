@@ -9,6 +9,7 @@ from pathlib import Path
 import orjson
 
 from overlapscope.analysis.api import RunAnalysis, analyze
+from overlapscope.analysis.path_report import report_text
 from overlapscope.analysis.report import markdown, text
 from overlapscope.errors import UserError
 from overlapscope.outputs import check_dir, check_file, write_file
@@ -55,6 +56,12 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
         "distributedInfo (traces without it, or copies renamed by rank)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress display while loading")
+    p.add_argument(
+        "--no-align",
+        action="store_true",
+        help="compare the ranks' timestamps as recorded, without estimating each rank's clock "
+        "offset from the ends of matched collectives",
+    )
 
 
 def load_and_analyze(args: argparse.Namespace) -> RunAnalysis:
@@ -64,7 +71,11 @@ def load_and_analyze(args: argparse.Namespace) -> RunAnalysis:
         allow_missing_ranks=args.allow_missing_ranks,
         rank_from_names=getattr(args, "rank_from_name", False),
     )
-    return analyze(run_traces, hta=getattr(args, "hta", False))
+    return analyze(
+        run_traces,
+        hta=getattr(args, "hta", False),
+        align_clocks=not getattr(args, "no_align", False),
+    )
 
 
 def write_csv(result: RunAnalysis, out: Path) -> None:
@@ -82,6 +93,11 @@ def write_csv(result: RunAnalysis, out: Path) -> None:
         "exposed": result.exposed,
         "timeline": result.timeline,
     }
+    if result.clocks is not None:
+        tables["clock_offsets"] = result.clocks
+    if result.path is not None:
+        tables["critical_path_steps"] = result.path.steps
+        tables["critical_path_links"] = result.path.links
     for name, df in tables.items():
         write_file(out / f"{name}.csv", df.to_csv(index=False), "--csv")
 
@@ -109,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         write_csv(result, args.csv)
     if args.markdown:
         write_file(args.markdown, markdown(result), "--markdown")
-    report = text(result)
+    report = text(result) + report_text(result.clocks, result.clocks_applied, result.path)
     # With --json - the report goes to stderr so stdout stays valid JSON.
     (sys.stderr if to_stdout else sys.stdout).write(report)
     return 0

@@ -31,6 +31,7 @@ def _view_request(tab: str, run_a: Any, run_b: Any = None, step: Any = None) -> 
         {"id": ids.RUN_A, "property": "value", "value": run_a},
         {"id": ids.RUN_B, "property": "value", "value": run_b},
         {"id": ids.STEP, "property": "value", "value": step},
+        {"id": ids.CLOCKS, "property": "value", "value": "aligned"},
     ]
     return {
         "output": f"{ids.VIEW}.children",

@@ -1,0 +1,251 @@
+"""Clock alignment across ranks, estimated from the collectives themselves.
+
+Kineto stamps each rank's events with its own host clock; on several hosts the clocks differ by
+microseconds to milliseconds, and an offset larger than the real lag makes a punctual rank
+look like the straggler. A synchronising collective (all-gather, reduce-scatter, all-reduce,
+all-to-all, barrier) ends on every rank at nearly the same moment: no rank can finish before
+the last one has sent its data. So for every collective matched across ranks (same
+``group, step, seq``), ``end_us(rank) - end_us(reference)`` measures the rank's clock offset
+plus noise (a thread descheduled after the transfer, a launch delayed).
+
+Per rank, over its matched collectives::
+
+    d_k = end_k(rank) - end_k(reference)       at time x_k = end_k(rank), the rank's own clock
+    offset(x) = offset_us + drift_ppm * 1e-6 * (x - center_us)
+
+``offset_us`` is the median of ``d`` (robust to the heavy tail of late ends); where the trace
+is long and the collectives many, ``drift_ppm`` is the Theil-Sen slope (median of pairwise
+slopes), kept only when it is significant (three standard errors, and at least
+:data:`MIN_DRIFT_EFFECT_US` over the span) plausible for a clock (at most
+:data:`MAX_DRIFT_PPM`) and a clear fit (the line halves the spread), so noise does not tilt
+the clock. ``spread_us`` is
+the robust standard deviation (1.4826 * MAD) of the residuals, ``stderr_us`` the standard error
+of the offset (1.2533 * spread / sqrt(n)). :func:`align` subtracts
+``offset(ts)`` from ``ts_us`` and ``end_us`` of every event of the rank (durations unchanged).
+
+A rank with fewer than :data:`MIN_COLLECTIVES` matched collectives keeps its clock, with one
+warning line. The reference is the rank that matches the most collectives (ties: the lowest).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from overlapscope.trace.loader import RunTraces
+from overlapscope.trace.schema import CollectiveKind, EventLane
+
+KEY = ["group", "step", "seq"]
+# Collectives whose end is synchronous across ranks: each rank needs every other rank's data.
+SYNC_KINDS = frozenset(
+    k.value
+    for k in (
+        CollectiveKind.ALL_GATHER,
+        CollectiveKind.REDUCE_SCATTER,
+        CollectiveKind.ALL_REDUCE,
+        CollectiveKind.ALL_TO_ALL,
+        CollectiveKind.BARRIER,
+    )
+)
+MIN_COLLECTIVES = 5
+# Drift is fitted only over a span this long, with at least this many collectives.
+MIN_DRIFT_SPAN_US = 100_000.0
+# Quartz clocks drift by tens of ppm; a fitted slope beyond this is a change in the noise
+# (a rank descheduled more in one phase of the run), not a clock: it is not applied.
+MAX_DRIFT_PPM = 1000.0
+MIN_DRIFT_COLLECTIVES = 10
+MIN_DRIFT_EFFECT_US = 20.0
+DRIFT_SIGNIFICANCE = 3.0
+# ... and only when the line at least halves the spread of the ends around it: a change of
+# regime in the noise (one phase of the run descheduled more) tilts a line without fitting it.
+MIN_SPREAD_GAIN = 2.0
+# Theil-Sen over at most this many pairs (a fixed-seed sample beyond).
+MAX_PAIRS = 200_000
+OFFSET_COLUMNS = [
+    "rank",
+    "reference_rank",
+    "offset_us",
+    "drift_ppm",
+    "center_us",
+    "spread_us",
+    "stderr_us",
+    "num_collectives",
+    "aligned",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def matched_ends(events: pd.DataFrame) -> pd.DataFrame:
+    """End time of every synchronising collective per rank: one row per (group, step, seq),
+    one column per rank (NaN where the rank lacks it)."""
+    comm = events[
+        (events["lane"] == EventLane.COMM.value)
+        & (events["seq"] >= 0)
+        & events["kind"].isin(list(SYNC_KINDS))
+        & events["group"].notna()
+    ]
+    if comm.empty:
+        return pd.DataFrame()
+    group, groups = pd.factorize(comm["group"].astype(object))
+    step = comm["step"].to_numpy(np.int64) + 1  # -1 (outside every step) becomes 0
+    seq = comm["seq"].to_numpy(np.int64)
+    key = (group.astype(np.int64) * (int(step.max()) + 1) + step) * (int(seq.max()) + 1) + seq
+    keys, row = np.unique(key, return_inverse=True)
+    ranks, col = np.unique(comm["rank"].to_numpy(np.int64), return_inverse=True)
+    ends = np.full((len(keys), len(ranks)), -np.inf)
+    # One transfer per rank and collective; should a rank hold several, its last end counts.
+    np.maximum.at(ends, (row, col), comm["end_us"].to_numpy(np.float64))
+    ends[np.isinf(ends)] = np.nan
+    seq_of = keys % (int(seq.max()) + 1)
+    rest = keys // (int(seq.max()) + 1)
+    index = pd.MultiIndex.from_arrays(
+        [groups[rest // (int(step.max()) + 1)], rest % (int(step.max()) + 1) - 1, seq_of],
+        names=KEY,
+    )
+    return pd.DataFrame(ends, index=index, columns=pd.Index(ranks.tolist(), name="rank"))
+
+
+def _theil_sen(x: FloatArray, y: FloatArray) -> float:
+    n = len(x)
+    i, j = np.triu_indices(n, k=1)
+    if len(i) > MAX_PAIRS:
+        pick = np.random.default_rng(0).choice(len(i), MAX_PAIRS, replace=False)
+        i, j = i[pick], j[pick]
+    dx = x[j] - x[i]
+    ok = dx != 0
+    if not ok.any():
+        return 0.0
+    return float(np.median((y[j] - y[i])[ok] / dx[ok]))
+
+
+def _robust_sd(r: FloatArray) -> float:
+    return float(1.4826 * np.median(np.abs(r - np.median(r)))) if len(r) else float("nan")
+
+
+def fit_offset(x: FloatArray, d: FloatArray) -> tuple[float, float, float, float]:
+    """``(offset_us, slope, center_us, spread_us)`` of ``d`` against ``x`` (see module doc)."""
+    center = float(np.median(x))
+    offset = float(np.median(d))
+    spread = _robust_sd(d - offset)
+    span = float(x.max() - x.min()) if len(x) else 0.0
+    if len(x) < MIN_DRIFT_COLLECTIVES or span < MIN_DRIFT_SPAN_US:
+        return offset, 0.0, center, spread
+    slope = _theil_sen(x, d)
+    line_offset = float(np.median(d - slope * (x - center)))
+    resid = d - line_offset - slope * (x - center)
+    sd = _robust_sd(resid)
+    # Standard error of a median-based slope (1.25: the median's efficiency loss).
+    se = 1.25 * sd / (float(np.std(x)) * np.sqrt(len(x))) if np.std(x) > 0 else np.inf
+    plausible = abs(slope) * 1e6 <= MAX_DRIFT_PPM
+    if (
+        plausible
+        and abs(slope) > DRIFT_SIGNIFICANCE * se
+        and abs(slope) * span >= MIN_DRIFT_EFFECT_US
+    ):
+        return line_offset, slope, center, sd
+    return offset, 0.0, center, spread
+
+
+def _reference(ends: pd.DataFrame) -> int:
+    counts = ends.notna().sum(axis=0)
+    best = counts[counts == counts.max()]
+    return int(min(best.index))
+
+
+def estimate_offsets(events: pd.DataFrame) -> pd.DataFrame:
+    """One row per rank of ``events`` (columns :data:`OFFSET_COLUMNS`). ``aligned`` is False
+    for the reference and for ranks with too few matched collectives (offset NaN)."""
+    ranks = sorted(int(r) for r in events["rank"].unique())
+    ends = matched_ends(events)
+    if ends.empty or ends.shape[1] < 2:
+        ref = ranks[0] if ranks else -1
+        return _table([_row(r, ref, np.nan, 0.0, np.nan, np.nan, 0, False) for r in ranks])
+    ref = _reference(ends)
+    records = []
+    for r in ranks:
+        if r == ref:
+            n = int(ends[ref].notna().sum())
+            records.append(_row(r, ref, 0.0, 0.0, np.nan, 0.0, n, False))
+            continue
+        if r not in ends.columns:
+            records.append(_row(r, ref, np.nan, 0.0, np.nan, np.nan, 0, False))
+            continue
+        both = ends[[r, ref]].dropna()
+        n = len(both)
+        if n < MIN_COLLECTIVES:
+            records.append(_row(r, ref, np.nan, 0.0, np.nan, np.nan, n, False))
+            continue
+        x = both[r].to_numpy(np.float64)
+        offset, slope, center, spread = fit_offset(x, x - both[ref].to_numpy(np.float64))
+        records.append(_row(r, ref, offset, slope * 1e6, center, spread, n, True))
+    return _table(records)
+
+
+def _row(
+    rank: int,
+    ref: int,
+    offset: float,
+    drift_ppm: float,
+    center: float,
+    spread: float,
+    n: int,
+    aligned: bool,
+) -> dict[str, object]:
+    # Standard error of a median: 1.2533 sd / sqrt(n).
+    stderr = 1.2533 * spread / np.sqrt(n) if n > 0 else np.nan
+    values = [rank, ref, offset, drift_ppm, center, spread, stderr, n, aligned]
+    return dict(zip(OFFSET_COLUMNS, values, strict=True))
+
+
+def _table(records: list[dict[str, object]]) -> pd.DataFrame:
+    df = pd.DataFrame.from_records(records, columns=OFFSET_COLUMNS)
+    return df.astype({"rank": "int64", "reference_rank": "int64", "num_collectives": "int64"})
+
+
+def offset_at(offsets: pd.DataFrame, rank: npt.ArrayLike, ts_us: npt.ArrayLike) -> FloatArray:
+    """The clock offset to subtract from each (rank, time); 0 where the rank is not aligned."""
+    rank_a = np.asarray(rank, dtype=np.int64)
+    ts = np.asarray(ts_us, dtype=np.float64)
+    used = offsets[offsets["aligned"]].set_index("rank")
+    if used.empty:
+        return np.zeros(len(ts))
+    idx = pd.Index(used.index).get_indexer(rank_a)
+    hit = idx >= 0
+    safe = np.where(hit, idx, 0)
+    a = used["offset_us"].to_numpy(np.float64)[safe]
+    b = used["drift_ppm"].to_numpy(np.float64)[safe] * 1e-6
+    c = used["center_us"].to_numpy(np.float64)[safe]
+    return np.where(hit, a + b * (ts - c), 0.0)
+
+
+def align(events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, ...]]:
+    """``(events on the reference rank's clock, offsets table, warnings)``. Pure: ``events``
+    is not changed. A rank without enough matched collectives keeps its clock (one warning)."""
+    offsets = estimate_offsets(events)
+    warnings = tuple(
+        f"rank {r.rank}: clock not aligned: {r.num_collectives} collectives matched with rank "
+        f"{r.reference_rank}, {MIN_COLLECTIVES} needed; its timestamps are compared as recorded"
+        for r in offsets.itertuples(index=False)
+        if not r.aligned and r.rank != r.reference_rank and len(offsets) > 1
+    )
+    shift = offset_at(offsets, events["rank"].to_numpy(), events["ts_us"].to_numpy())
+    if not np.any(shift):
+        return events, offsets, warnings
+    # A shallow copy with two new columns: the other columns are shared, ``events`` unchanged.
+    aligned = events.copy(deep=False)
+    aligned["ts_us"] = events["ts_us"].to_numpy() - shift
+    aligned["end_us"] = events["end_us"].to_numpy() - shift
+    return aligned, offsets, warnings
+
+
+def align_run(run: RunTraces, enabled: bool = True) -> tuple[RunTraces, pd.DataFrame]:
+    """The run on aligned clocks (``enabled=False``: as recorded) and the offsets table
+    (estimated either way; its warnings are added to the run's only when applied)."""
+    events, offsets, warnings = align(run.events)
+    if not enabled:
+        return run, offsets.assign(aligned=False)
+    return dataclasses.replace(run, events=events, warnings=run.warnings + warnings), offsets

@@ -1,0 +1,200 @@
+"""The critical path of each step across ranks: which chain of work set the step's length.
+
+Each rank's step is cut into segments (:mod:`overlapscope.analysis.segments`). The segments
+of one rank follow each other; a collective joins the ranks: its last exposed segment on a
+rank ends when the collective ends, which cannot happen before every rank has arrived (started
+its transfer). So each step is a graph whose longest path ends at the step's end::
+
+    rank 0  [compute A ][ comm (waits for rank 1) ....][transfer]
+    rank 1  [compute A ][ compute B (late)  ]----------^
+    path:   rank 1 compute A, rank 1 compute B, transfer      (rank 0's waiting is slack)
+
+Walking back from the step's end, a collective's segment hands the path to whichever came
+last: the rank's own previous segment, or the arrival of the last rank, after which the path
+continues on that rank. Waiting for the last rank is thus never on the path (it is slack);
+``wait`` links are local blocking with no transfer in flight (the rate limiter, a wait on a
+collective not yet started). The step runs from the earliest rank's step start to the latest
+rank's step end (aligned clocks); time before the path's first rank starts its step is
+``idle``. The links tile the step: their durations sum to it.
+
+What-if: a link shortened by 10% is replayed through the same graph (every segment starts when
+its predecessors end), so when another chain becomes longest the saving says so: it is the
+replayed step's change, not 10% of the link.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from overlapscope.analysis.graph import Events, StepGraph, build_graph, replay
+from overlapscope.analysis.segments import SEGMENT_KINDS
+from overlapscope.trace.schema import EventLane
+
+SHORTEN = 0.10
+# Links per step whose shortening is replayed (the longest ones).
+WHATIF_LINKS = 8
+LINK_COLUMNS = [
+    "step",
+    "order",
+    "rank",
+    "kind",
+    "unit",
+    "phase",
+    "group",
+    "seq",
+    "start_us",
+    "end_us",
+    "dur_us",
+    "saving_us",
+]
+STEP_COLUMNS = [
+    "step",
+    "start_us",
+    "end_us",
+    "step_us",
+    "path_us",
+    "compute_us",
+    "comm_us",
+    "wait_us",
+    "idle_us",
+    "num_links",
+    "num_hops",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CriticalPath:
+    """``links``: the path of every step, latest link first (``order`` 0), with
+    ``saving_us`` the replayed saving of shortening it by 10% (NaN: not replayed).
+    ``steps``: per step, its length, the path's length and the time per link kind."""
+
+    links: pd.DataFrame
+    steps: pd.DataFrame
+
+    @staticmethod
+    def empty() -> CriticalPath:
+        return CriticalPath(pd.DataFrame(columns=LINK_COLUMNS), pd.DataFrame(columns=STEP_COLUMNS))
+
+
+def step_windows(events: pd.DataFrame) -> pd.DataFrame:
+    """Per (rank, step): ``start_us`` (its ProfilerStep start) and ``end_us`` (the later of
+    its ProfilerStep end and its step's last event). ``events``: rows with ``step >= 0``."""
+    rank = events["rank"].to_numpy(np.int64)
+    step = events["step"].to_numpy(np.int64)
+    span = int(step.max()) + 2 if len(step) else 1
+    key = rank * span + step
+    is_step = (events["lane"] == EventLane.STEP.value).to_numpy()
+    keys, inv = np.unique(key[is_step], return_inverse=True)
+    start = np.full(len(keys), np.inf)
+    end = np.full(len(keys), -np.inf)
+    np.minimum.at(start, inv, events["ts_us"].to_numpy()[is_step])
+    # every event of the step may end after its ProfilerStep (GPU work runs behind)
+    pos = np.searchsorted(keys, key)
+    hit = pos < len(keys)
+    hit[hit] = keys[pos[hit]] == key[hit]
+    np.maximum.at(end, pos[hit], events["end_us"].to_numpy()[hit])
+    return pd.DataFrame(
+        {"rank": keys // span, "step": keys % span, "start_us": start, "end_us": end}
+    )
+
+
+def critical_path(events: pd.DataFrame) -> CriticalPath:
+    """The critical path of every step seen on at least two ranks (pure)."""
+    lanes = [EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value]
+    used = events[events["lane"].isin([*lanes, EventLane.STEP.value]) & (events["step"] >= 0)]
+    events = used[["rank", "step", "ts_us", "end_us", "lane", "unit", "phase", "group", "seq"]]
+    win = step_windows(events)
+    counts = win.groupby("step")["rank"].nunique()
+    multi = counts[counts >= 2].index
+    if len(multi) == 0:
+        return CriticalPath.empty()
+    rows = Events.of(events[events["step"].isin(multi)])
+    win = win.sort_values(["step", "rank"])
+    w_step = win["step"].to_numpy(np.int64)
+    w_cols = [win[c].to_numpy() for c in ("rank", "start_us", "end_us")]
+    link_frames, step_records = [], []
+    for step in sorted(int(s) for s in multi):
+        lo, hi = np.searchsorted(rows.step, [step, step + 1])
+        a, b = np.searchsorted(w_step, [step, step + 1])
+        windows = (w_cols[0][a:b].astype(np.int64), w_cols[1][a:b], w_cols[2][a:b])
+        graph = build_graph(rows.rows(int(lo), int(hi)), windows)
+        links = _path_links(graph, step)
+        link_frames.append(links)
+        step_records.append(_step_record(graph, links, step))
+    links = pd.DataFrame({c: np.concatenate([f[c] for f in link_frames]) for c in LINK_COLUMNS})
+    return CriticalPath(links, pd.DataFrame.from_records(step_records, columns=STEP_COLUMNS))
+
+
+def _path_links(graph: StepGraph, step: int) -> dict[str, np.ndarray]:
+    """The step's path as columns (LINK_COLUMNS), latest link first."""
+    end, chosen = replay(graph, graph.weight)
+    i = int(np.argmax(end))
+    path: list[int] = []
+    while i >= 0:
+        path.append(i)
+        i = int(chosen[i])
+    idx = np.asarray(path, dtype=np.int64)
+    keep = idx[graph.weight[idx] > 0]
+    ev = graph.event[keep]
+    at, has = np.maximum(ev, 0), ev >= 0
+    rows = graph.rows
+    lead = max(float(end[idx[-1]]) - graph.start_us, 0.0)
+    extra = int(lead > 0)  # the idle lead before the path's first rank starts its step
+
+    def col(values: np.ndarray, fill: object) -> np.ndarray:
+        out = values.copy()
+        out[~has] = fill
+        return np.append(out, np.asarray([fill] * extra, dtype=out.dtype))
+
+    ends = np.append(end[keep], [graph.start_us + lead] * extra)
+    durs = np.append(graph.weight[keep], [lead] * extra)
+    num = len(ends)
+    return {
+        "step": np.full(num, step, dtype=np.int64),
+        "order": np.arange(num),
+        "rank": np.append(graph.rank[keep], [graph.rank[idx[-1]]] * extra),
+        "kind": np.append(
+            np.asarray(SEGMENT_KINDS, dtype=object)[graph.kind[keep]], ["idle"] * extra
+        ),
+        "unit": col(rows.unit[at], None),
+        "phase": col(rows.phase[at], None),
+        "group": col(rows.group[at], None),
+        "seq": col(rows.seq[at].astype(np.float64), np.nan),
+        "start_us": ends - durs,
+        "end_us": ends,
+        "dur_us": durs,
+        "saving_us": _savings(graph, keep, float(end.max()), num),
+    }
+
+
+def _savings(graph: StepGraph, keep: np.ndarray, step_end: float, num_links: int) -> np.ndarray:
+    """Replayed saving of the longest links shortened by 10%. A collective is shortened on
+    every rank (all its comm nodes); compute, waits and idle on the link's rank only."""
+    out = np.full(num_links, np.nan)
+    top = np.argsort(-graph.weight[keep], kind="stable")[:WHATIF_LINKS]
+    for pos in top:
+        i = keep[pos]
+        w = graph.weight.copy()
+        if graph.key[i] >= 0:
+            w[graph.key == graph.key[i]] *= 1.0 - SHORTEN
+        else:
+            w[i] *= 1.0 - SHORTEN
+        out[pos] = step_end - float(replay(graph, w)[0].max())
+    return out
+
+
+def _step_record(graph: StepGraph, links: dict[str, np.ndarray], step: int) -> dict[str, object]:
+    kinds, durs, ranks = links["kind"], links["dur_us"], links["rank"]
+    return {
+        "step": step,
+        "start_us": graph.start_us,
+        "end_us": graph.end_us,
+        "step_us": graph.end_us - graph.start_us,
+        "path_us": float(durs.sum()),
+        **{f"{k}_us": float(durs[kinds == k].sum()) for k in ("compute", "comm", "wait", "idle")},
+        "num_links": len(durs),
+        "num_hops": int((ranks[1:] != ranks[:-1]).sum()),
+    }

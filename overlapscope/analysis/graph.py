@@ -1,0 +1,253 @@
+"""The dependency graph of one step across ranks, and its replay (longest path).
+
+Nodes: per rank a source (the rank's step start) followed by its segments in time order
+(:func:`overlapscope.analysis.segments.segment_arrays`). A node starts when its predecessor on
+the same rank ends; a *sync* node (the last exposed segment of a collective on a rank, which
+ends when the collective ends) also waits for the arrival of every other rank at that
+collective: the node of that rank that ends where its transfer starts. Weights are set so the
+replay of the recorded weights gives back the recorded ends: a plain node weighs its duration,
+a sync node ``end - max(start, latest arrival)`` (the transfer after the last rank arrived).
+An arrival recorded after the collective's end (clock noise) is dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from overlapscope.analysis.segments import SEGMENT_KINDS, segment_arrays
+from overlapscope.trace.schema import EventLane
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+SOURCE = len(SEGMENT_KINDS)  # kind code of a source node
+COMM = SEGMENT_KINDS.index("comm")
+
+
+ObjArray = npt.NDArray[np.object_]
+
+
+@dataclass(frozen=True, slots=True)
+class Events:
+    """The event-table columns the graph reads, as arrays (one step, or all sorted by step)."""
+
+    rank: IntArray
+    step: IntArray
+    ts: FloatArray
+    end: FloatArray
+    lane: ObjArray
+    unit: ObjArray
+    phase: ObjArray
+    group: ObjArray
+    group_code: IntArray  # pd.factorize of group (-1: none)
+    seq: IntArray
+
+    @staticmethod
+    def of(table: pd.DataFrame) -> Events:
+        """From event-table rows, sorted by step (stable)."""
+        t = table.sort_values("step", kind="stable")
+        group = t["group"].astype(object).to_numpy()
+        return Events(
+            rank=t["rank"].to_numpy(np.int64),
+            step=t["step"].to_numpy(np.int64),
+            ts=t["ts_us"].to_numpy(np.float64),
+            end=t["end_us"].to_numpy(np.float64),
+            lane=t["lane"].astype(object).to_numpy(),
+            unit=t["unit"].astype(object).to_numpy(),
+            phase=t["phase"].astype(object).to_numpy(),
+            group=group,
+            group_code=pd.factorize(group)[0].astype(np.int64),
+            seq=t["seq"].to_numpy(np.int64),
+        )
+
+    def rows(self, lo: int, hi: int) -> Events:
+        return Events(*(getattr(self, f)[lo:hi] for f in self.__slots__))
+
+
+@dataclass(frozen=True, slots=True)
+class StepGraph:
+    rows: Events  # the step's events; node ``event`` positions index into it
+    rank: IntArray
+    kind: IntArray  # code into SEGMENT_KINDS, SOURCE for sources
+    start: FloatArray
+    end: FloatArray
+    event: IntArray  # position in ``rows`` of the covering event, -1 for idle and sources
+    key: IntArray  # collective code of comm nodes (same group and seq), -1 otherwise
+    weight: FloatArray
+    pred: IntArray  # previous node on the rank, -1 for a source
+    base: FloatArray  # a source's time (the rank's step start); NaN otherwise
+    arr_ptr: IntArray  # arrivals of node i: arr_idx[arr_ptr[i]:arr_ptr[i + 1]]
+    arr_idx: IntArray
+    anchors: IntArray  # sources and sync nodes, in a topological order
+    anchor: IntArray  # per node: the last source or sync node at or before it on its rank
+    start_us: float
+    end_us: float
+
+
+Windows = tuple[IntArray, FloatArray, FloatArray]  # rank, start_us, end_us; sorted by rank
+
+
+def _nodes(
+    rows: Events, windows: Windows
+) -> tuple[FloatArray, FloatArray, IntArray, IntArray, IntArray]:
+    """``(start, end, kind, event, rank)`` of every node, rank by rank."""
+    lane, ts, te, rank_of = rows.lane, rows.ts, rows.end, rows.rank
+    parts: list[tuple[FloatArray, FloatArray, IntArray, IntArray, IntArray]] = []
+    for r, ws, we in zip(*(w.tolist() for w in windows), strict=True):
+        pos = np.flatnonzero(rank_of == r)
+        s, e, k, ev = segment_arrays(lane[pos], ts[pos], te[pos], (float(ws), float(we)))
+        ev = np.where(ev >= 0, pos[np.maximum(ev, 0)], -1)
+        parts.append(
+            (
+                np.append(ws, s),
+                np.append(ws, e),
+                np.append(SOURCE, k),
+                np.append(-1, ev),
+                np.full(len(s) + 1, int(r), dtype=np.int64),
+            )
+        )
+    start, end, kind, event, rank = (np.concatenate([p[i] for p in parts]) for i in range(5))
+    return (
+        start.astype(np.float64),
+        end.astype(np.float64),
+        kind.astype(np.int64),
+        event.astype(np.int64),
+        rank.astype(np.int64),
+    )
+
+
+def build_graph(rows: Events, windows: Windows) -> StepGraph:
+    """``rows``: the events of one step, every rank; ``windows``: ``rank, start_us, end_us``
+    of that step per rank, sorted by rank."""
+    start, end, kind, event, rank = _nodes(rows, windows)
+    n = len(start)
+    is_src = kind == SOURCE
+    pred = np.arange(n, dtype=np.int64) - 1
+    pred[is_src] = -1
+    base = np.where(is_src, start, np.nan)
+    weight = end - start
+    ev_key = _collective_keys(rows)
+    key = np.where((kind == COMM) & (event >= 0), ev_key[np.maximum(event, 0)], -1)
+    sync, arr = _sync_edges(rows, ev_key, start, end, kind, event, rank)
+    arr_end = end[arr]
+    if len(sync):
+        latest = np.full(n, -np.inf)
+        np.maximum.at(latest, sync, arr_end)
+        s_idx = np.unique(sync)
+        begin = np.maximum(start[s_idx], latest[s_idx])
+        weight[s_idx] = np.maximum(end[s_idx] - begin, 0.0)
+    order = np.argsort(sync, kind="stable")
+    sync, arr = sync[order], arr[order]
+    arr_ptr = np.searchsorted(sync, np.arange(n + 1)).astype(np.int64)
+    is_sync = np.zeros(n, dtype=bool)
+    is_sync[sync] = True
+    is_anchor = is_src | is_sync
+    topo = np.lexsort((np.arange(n), is_sync, end))
+    return StepGraph(
+        rows=rows,
+        rank=rank,
+        kind=kind,
+        start=start,
+        end=end,
+        event=event,
+        key=key,
+        weight=weight,
+        pred=pred,
+        base=base,
+        arr_ptr=arr_ptr,
+        arr_idx=arr.astype(np.int64),
+        anchors=topo[is_anchor[topo]].astype(np.int64),
+        anchor=np.maximum.accumulate(np.where(is_anchor, np.arange(n), 0)).astype(np.int64),
+        start_us=float(windows[1].min()),
+        end_us=float(windows[2].max()),
+    )
+
+
+def _collective_keys(rows: Events) -> IntArray:
+    """One code per collective (group, seq) for transfer rows; -1 for the other rows."""
+    comm = (rows.lane == EventLane.COMM.value) & (rows.seq >= 0) & (rows.group_code >= 0)
+    if not comm.any():
+        return np.full(len(comm), -1, dtype=np.int64)
+    return np.where(comm, rows.group_code * (int(rows.seq.max()) + 2) + rows.seq, -1)
+
+
+def _sync_edges(
+    rows: Events,
+    ev_key: IntArray,
+    start: FloatArray,
+    end: FloatArray,
+    kind: IntArray,
+    event: IntArray,
+    rank: IntArray,
+) -> tuple[IntArray, IntArray]:
+    """Sync node and arrival node of every edge."""
+    comm = np.flatnonzero(ev_key >= 0)
+    if len(comm) == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    ts = rows.ts[comm]
+    c_rank = rows.rank[comm]
+    # Arrival: the last node of the rank ending at or before the transfer's start (nodes of a
+    # rank are contiguous and sorted, ranks in increasing order).
+    arr = np.full(len(comm), -1, dtype=np.int64)
+    for r in np.unique(c_rank):
+        lo, hi = np.searchsorted(rank, [r, r + 1])
+        mine = c_rank == r
+        k = np.searchsorted(end[lo:hi], ts[mine], side="right") - 1
+        arr[mine] = np.where(k >= 0, lo + k, -1)
+    # Sync: the comm node of that transfer that ends with it.
+    fin = np.full(len(rows.ts), -1, dtype=np.int64)
+    cand = np.flatnonzero((kind == COMM) & (event >= 0))
+    ends_with = np.abs(end[cand] - rows.end[event[cand]]) <= 1e-6
+    fin[event[cand[ends_with]]] = cand[ends_with]
+    # Every (sync of one rank, arrival of another) pair of the same collective.
+    order = np.argsort(ev_key[comm], kind="stable")
+    key, c_rank, fin_c, arr = ev_key[comm][order], c_rank[order], fin[comm][order], arr[order]
+    lo = np.searchsorted(key, key, side="left")
+    size = np.searchsorted(key, key, side="right") - lo
+    me = np.repeat(np.arange(len(key)), size)
+    peer = np.repeat(lo, size) + (np.arange(len(me)) - np.repeat(np.cumsum(size) - size, size))
+    keep = (fin_c[me] >= 0) & (arr[peer] >= 0) & (c_rank[me] != c_rank[peer])
+    s_node, a_node = fin_c[me[keep]], arr[peer[keep]]
+    ok = end[a_node] <= end[s_node]
+    return s_node[ok], a_node[ok]
+
+
+def replay(graph: StepGraph, weight: FloatArray) -> tuple[FloatArray, IntArray]:
+    """Longest path with ``weight``: every node's end and the predecessor that set it
+    (-1 for sources). Between two anchors (sources, sync nodes) a rank's ends are a cumulative
+    sum from the anchor; only the anchors are walked, in topological order, since each one
+    waits on the ends of others: ``end(j) = end(anchor(j)) + cum(j) - cum(anchor(j))``."""
+    cum = np.cumsum(weight)
+    anchor = graph.anchor
+    anchors = graph.anchors
+    pred = graph.pred[anchors]
+    lo, hi = graph.arr_ptr[anchors], graph.arr_ptr[anchors + 1]
+    # Every node an anchor reads: its predecessor and its arrivals, as (anchor, offset).
+    refs = np.concatenate([np.maximum(pred, 0), graph.arr_idx])
+    ref_anchor = anchor[refs].tolist()
+    ref_off = (cum[refs] - cum[anchor[refs]]).tolist()
+    num = len(anchors)
+    a_end: dict[int, float] = {}
+    chosen = graph.pred.copy()
+    base = graph.base[anchors].tolist()
+    w = weight[anchors].tolist()
+    for k, (i, p, a0, a1) in enumerate(
+        zip(anchors.tolist(), pred.tolist(), lo.tolist(), hi.tolist(), strict=True)
+    ):
+        if p < 0:
+            a_end[i] = base[k]
+            continue
+        best, arg = a_end[ref_anchor[k]] + ref_off[k], p
+        for r in range(num + a0, num + a1):
+            e = a_end.get(ref_anchor[r], -np.inf) + ref_off[r]
+            if e > best:
+                best, arg = e, int(graph.arr_idx[r - num])
+        a_end[i] = best + w[k]
+        chosen[i] = arg
+    ends = np.asarray([a_end[j] for j in anchors.tolist()])
+    at = np.empty(len(weight))
+    at[anchors] = ends
+    return at[anchor] + cum - cum[anchor], chosen

@@ -1,0 +1,179 @@
+"""What the CLI, the JSON and ``diagnose`` say about clocks and the critical path.
+
+Pure functions from the offsets table (:mod:`overlapscope.analysis.clocks`) and the
+:class:`~overlapscope.analysis.critical_path.CriticalPath`: no printing, no files.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from overlapscope.analysis.critical_path import SHORTEN, CriticalPath
+from overlapscope.analysis.findings import Finding, FindingKind
+
+# A path finding needs its work on the path in at least this share of the steps.
+MIN_STEP_SHARE = 0.5
+MIN_STAKE_FRACTION = 0.01
+GROUP = ["rank", "kind", "unit", "phase"]
+_PHASE_WORDS = {
+    "fwd": "forward",
+    "bwd": "backward",
+    "recompute": "recompute",
+    "optim": "optimizer step",
+    "ag_fwd": "forward all-gather",
+    "ag_bwd": "backward all-gather",
+    "rs": "reduce-scatter",
+    "ar": "all-reduce",
+}
+
+
+def link_name(rank: int, kind: str, unit: object, phase: object) -> str:
+    """``rank 3's forward of blocks.7``, ``rank 0's exposed reduce-scatter of blocks.1``."""
+    what = _PHASE_WORDS.get(phase, phase) if isinstance(phase, str) else kind
+    if kind == "comm":
+        what = f"exposed {what}" if isinstance(phase, str) else "exposed communication"
+    of = f" of {unit}" if isinstance(unit, str) else ""
+    return f"rank {rank}'s {what}{of}"
+
+
+def path_groups(path: CriticalPath) -> pd.DataFrame:
+    """Per (rank, kind, unit, phase) on the path: ``dur_us_per_step`` (mean over all path
+    steps), ``num_steps`` it appears in, ``saving_us`` the best replayed 10% saving."""
+    links = path.links.astype({"unit": object, "phase": object})
+    num = max(len(path.steps), 1)
+    g = links.groupby(GROUP, dropna=False, sort=False)
+    out = g.agg(
+        dur_us=("dur_us", "sum"), num_steps=("step", "nunique"), saving_us=("saving_us", "max")
+    ).reset_index()
+    out["dur_us_per_step"] = out["dur_us"] / num
+    return out.sort_values("dur_us_per_step", ascending=False, ignore_index=True)
+
+
+def clock_lines(offsets: pd.DataFrame, applied: bool) -> list[str]:
+    if len(offsets) < 2:
+        return []
+    ref = int(offsets["reference_rank"].iloc[0])
+    head = (
+        f"clocks: aligned on rank {ref}'s clock from the ends of matched collectives "
+        "(--no-align turns it off)"
+        if applied
+        else f"clocks: not aligned (--no-align); estimated offsets against rank {ref}:"
+    )
+    lines = [head]
+    for r in offsets[offsets["rank"] != ref].itertuples(index=False):
+        if np.isnan(r.offset_us):
+            lines.append(f"  rank {r.rank}: too few collectives ({r.num_collectives}) to estimate")
+            continue
+        lines.append(
+            f"  rank {r.rank}: offset {r.offset_us:+,.1f} µs ± {r.stderr_us:,.1f} "
+            f"(spread {r.spread_us:,.1f} µs over {r.num_collectives} collectives), "
+            f"drift {r.drift_ppm:+.2f} ppm"
+        )
+    return lines
+
+
+def path_paragraph(path: CriticalPath) -> str:
+    """One paragraph: what sets the step, most of the path, and the best 10% saving."""
+    steps = path.steps
+    if steps.empty:
+        return ""
+    step_us = float(steps["step_us"].mean())
+    shares = ", ".join(
+        f"{k} {float(steps[f'{k}_us'].sum()) / float(steps['step_us'].sum()):.0%}"
+        for k in ("compute", "comm", "wait", "idle")
+    )
+    groups = path_groups(path)
+    work = groups[groups["kind"] != "idle"]  # idle says where nothing was traced, not what
+    top = (work if len(work) else groups).iloc[0]
+    text = (
+        f"critical path over {len(steps)} steps (mean step {step_us:,.0f} µs): "
+        f"{shares} of the step (comm: exposed transfer); it changes rank "
+        f"{float(steps['num_hops'].mean()):.1f} times per step. Most of it: "
+        f"{link_name(int(top['rank']), str(top['kind']), top['unit'], top['phase'])}, "
+        f"{float(top['dur_us_per_step']):,.0f} µs/step, on the path in "
+        f"{int(top['num_steps'])} of {len(steps)} steps."
+    )
+    best = path.links.dropna(subset=["saving_us"])
+    if not best.empty:
+        b = best.loc[best["saving_us"].idxmax()]
+        name = link_name(int(b["rank"]), str(b["kind"]), b["unit"], b["phase"])
+        what = (
+            f"{name} (step {int(b['step'])}, {float(b['dur_us']):,.0f} µs)"
+            if b["kind"] != "comm"
+            else f"that collective (group {b['group']}, step {int(b['step'])}, seq "
+            f"{int(b['seq'])}) on every rank"
+        )
+        text += (
+            f" Shortening {what} by {SHORTEN:.0%} saves {float(b['saving_us']):,.0f} µs of the "
+            "step (replayed)."
+        )
+    return text
+
+
+def report_text(offsets: pd.DataFrame | None, applied: bool, path: CriticalPath | None) -> str:
+    lines = clock_lines(offsets, applied) if offsets is not None else []
+    para = path_paragraph(path) if path is not None else ""
+    if para:
+        lines.append(para)
+    return "".join(f"{line}\n" for line in lines)
+
+
+def to_json(
+    offsets: pd.DataFrame | None, applied: bool, path: CriticalPath | None
+) -> dict[str, Any]:
+    """The ``clocks`` and ``critical_path`` sections of the JSON report (docs/ANALYSIS.md)."""
+    return {
+        "clocks": {
+            "applied": applied,
+            "offsets": [] if offsets is None else _records(offsets),
+        },
+        "critical_path": {
+            "steps": [] if path is None else _records(path.steps),
+            "links": [] if path is None else _records(path.links),
+        },
+    }
+
+
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = json.loads(df.to_json(orient="records", double_precision=15))
+    return out
+
+
+def path_findings(path: CriticalPath | None, step_us: float) -> list[Finding]:
+    """The compute work that is most on the critical path, as a finding."""
+    if path is None or path.steps.empty:
+        return []
+    groups = path_groups(path)
+    compute = groups[groups["kind"] == "compute"]
+    num = len(path.steps)
+    compute = compute[compute["num_steps"] >= MIN_STEP_SHARE * num]
+    if compute.empty:
+        return []
+    top = compute.iloc[0]
+    # At most what a 10% faster piece of work wins back: 10% of its time on the path.
+    stake = SHORTEN * float(top["dur_us_per_step"])
+    if not np.isfinite(step_us) or stake <= MIN_STAKE_FRACTION * step_us:
+        return []
+    name = link_name(int(top["rank"]), "compute", top["unit"], top["phase"])
+    saving = top["saving_us"]
+    replayed = (
+        f"; its longest link 10% shorter saves {float(saving):,.0f} µs (replayed)"
+        if pd.notna(saving)
+        else ""
+    )
+    return [
+        Finding(
+            FindingKind.CRITICAL_PATH,
+            stake,
+            f"{name} is on the critical path in {int(top['num_steps'])} of {num} steps",
+            f"{float(top['dur_us_per_step']):,.0f} µs/step of the step's critical path "
+            f"(mean step {step_us:,.0f} µs){replayed}",
+            f"speed up {name} (or move work off rank {int(top['rank'])}): every µs it loses "
+            "is a µs of the step, while work off the path is not",
+            rank=int(top["rank"]),
+        )
+    ]

@@ -1,0 +1,89 @@
+"""One rank's step cut into what it was doing: compute, exposed communication, waiting, idle.
+
+Input: the rank's events of one step (columns ``ts_us, end_us, lane, unit, phase, group, seq``
+of the event table). Every start and end is a boundary; between two boundaries the rank is, by
+priority, computing (a ``compute`` event covers the instant), communicating with nothing to
+hide it (``comm``), blocked (``wait`` lane, no transfer in flight) or ``idle``. Each piece
+names the event that covers it (for comm: the covering transfer that ends last). Consecutive
+pieces of one kind and one event merge into a segment. The segments tile the window exactly::
+
+    events   compute [==fwd A==]        [==fwd B==]
+             comm           [=====ag B=====]
+    segments [ compute A   ][ comm ag B ][ compute B ]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from overlapscope.trace.schema import EventLane
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+SEGMENT_KINDS = ("compute", "comm", "wait", "idle")
+_LANES = (EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value)
+
+
+def covering(starts: FloatArray, ends: FloatArray, points: FloatArray) -> IntArray:
+    """For each point, the index of an interval covering it (the one reaching furthest
+    among those started at or before it), or -1."""
+    if len(starts) == 0:
+        return np.full(len(points), -1, dtype=np.int64)
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    pos = np.arange(len(e))
+    # Position of the interval that holds the running maximum.
+    holder = np.maximum.accumulate(np.where(e >= reach, pos, 0))
+    j = np.searchsorted(s, points, side="right") - 1
+    jj = np.maximum(j, 0)
+    hit = (j >= 0) & (reach[jj] > points)
+    return np.where(hit, order[holder[jj]], -1).astype(np.int64)
+
+
+def segment_arrays(
+    lane: npt.NDArray[np.object_], s: FloatArray, e: FloatArray, window: tuple[float, float]
+) -> tuple[FloatArray, FloatArray, IntArray, IntArray]:
+    """``(starts, ends, kind codes into SEGMENT_KINDS, event positions or -1)`` tiling
+    ``window``, from one rank's events of one step (their lanes, starts and ends)."""
+    lo, hi = window
+    use = np.isin(lane, _LANES)
+    bounds = np.unique(np.clip(np.concatenate([[lo, hi], s[use], e[use]]), lo, hi))
+    if len(bounds) < 2:
+        n = int(hi > lo)
+        return (
+            np.full(n, lo),
+            np.full(n, hi),
+            np.full(n, 3, dtype=np.int64),
+            np.full(n, -1, dtype=np.int64),
+        )
+    mids = (bounds[:-1] + bounds[1:]) / 2
+    kind = np.full(len(mids), 3, dtype=np.int64)
+    event = np.full(len(mids), -1, dtype=np.int64)
+    # Lowest priority first, so compute overwrites comm overwrites wait.
+    for code, name in ((2, EventLane.WAIT.value), (1, EventLane.COMM.value), (0, _LANES[0])):
+        idx = np.flatnonzero(lane == name)
+        cov = covering(s[idx], e[idx], mids)
+        hit = cov >= 0
+        kind[hit] = code
+        event[hit] = idx[cov[hit]]
+    new = np.ones(len(mids), dtype=bool)
+    new[1:] = (kind[1:] != kind[:-1]) | (event[1:] != event[:-1])
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], len(mids)) - 1
+    return bounds[first], bounds[last + 1], kind[first], event[first]
+
+
+def segments(rows: pd.DataFrame, window: tuple[float, float]) -> pd.DataFrame:
+    """Segments tiling ``window``: ``start_us, end_us, kind, event`` (``event``: the position
+    in ``rows`` of the covering event, -1 for idle)."""
+    start, end, kind, event = segment_arrays(
+        rows["lane"].astype(object).to_numpy(),
+        rows["ts_us"].to_numpy(np.float64),
+        rows["end_us"].to_numpy(np.float64),
+        window,
+    )
+    names = np.asarray(SEGMENT_KINDS, dtype=object)[kind]
+    return pd.DataFrame({"start_us": start, "end_us": end, "kind": names, "event": event})
