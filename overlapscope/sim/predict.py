@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from overlapscope.sim.calibrate import (
     bus_factor,
     calibrate,
 )
+from overlapscope.sim.events import replay_metrics
 from overlapscope.sim.memory import predicted_peak
 from overlapscope.sim.schedule import (
     Collective,
@@ -36,13 +37,20 @@ from overlapscope.sim.schedule import (
     Replay,
     Scenario,
     build_program,
-    rank_metrics,
     replay,
 )
 from overlapscope.trace.loader import load_run
 from overlapscope.trace.names import Phase
 
 GBIT_BYTES_PER_US = 1e9 / 8 / 1e6  # 1 Gbit/s in bytes per µs
+PER_RANK_COLUMNS = (
+    "rank",
+    "step_time_us",
+    "compute_us",
+    "comm_us",
+    "exposed_comm_us",
+    "nccl_wait_us",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,8 +232,9 @@ def predict_from(
             for c in program.collectives
         ]
         replays.append(replay(program, ranks, transfer, alpha))
-    per_sample = pd.DataFrame([asdict(m) for rep in replays for m in rank_metrics(rep)])
-    per_rank = per_sample.groupby("rank", as_index=False).mean()
+    # the analysis' own figures of the replayed steps (sim/events.py), mean over steps
+    metrics = replay_metrics(replays, calib.world_size)[list(PER_RANK_COLUMNS)]
+    per_rank = metrics.groupby("rank", as_index=False).mean()
     mem = {r: _peak_mem(calib, program, r, b) for r, b in calib.mem_baseline_bytes.items()}
     per_rank["peak_mem_bytes"] = per_rank["rank"].map(mem).fillna(0).astype("int64")
     return Prediction(

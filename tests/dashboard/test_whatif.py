@@ -35,8 +35,8 @@ from dashboards.whatif import (
     scenario_mismatch,
 )
 from overlapscope.sim import Policy, Scenario, predict_from
+from overlapscope.sim.events import replay_metrics
 from overlapscope.sim.export import write_predicted_run
-from overlapscope.sim.schedule import rank_metrics
 
 SELF_REPLAY_TOLERANCE = 0.05
 
@@ -251,7 +251,7 @@ def test_predicted_tables_hold_one_step_per_rank_in_the_analysis_schema(
         timeline.loc[timeline["lane"] != "comm", "bytes"] == 0
     ).all()
     # The exposed intervals add up to the replay's exposed communication, rank by rank.
-    for m in rank_metrics(rep):
+    for m in replay_metrics([rep], len(rep.step_time_us)).itertuples():
         mine = exposed[exposed["rank"] == m.rank]
         assert mine["end_us"].max() <= rep.step_time_us[m.rank] + 1e-6
         assert mine["dur_us"].sum() == pytest.approx(m.exposed_comm_us, rel=1e-9, abs=1e-6)
