@@ -123,6 +123,14 @@ class StepModel:
     ag_bytes: dict[str, int]  # gathered bytes per unit (root included)
     reduce_bytes: dict[str, int]  # gradient reduction bytes per unit (root included)
     reduce_kind: str = "reduce_scatter"
+    # every collective blocks its issuing thread until done (torch FSDP on CPU: gloo's
+    # collectives return when finished); the engine's are asynchronous on CPU and GPU
+    blocking: bool = False
+
+    @property
+    def root_is_empty(self) -> bool:
+        """No parameters outside the units (torch FSDP's root often has none)."""
+        return not self.ag_bytes.get(ROOT, 0) and not self.reduce_bytes.get(ROOT, 0)
 
 
 class _Recorder:
@@ -136,6 +144,7 @@ class _Recorder:
             forward_prefetch=scenario.forward_prefetch,
             limit_all_gathers=scenario.limit_all_gathers,
             order=(ROOT, *model.units),  # steady state: the forward order is known
+            empty=frozenset({ROOT}) if model.root_is_empty else frozenset(),
         )
         self.ops: list[Op] = []
         self.colls: list[Collective] = []
@@ -154,10 +163,13 @@ class _Recorder:
         self.colls.append(Collective(k, kind, unit, phase, nbytes))
         self.ops.append(Op(OpKind.ISSUE, phase, unit, collective=k))
         self.pending[(unit, slot)] = k
+        if self.m.blocking:
+            self._wait(unit, slot)  # the call returns when the collective is done
 
     def _wait(self, unit: str, slot: Phase) -> None:
-        k = self.pending.pop((unit, slot))
-        self.ops.append(Op(OpKind.WAIT, self.colls[k].phase.wait, unit, collective=k))
+        k = self.pending.pop((unit, slot), None)
+        if k is not None:  # (blocking collectives: waited at issue already)
+            self.ops.append(Op(OpKind.WAIT, self.colls[k].phase.wait, unit, collective=k))
 
     def record(self, actions: list[Action]) -> None:
         for a in actions:

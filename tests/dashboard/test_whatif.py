@@ -384,13 +384,14 @@ def test_runs_that_cannot_be_calibrated_say_why(
     # A bare profiler trace (no overlapscope run.json), and a what-if prediction.
     bare = tmp_path / "bare"
     bare.mkdir()
-    shutil.copy(next(sample_run_dir.glob("rank-0.*.json.gz")), bare)
+    for trace in sample_run_dir.glob("rank-*.json.gz"):
+        shutil.copy(trace, bare)
     calib = registry.calibration(_by_policy(sample_runs, "none").key)
     write_predicted_run(predict_from(calib, Scenario(Policy.BACKWARD_PRE)), tmp_path / "pred")
     runs = discover_runs([bare, tmp_path / "pred"])
     local = RunRegistry([*sample_runs, *runs], use_disk_cache=False)
     for key, needle in [
-        ("bare", "no run.json; what-if needs a run directory written by `overlapscope run`"),
+        ("bare", "neither an overlapscope run (no run.json) nor a torch FSDP trace"),
         ("pred", "pred is a what-if prediction (from none), not a measurement"),
     ]:
         with pytest.raises(CalibrationError, match=re.escape(needle)):
