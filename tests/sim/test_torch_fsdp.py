@@ -74,3 +74,16 @@ def test_cli_predicts_from_a_torch_trace_dir(torch_fsdp_runs: dict[str, Path], k
     fast = predict_from(calib, Scenario(Policy.NONE))
     slow = predict_from(calib, Scenario(Policy.NONE, bandwidth_scale=0.1))
     assert slow.step_time_us > fast.step_time_us  # blocking transfers: all of it shows
+
+
+def test_the_whatif_tab_predicts_from_a_torch_run(torch_fsdp_runs: dict[str, Path]) -> None:
+    from dashboards import ids, views
+    from dashboards.data import RunRegistry, discover_runs
+
+    registry = RunRegistry(discover_runs(list(torch_fsdp_runs.values())), use_disk_cache=False)
+    for src in registry.sources:
+        # the source measured against itself: predicted vs measured with the error column
+        out = views.whatif_view(registry, src.key, src.key, None, "none", (), "off", "scale", 0.5)
+        text = str(out)
+        assert ids.WHATIF_TABLE in text and "error" in text, src.label
+        assert "the simulator failed" not in text and "Cannot" not in text, src.label
