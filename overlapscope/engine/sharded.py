@@ -1,4 +1,8 @@
-"""The sharded engine: units, their hooks, and the prefetch schedule.
+"""The sharded engine: units, their hooks, and the prefetch schedule's execution.
+
+What to issue, prefetch, wait on, free and reduce at each hook is decided by the torch-free
+:class:`~overlapscope.engine.schedule.Schedule` (the what-if simulator replays the same one);
+this module carries its actions out on tensors (``_execute``).
 
 Timeline of one unit's backward on the compute lane (C) and the communication lane (N),
 for units 3 -> 2 in backward order (``AG`` all-gather, ``RS`` reduce-scatter)::
