@@ -133,6 +133,19 @@ def main(argv: list[str]) -> int:
                 target_scenario(src, tgts[0]),
                 contention=alpha[src.measured.link_gbit or 0.0],
             )
+            # schedule only: the target's own compute (each repeat's), median over repeats
+            sched_cfg = statistics.median(
+                predict_from(
+                    dataclasses.replace(
+                        src,
+                        ranks=t.ranks,
+                        step_compute_us=t.step_compute_us,
+                        contention=t.contention,
+                    ),
+                    target_scenario(src, t),
+                ).step_time_us
+                for t in tgts
+            )
             meas = statistics.median(t.measured.step_time_us for t in tgts)
             mem = statistics.median(t.measured.peak_mem_bytes for t in tgts)
             config_rows.append(
@@ -145,6 +158,7 @@ def main(argv: list[str]) -> int:
                     "measured_step_us_median": meas,
                     "predicted_step_us": pred.step_time_us,
                     "step_err_pct": err_pct(pred.step_time_us, meas),
+                    "schedule_only_step_err_pct": err_pct(sched_cfg, meas),
                     "predicted_step_us_contention_across": across.step_time_us,
                     "step_err_pct_contention_across": err_pct(across.step_time_us, meas),
                     "measured_peak_mem_bytes_median": mem,
@@ -186,6 +200,12 @@ def main(argv: list[str]) -> int:
             "config_step_time_err_pct_contention_across",
         ),
         "contention_across_runs": {str(k): v for k, v in alpha.items()},
+        "config_schedule_only_step_time_err_pct": summarize(
+            col(config_rows, "schedule_only_step_err_pct")
+        ),
+        **by_link(
+            config_rows, "schedule_only_step_err_pct", "config_schedule_only_step_time_err_pct"
+        ),
         "num_pairs": len(pairs),
         "step_time_err_pct": summarize(col(pairs, "step_err_pct")),
         "peak_mem_err_pct": summarize(col(pairs, "mem_err_pct")),
@@ -205,6 +225,9 @@ def main(argv: list[str]) -> int:
         "config_step_time_err_pct",
         "config_step_time_err_pct_same_link",
         "config_step_time_err_pct_other_link",
+        "config_schedule_only_step_time_err_pct",
+        "config_schedule_only_step_time_err_pct_same_link",
+        "config_schedule_only_step_time_err_pct_other_link",
         "config_step_time_err_pct_contention_across",
         "config_step_time_err_pct_contention_across_same_link",
         "config_step_time_err_pct_contention_across_other_link",
