@@ -219,7 +219,7 @@ def main(argv: list[str]) -> int:
             "max": max(compute.values()),
             "per_run": compute,
         },
-        "contention_fitted": {name(p): c.contention for p, c in calibs.items()},
+        "contention_fitted": {str(p): c.contention for p, c in calibs.items()},
     }
     for k in (
         "config_step_time_err_pct",
