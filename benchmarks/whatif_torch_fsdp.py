@@ -38,12 +38,16 @@ def _worker(rank: int, kind: str, out: str, port: int, dim: int, layers: int) ->
     dist.init_process_group("gloo", rank=rank, world_size=2)
     torch.manual_seed(0)
     model = nn.Sequential(*[nn.Linear(dim, dim) for _ in range(layers)])
-    if kind == "fsdp2":
+    if kind.startswith("fsdp2"):
         from torch.distributed.fsdp import fully_shard
 
         for layer in model:
             fully_shard(layer)
         fully_shard(model)
+        if kind == "fsdp2-depth2":  # explicit backward prefetch of the next two layers
+            layers_ = list(model)
+            for i in range(len(layers_) - 1, 0, -1):
+                layers_[i].set_modules_to_backward_prefetch(layers_[max(i - 2, 0) : i][::-1])  # type: ignore[operator]
         wrapped: nn.Module = model
     else:
         from torch.distributed.fsdp import BackwardPrefetch
@@ -71,12 +75,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--dim", type=int, default=512)
     ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--kinds", default="fsdp1,fsdp2", help="of fsdp1, fsdp2, fsdp2-depth2")
     ap.add_argument("--out", type=Path, default=Path("docs/bench/whatif-torch.json"))
     args = ap.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(args.repeats):
-            for kind in ("fsdp1", "fsdp2"):
+            for kind in args.kinds.split(","):
                 d = Path(tmp) / f"{kind}-{rep}"
                 d.mkdir()
                 mp.spawn(_worker, args=(kind, str(d), _port(), args.dim, args.layers), nprocs=2, join=True)  # fmt: skip
@@ -92,7 +97,7 @@ def main(argv: list[str]) -> int:
     summary = {"median_abs_err_pct": statistics.median(errs), "worst_abs_err_pct": max(errs), "n": len(errs)}  # fmt: skip
     print(summary)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    cmd = f"python benchmarks/whatif_torch_fsdp.py --repeats {args.repeats} --dim {args.dim} --layers {args.layers}"  # fmt: skip
+    cmd = f"python benchmarks/whatif_torch_fsdp.py --repeats {args.repeats} --dim {args.dim} --layers {args.layers} --kinds {args.kinds}"  # fmt: skip
     args.out.write_text(json.dumps({"command": cmd, "summary": summary, "runs": rows}, indent=1) + "\n")  # fmt: skip
     return 0
 

@@ -44,6 +44,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="backward prefetch policy to predict",
     )
     p.add_argument("--forward-prefetch", action="store_true", help="prefetch in forward too")
+    p.add_argument(
+        "--prefetch-depth",
+        type=int,
+        default=1,
+        metavar="N",
+        help="units prefetched ahead in backward (torch FSDP2's set_modules_to_backward_prefetch "
+        "with N modules; default 1, as the engine and FSDP1)",
+    )
     add_limit_flag(p)
     net = p.add_mutually_exclusive_group()
     net.add_argument(
@@ -83,6 +91,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
             limit_all_gathers=args.limit_all_gathers,
             bandwidth_scale=args.bandwidth_scale,
             link_gbit=args.link_gbit,
+            prefetch_depth=args.prefetch_depth,
         )
     except ValueError as e:
         flag = str(e).split()[0].replace("_", "-")

@@ -73,8 +73,13 @@ class Schedule:
         sharding: Sharding = Sharding.FULL_SHARD,
         empty: frozenset[str] = frozenset(),
         order: tuple[str, ...] | None = None,
+        prefetch_depth: int = 1,
     ) -> None:
+        if prefetch_depth < 1:
+            raise ValueError(f"prefetch_depth {prefetch_depth} must be >= 1")
         self.policy = policy
+        self.depth = prefetch_depth  # units prefetched ahead in backward (torch FSDP2's
+        # set_modules_to_backward_prefetch with N modules; the engine prefetches 1)
         self.forward_prefetch = forward_prefetch
         self.limit = limit_all_gathers
         self.sharding = sharding
@@ -102,12 +107,22 @@ class Schedule:
         i = self.order.index(u)
         return self.order[i + 1] if i + 1 < len(self.order) else None
 
-    def next_backward(self, u: str) -> str | None:
+    def next_backward(self, u: str, k: int = 1) -> str | None:
+        """The unit ``k`` places after ``u`` in backward order (root first)."""
         if not self.frozen:
             return None
         order = [ROOT_UNIT, *reversed([x for x in self.order if x != ROOT_UNIT])]
         i = order.index(u)
-        return order[i + 1] if i + 1 < len(order) else None
+        return order[i + k] if i + k < len(order) else None
+
+    def _prefetch_ahead(self, u: str) -> list[Action]:
+        """PREFETCH the next ``depth`` units in backward order (stops at a held-back one)."""
+        out: list[Action] = []
+        for k in range(1, self.depth + 1):
+            out += self._prefetch(self.next_backward(u, k), Phase.AG_BWD)
+            if self.deferred is not None:
+                break
+        return out
 
     def _needs_gather(self, u: str) -> bool:
         return u not in self.empty and u not in self.gathered
@@ -159,12 +174,12 @@ class Schedule:
             case Policy.NONE:
                 return []
             case Policy.BACKWARD_PRE:
-                return [] if after_compute else self._prefetch(self.next_backward(u), Phase.AG_BWD)
+                return [] if after_compute else self._prefetch_ahead(u)
             case Policy.BACKWARD_POST:
                 # (the root's gradients complete last: nothing is left to prefetch)
                 if not after_compute or u == ROOT_UNIT:
                     return []
-                return self._prefetch(self.next_backward(u), Phase.AG_BWD)
+                return self._prefetch_ahead(u)
         raise ValueError(f"unhandled policy {self.policy!r}")
 
     # ------------------------------------------------------------------ the hooks

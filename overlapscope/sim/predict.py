@@ -110,6 +110,7 @@ class Prediction:
                 "label": s.label,
                 "policy": s.policy.value,
                 "forward_prefetch": s.forward_prefetch,
+                "prefetch_depth": s.prefetch_depth,
                 "limit_all_gathers": s.limit_all_gathers,
                 "link_gbit": s.link_gbit,
                 "bandwidth_scale": s.bandwidth_scale,

@@ -57,6 +57,7 @@ class Scenario:
     limit_all_gathers: int | None = None
     bandwidth_scale: float = 1.0  # multiplies every link's bus bandwidth
     link_gbit: float | None = None  # a shaped link of this rate (None: the measured network)
+    prefetch_depth: int = 1  # units prefetched ahead in backward (torch FSDP2's explicit list)
 
     def __post_init__(self) -> None:
         if self.limit_all_gathers is not None and self.limit_all_gathers < 1:
@@ -65,12 +66,16 @@ class Scenario:
             raise ValueError(f"bandwidth_scale {self.bandwidth_scale} must be > 0 and finite")
         if self.link_gbit is not None and not 0 < self.link_gbit < math.inf:
             raise ValueError(f"link_gbit {self.link_gbit} must be > 0 and finite")
+        if self.prefetch_depth < 1:
+            raise ValueError(f"prefetch_depth {self.prefetch_depth} must be >= 1")
         if self.link_gbit is not None and self.bandwidth_scale != 1.0:
             raise ValueError("give link_gbit or bandwidth_scale, not both")
 
     @property
     def label(self) -> str:
         s = self.policy.value
+        if self.prefetch_depth != 1:
+            s += f"+depth={self.prefetch_depth}"
         if self.limit_all_gathers is not None:
             s += f"+limit={self.limit_all_gathers}"
         if self.forward_prefetch:
@@ -145,6 +150,7 @@ class _Recorder:
             limit_all_gathers=scenario.limit_all_gathers,
             order=(ROOT, *model.units),  # steady state: the forward order is known
             empty=frozenset({ROOT}) if model.root_is_empty else frozenset(),
+            prefetch_depth=scenario.prefetch_depth,
         )
         self.ops: list[Op] = []
         self.colls: list[Collective] = []

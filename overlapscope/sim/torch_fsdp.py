@@ -55,18 +55,20 @@ def infer_scenario(coll: pd.DataFrame, model: StepModel) -> Scenario:
     """The engine schedule whose collectives come in the run's measured order."""
     first = _first_step(coll)
     measured = list(zip(first["phase"].astype(str), first["unit"].astype(str), strict=True))
-    for policy, fwd in itertools.product(
-        [Policy.BACKWARD_PRE, Policy.BACKWARD_POST, Policy.NONE], [False, True]
+    for policy, fwd, depth in itertools.product(
+        [Policy.BACKWARD_PRE, Policy.BACKWARD_POST, Policy.NONE], [False, True], [1, 2, 3]
     ):
-        s = Scenario(policy, forward_prefetch=fwd)
+        if policy is Policy.NONE and depth > 1:
+            continue
+        s = Scenario(policy, forward_prefetch=fwd, prefetch_depth=depth)
         order = [(c.phase.value, c.unit) for c in build_program(model, s).collectives]
         if order == measured:
             return s
     shown = ", ".join(f"{p}:{u}" for p, u in measured[:8])
     raise UserError(
         f"the run's collectives ({shown}{', ...' if len(measured) > 8 else ''}) come in an "
-        "order no prefetch policy of the what-if model issues (a prefetch depth above 1 or "
-        "a limiter): what-if cannot calibrate it"
+        "order no prefetch policy of the what-if model issues (a prefetch depth above 3, "
+        "a limiter, or another schedule): what-if cannot calibrate it"
     )
 
 

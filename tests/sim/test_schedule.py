@@ -122,3 +122,15 @@ def test_scenario_validation() -> None:
         Scenario(limit_all_gathers=0)
     with pytest.raises(ValueError, match="not both"):
         Scenario(link_gbit=1.0, bandwidth_scale=2.0)
+
+
+def test_prefetch_depth_two_gathers_two_units_ahead() -> None:
+    # backward_pre, depth 2 (torch FSDP2's set_modules_to_backward_prefetch with 2 modules):
+    # the root's backward prefetches u3 and u2; u3's prefetches u1; u2's u0
+    prog = build_program(MODEL, Scenario(Policy.BACKWARD_PRE, prefetch_depth=2))
+    bwd = [(c.phase.value, c.unit) for c in prog.collectives if c.phase is not Phase.AG_FWD]
+    assert bwd == [
+        ("ag_bwd", "u3"), ("ag_bwd", "u2"), ("ag_bwd", "u1"), ("rs", "u3"), ("ag_bwd", "u0"),
+        ("rs", "u2"), ("rs", "u1"), ("rs", "u0"), ("rs", "root"),
+    ]  # fmt: skip
+    assert prog.max_alive_in_backward == 3
