@@ -27,7 +27,7 @@ import pandas as pd
 from overlapscope.analysis import RunAnalysis
 from overlapscope.errors import UserError
 from overlapscope.sim.contention import busy_fraction, fit_contention
-from overlapscope.sim.facts import ovs_facts, torch_facts
+from overlapscope.sim.facts import Facts, ovs_facts, torch_facts
 from overlapscope.sim.link import (
     TCP_EFFICIENCY,
     LinkModel,
@@ -39,6 +39,7 @@ from overlapscope.sim.link import (
 from overlapscope.sim.memory import WindowKey, window_peaks
 from overlapscope.sim.schedule import (
     OpKind,
+    Program,
     RankTimes,
     Scenario,
     StepModel,
@@ -211,6 +212,71 @@ def _issue_costs(
     return out
 
 
+def _ranks(
+    comp: pd.DataFrame,
+    contention: float,
+    issue: pd.DataFrame,
+    steps: pd.DataFrame,
+    num_steps: int,
+    program: Program,
+) -> dict[int, RankTimes]:
+    """Per rank: mean base compute per op, issue costs and the spread per-step overhead."""
+    num_compute_ops = sum(op.kind is OpKind.COMPUTE for op in program.ops)
+    compute = _rank_times(comp, contention, num_steps)
+    return {
+        r: dataclasses.replace(t, compute_us=compute.get(r, {}))
+        for r, t in _issue_costs(issue, steps, num_steps, num_compute_ops).items()
+    }
+
+
+# --------------------------------------------------------------------------- link, measured
+
+
+def _counted(a: RunAnalysis, source: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The counted (rank, step) pairs, and the FSDP collectives matched in them."""
+    counted = pd.DataFrame(
+        [(r, s) for r, steps in a.counted_steps.items() for s in steps], columns=["rank", "step"]
+    )
+    if counted.empty:
+        raise UserError(f"{source or 'run'}: no profiled steps to calibrate from")
+    coll = a.collectives.merge(counted.drop_duplicates("step")[["step"]], on="step")
+    coll = coll.assign(unit=coll["unit"].astype(str), phase=coll["phase"].astype(str))
+    coll = coll[coll["phase"].isin(["ag_fwd", "ag_bwd", "rs"])]
+    if coll.empty:
+        raise UserError("the run has no matched collectives across ranks to calibrate the link")
+    return counted, coll
+
+
+def _links(coll: pd.DataFrame, world: int) -> dict[str, LinkModel]:
+    """One link model per collective kind, fitted to the fastest rank's durations."""
+    return {
+        str(k): fit_link(str(k), g, world)
+        for k, g in coll.groupby(coll["kind"].astype(str))
+        if str(k) in ("all_gather", "all_reduce", "reduce_scatter")
+    }
+
+
+def _with_lane_times(coll: pd.DataFrame) -> pd.DataFrame:
+    """``transfer_us`` becomes each collective's lane time; ``lag_us`` its part after the
+    fastest rank was done."""
+    lane = lane_time_us(coll)
+    return coll.assign(transfer_us=lane, lag_us=(lane - coll["transfer_us"]).clip(lower=0.0))
+
+
+def _measured(a: RunAnalysis, facts: Facts) -> Measured:
+    rk = a.ranks
+    return Measured(
+        scenario=facts.scenario,
+        link_gbit=facts.link_gbit,
+        step_time_us=float(rk["mean_step_time_us"].mean()),
+        exposed_comm_us=float((rk["exposed_comm_us"] / rk["num_steps"]).mean()),
+        nccl_wait_us=float((rk["nccl_wait_us"] / rk["num_steps"]).mean()),
+        peak_mem_bytes=max(facts.peaks, default=0),
+        max_alive_units=facts.max_alive_units,
+        max_alive_in_backward=facts.max_alive_in_backward,
+    )
+
+
 # --------------------------------------------------------------------------- public
 
 
@@ -218,37 +284,15 @@ def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
     """Build the model of one run (overlapscope CPU/gloo or CUDA/NCCL, or torch FSDP on CPU;
     ``full_shard``) from its analysis and :class:`SimInputs`."""
     meta = inputs.run_meta
-    counted = pd.DataFrame(
-        [(r, s) for r, steps in a.counted_steps.items() for s in steps], columns=["rank", "step"]
-    )
-    if counted.empty:
-        raise UserError(f"{inputs.source or 'run'}: no profiled steps to calibrate from")
+    counted, coll = _counted(a, inputs.source)
     num_steps = int(counted.groupby("rank").size().min())
     world = int(a.summary.world_size)
-
-    coll = a.collectives.merge(counted.drop_duplicates("step")[["step"]], on="step")
-    coll = coll.assign(unit=coll["unit"].astype(str), phase=coll["phase"].astype(str))
-    coll = coll[coll["phase"].isin(["ag_fwd", "ag_bwd", "rs"])]
-    if coll.empty:
-        raise UserError("the run has no matched collectives across ranks to calibrate the link")
     is_ovs = meta is not None and "units" in meta and "config" in meta
     facts = ovs_facts(meta, coll, inputs.source) if is_ovs else torch_facts(a, coll)  # type: ignore[arg-type]
     model = facts.model
-
-    # collectives: lane times and lags per (unit, phase) and step, link models per kind
-    lane = lane_time_us(coll)
-    lag = (lane - coll["transfer_us"]).clip(lower=0.0)
-    links = {
-        str(k): fit_link(str(k), g, world)
-        for k, g in coll.groupby(coll["kind"].astype(str))
-        if str(k) in ("all_gather", "all_reduce", "reduce_scatter")
-    }
-    coll = coll.assign(transfer_us=lane, lag_us=lag)
+    links = _links(coll, world)
+    coll = _with_lane_times(coll)
     step_numbers = sorted(a.counted_steps[min(a.counted_steps)])
-    step_transfer = tuple(per_collective(coll[coll["step"] == s]) for s in step_numbers)
-    step_lag = tuple(
-        per_collective(coll[coll["step"] == s], "lag_us", keep_zero=True) for s in step_numbers
-    )
 
     # compute, contention, issue costs, per-step overhead
     measured_program = build_program(model, facts.scenario)
@@ -261,31 +305,11 @@ def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
         comp = attribute_compute(tl, steps, measured_program)
         issue = inputs.issue.iloc[:0]  # torch on CPU: issue and transfer are one call
     contention = fit_contention(comp, facts.full_bytes)
-    num_compute_ops = sum(op.kind is OpKind.COMPUTE for op in measured_program.ops)
-    compute = _rank_times(comp, contention, num_steps)
-    ranks = {
-        r: dataclasses.replace(t, compute_us=compute.get(r, {}))
-        for r, t in _issue_costs(issue, steps, num_steps, num_compute_ops).items()
-    }
+    ranks = _ranks(comp, contention, issue, steps, num_steps, measured_program)
     comm_rows = a.timeline.merge(counted, on=["rank", "step"])
-    comm_rows = comm_rows[comm_rows["lane"] == "comm"]
-
-    # memory
-    units = model.units
-    alive_bytes = max((facts.full_bytes.get(u, 0) for u in units), default=0)
-    peaks = facts.peaks
-    mem_units = measured_program.max_mem_units_in_backward
-    rk = a.ranks
-    measured = Measured(
-        scenario=facts.scenario,
-        link_gbit=facts.link_gbit,
-        step_time_us=float(rk["mean_step_time_us"].mean()),
-        exposed_comm_us=float((rk["exposed_comm_us"] / rk["num_steps"]).mean()),
-        nccl_wait_us=float((rk["nccl_wait_us"] / rk["num_steps"]).mean()),
-        peak_mem_bytes=max(peaks, default=0),
-        max_alive_units=facts.max_alive_units,
-        max_alive_in_backward=facts.max_alive_in_backward,
-    )
+    # memory: the largest unit's full bytes; per rank the peak, and the measured curve
+    alive_bytes = max((facts.full_bytes.get(u, 0) for u in model.units), default=0)
+    peaks, mem_units = facts.peaks, measured_program.max_mem_units_in_backward
     return Calibration(
         source=inputs.source,
         framework=facts.framework,
@@ -298,9 +322,11 @@ def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
         step_compute_us=tuple(
             _rank_times(comp[comp["step"] == s], contention, 1) for s in step_numbers
         ),
-        step_transfer_us=step_transfer,
-        step_lag_us=step_lag,
-        dispatch_us=_dispatch_us(comm_rows, issue),
+        step_transfer_us=tuple(per_collective(coll[coll["step"] == s]) for s in step_numbers),
+        step_lag_us=tuple(
+            per_collective(coll[coll["step"] == s], "lag_us", keep_zero=True) for s in step_numbers
+        ),
+        dispatch_us=_dispatch_us(comm_rows[comm_rows["lane"] == "comm"], issue),
         contention=contention,
         compute_rows=comp.reset_index(drop=True),
         unit_full_bytes=facts.full_bytes,
@@ -310,6 +336,6 @@ def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
         mem_window_bytes={r: w for r, w in inputs.mem_windows.items() if r < len(peaks)},
         measured_window_units=measured_program.window_units,
         peer_skew_us=float(coll["straggler_lag_us"].mean()) if len(coll) else 0.0,
-        measured=measured,
+        measured=_measured(a, facts),
         run_meta=dict(meta or {}),
     )
