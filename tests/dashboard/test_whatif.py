@@ -8,6 +8,7 @@ within 5% of its measured step time, as tests/sim asserts on a fresh run).
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import re
@@ -417,3 +418,34 @@ def test_calibration_is_cached_until_the_run_changes(sample_run_dir: Path, tmp_p
     for _ in range(2):
         with pytest.raises(CalibrationError, match=r"no run\.json"):
             registry.calibration("run")
+
+
+def test_a_run_is_parsed_once_for_its_analysis_and_its_calibration(
+    sample_run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The calibration takes the registry's (cached) analysis: the traces are loaded once
+    # whichever the page asks for first.
+    from dashboards import data as data_module
+
+    sim_predict = importlib.import_module("overlapscope.sim.predict")
+
+    loads: list[Path] = []
+    real = data_module.load_run
+
+    def counting(path: Path, **kw: Any) -> Any:
+        loads.append(path)
+        return real(path, **kw)
+
+    monkeypatch.setattr(data_module, "load_run", counting)
+    monkeypatch.setattr(sim_predict, "load_run", counting)  # the what-if's own loader
+    for first in ("calibration", "load"):
+        loads.clear()
+        registry = RunRegistry(discover_runs([sample_run_dir]), use_disk_cache=False)
+        key = registry.sources[0].key
+        if first == "calibration":
+            registry.calibration(key)
+            registry.load(key)
+        else:
+            registry.load(key)
+            registry.calibration(key)
+        assert len(loads) == 1, first
