@@ -19,7 +19,10 @@ Two further columns separate the model from the machine:
   machine, which no model of the source can predict; this column shows what is left when
   that noise is removed (the schedule, link and rate-scaling part of the model);
 - ``repeat spread``: each run against the median of its own configuration's repeats, the
-  machine's floor: a prediction from a run carries that run's deviation.
+  machine's floor: a prediction from a run carries that run's deviation;
+- ``contention across runs``: the configuration-level predictions again, with the compute
+  slow-down from communication fitted across the runs of the source's link rate
+  (``overlapscope whatif --contention-from``) instead of inside the source run alone.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from overlapscope.sim import Calibration, Scenario, load_calibration, predict_from
+from overlapscope.sim.predict import contention_across
 
 
 def target_scenario(src: Calibration, tgt: Calibration) -> Scenario:
@@ -50,6 +54,8 @@ def compute_per_step_us(c: Calibration) -> float:
 
 
 def summarize(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"median": float("nan"), "worst": float("nan"), "n": 0}
     return {"median": statistics.median(values), "worst": max(values), "n": len(values)}
 
 
@@ -109,12 +115,37 @@ def main(argv: list[str]) -> int:
     by_config: dict[str, list[Calibration]] = {}
     for p, c in calibs.items():
         by_config.setdefault(name(p), []).append(c)
+    links = sorted({c.measured.link_gbit or 0.0 for c in calibs.values()})
+    alpha = {
+        link: contention_across(
+            [c for c in calibs.values() if (c.measured.link_gbit or 0.0) == link]
+        )
+        for link in links
+    }
     config_rows: list[dict[str, Any]] = []
     for sp, src in calibs.items():
         for cfg, tgts in by_config.items():
             if cfg == name(sp):
                 continue
             pred = predict_from(src, target_scenario(src, tgts[0]))
+            across = predict_from(
+                src,
+                target_scenario(src, tgts[0]),
+                contention=alpha[src.measured.link_gbit or 0.0],
+            )
+            # schedule only: the target's own compute (each repeat's), median over repeats
+            sched_cfg = statistics.median(
+                predict_from(
+                    dataclasses.replace(
+                        src,
+                        ranks=t.ranks,
+                        step_compute_us=t.step_compute_us,
+                        contention=t.contention,
+                    ),
+                    target_scenario(src, t),
+                ).step_time_us
+                for t in tgts
+            )
             meas = statistics.median(t.measured.step_time_us for t in tgts)
             mem = statistics.median(t.measured.peak_mem_bytes for t in tgts)
             config_rows.append(
@@ -127,6 +158,9 @@ def main(argv: list[str]) -> int:
                     "measured_step_us_median": meas,
                     "predicted_step_us": pred.step_time_us,
                     "step_err_pct": err_pct(pred.step_time_us, meas),
+                    "schedule_only_step_err_pct": err_pct(sched_cfg, meas),
+                    "predicted_step_us_contention_across": across.step_time_us,
+                    "step_err_pct_contention_across": err_pct(across.step_time_us, meas),
                     "measured_peak_mem_bytes_median": mem,
                     "predicted_peak_mem_bytes": pred.peak_mem_bytes,
                     "mem_err_pct": err_pct(pred.peak_mem_bytes, mem),
@@ -157,6 +191,21 @@ def main(argv: list[str]) -> int:
         "config_step_time_err_pct": summarize(col(config_rows, "step_err_pct")),
         "config_peak_mem_err_pct": summarize(col(config_rows, "mem_err_pct")),
         **by_link(config_rows, "step_err_pct", "config_step_time_err_pct"),
+        "config_step_time_err_pct_contention_across": summarize(
+            col(config_rows, "step_err_pct_contention_across")
+        ),
+        **by_link(
+            config_rows,
+            "step_err_pct_contention_across",
+            "config_step_time_err_pct_contention_across",
+        ),
+        "contention_across_runs": {str(k): v for k, v in alpha.items()},
+        "config_schedule_only_step_time_err_pct": summarize(
+            col(config_rows, "schedule_only_step_err_pct")
+        ),
+        **by_link(
+            config_rows, "schedule_only_step_err_pct", "config_schedule_only_step_time_err_pct"
+        ),
         "num_pairs": len(pairs),
         "step_time_err_pct": summarize(col(pairs, "step_err_pct")),
         "peak_mem_err_pct": summarize(col(pairs, "mem_err_pct")),
@@ -170,29 +219,30 @@ def main(argv: list[str]) -> int:
             "max": max(compute.values()),
             "per_run": compute,
         },
-        "contention_fitted": {name(p): c.contention for p, c in calibs.items()},
+        "contention_fitted": {str(p): c.contention for p, c in calibs.items()},
     }
-    print(f"{'source':>28} -> {'target':<28} {'meas ms':>9} {'pred ms':>9} {'err%':>6} "
-          f"{'sched%':>6} {'mem err%':>8}")  # fmt: skip
-    for r in pairs:
-        print(
-            f"{r['source']:>28} -> {r['target']:<28} {r['measured_step_us'] / 1e3:9.1f} "
-            f"{r['predicted_step_us'] / 1e3:9.1f} {r['step_err_pct']:6.1f} "
-            f"{r['schedule_only_step_err_pct']:6.1f} {r['mem_err_pct']:8.1f}"
-        )
     for k in (
         "config_step_time_err_pct",
         "config_step_time_err_pct_same_link",
         "config_step_time_err_pct_other_link",
+        "config_schedule_only_step_time_err_pct",
+        "config_schedule_only_step_time_err_pct_same_link",
+        "config_schedule_only_step_time_err_pct_other_link",
+        "config_step_time_err_pct_contention_across",
+        "config_step_time_err_pct_contention_across_same_link",
+        "config_step_time_err_pct_contention_across_other_link",
         "config_peak_mem_err_pct",
         "step_time_err_pct",
         "schedule_only_step_time_err_pct",
+        "schedule_only_step_time_err_pct_same_link",
+        "schedule_only_step_time_err_pct_other_link",
         "self_replay_step_time_err_pct",
         "repeat_spread_step_time_pct",
         "peak_mem_err_pct",
     ):
         s = summary[k]
         print(f"{k:34} median {s['median']:6.1f} %  worst {s['worst']:6.1f} %  (n={s['n']})")
+    print(f"contention fitted across runs, per link rate: {summary['contention_across_runs']}")
     mc = summary["measured_compute_per_step_us"]
     print(f"measured compute per step across runs: {mc['min'] / 1e3:.0f}-{mc['max'] / 1e3:.0f} ms")
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -34,12 +34,14 @@ from overlapscope import analysis as analysis_pkg
 from overlapscope import trace as trace_pkg
 from overlapscope.analysis.api import SCHEMA_VERSION, RunAnalysis, analyze
 from overlapscope.errors import UserError
-from overlapscope.sim import Calibration, load_calibration
+from overlapscope.sim import Calibration
+from overlapscope.sim.calibrate import SimInputs, sim_inputs
+from overlapscope.sim.predict import calibrate_loaded
 from overlapscope.trace.loader import load_run
 
 RUN_MANIFEST = "run.json"
 # Bump when what is pickled changes shape.
-CACHE_VERSION = 2  # 2: RunAnalysis gained clocks and the critical path
+CACHE_VERSION = 3  # 2: clocks and the critical path; 3: what-if SimInputs cached too
 # What-if calibrations kept in memory (a few MB each: per-step compute and transfer tables).
 CALIBRATION_CACHE_SIZE = 8
 
@@ -77,6 +79,7 @@ class LoadedRun:
     source: RunSource
     analysis: RunAnalysis
     run_meta: dict[str, Any] | None
+    sim_inputs: SimInputs | None = None  # what the what-if calibration takes beside analysis
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any] | None:
@@ -260,18 +263,21 @@ def cache_dir() -> Path:
     return root / "overlapscope" / "dashboard"
 
 
-def _read_cache(file: Path) -> tuple[RunAnalysis, dict[str, Any] | None] | None:
+_Cached = tuple[RunAnalysis, dict[str, Any] | None, SimInputs]
+
+
+def _read_cache(file: Path) -> _Cached | None:
     try:
         with file.open("rb") as fh:
             obj = pickle.load(fh)
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
         return None
-    if not (isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], RunAnalysis)):
+    if not (isinstance(obj, tuple) and len(obj) == 3 and isinstance(obj[0], RunAnalysis)):
         return None
-    return obj[0], obj[1]
+    return obj[0], obj[1], obj[2]
 
 
-def _write_cache(file: Path, value: tuple[RunAnalysis, dict[str, Any] | None]) -> None:
+def _write_cache(file: Path, value: _Cached) -> None:
     """Atomic write; a cache that cannot be written only costs a recomputation."""
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
@@ -292,25 +298,33 @@ def analyse_run(
     path: Path, *, use_disk: bool = True
 ) -> tuple[RunAnalysis, dict[str, Any] | None, str]:
     """(analysis, run.json, fingerprint) of one run, from the disk cache when it is current."""
+    analysis, meta, _, key = _analyse(path, use_disk)
+    return analysis, meta, key
+
+
+def _analyse(path: Path, use_disk: bool) -> tuple[RunAnalysis, dict[str, Any] | None, SimInputs, str]:  # fmt: skip
+    """The run parsed once: its analysis, run.json and the what-if calibration's inputs."""
     key = fingerprint(path)
     file = cache_dir() / f"{key}.pkl"
     if use_disk and (hit := _read_cache(file)) is not None:
-        return hit[0], hit[1], key
+        return hit[0], hit[1], hit[2], key
     try:
         run = load_run(path, progress=False)
         analysis = analyze(run)
+        inputs = sim_inputs(run)
     except UserError as e:
         raise RunLoadError(str(e)) from e
     except Exception as e:  # a trace that breaks the parser must not take the app down
         raise RunLoadError(f"{path}: failed to load: {type(e).__name__}: {e}") from e
     meta = run.run_meta
     if use_disk:
-        _write_cache(file, (analysis, meta))
-    return analysis, meta, key
+        _write_cache(file, (analysis, meta, inputs))
+    return analysis, meta, inputs, key
 
 
-def calibrate_run(src: RunSource) -> Calibration:
-    """The what-if calibration of one run; ``CalibrationError`` says why not and what to do."""
+def calibrate_run(src: RunSource, loaded: LoadedRun) -> Calibration:
+    """The what-if calibration of one run from its cached analysis (the run is parsed once);
+    ``CalibrationError`` says why not and what to do."""
     manifest = read_manifest(src.path) if src.path.is_dir() else None
     predicted = (manifest or {}).get("predicted")
     if predicted:
@@ -320,7 +334,8 @@ def calibrate_run(src: RunSource) -> Calibration:
             "not a measurement: pick the measured run it was predicted from"
         )
     try:
-        return load_calibration(src.path)
+        assert loaded.sim_inputs is not None
+        return calibrate_loaded(loaded.analysis, loaded.sim_inputs)
     except UserError as e:
         # the simulator's messages start with the path: name the run as the page does
         message = str(e).removeprefix(f"{src.path}: ")
@@ -365,8 +380,8 @@ class RunRegistry:
             hit = self._memory.get(src.key)
             if hit is not None and hit[0] == fp:
                 return hit[1]
-        analysis, meta, fp = analyse_run(src.path, use_disk=self._use_disk)
-        loaded = LoadedRun(source=src, analysis=analysis, run_meta=meta)
+        analysis, meta, inputs, fp = _analyse(src.path, self._use_disk)
+        loaded = LoadedRun(source=src, analysis=analysis, run_meta=meta, sim_inputs=inputs)
         with self._lock:
             self._memory[src.key] = (fp, loaded)
         return loaded
@@ -386,8 +401,8 @@ class RunRegistry:
                 result = None
         if result is None:
             try:
-                result = calibrate_run(src)
-            except CalibrationError as e:
+                result = calibrate_run(src, self.load(key))
+            except (CalibrationError, RunLoadError) as e:
                 result = CalibrationError(str(e))
             with self._lock:
                 self._calibrations[src.key] = (fp, result)

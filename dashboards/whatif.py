@@ -3,8 +3,7 @@ and a predicted step as the analysis' ``timeline`` / ``exposed`` tables (for the
 
 The prediction itself is ``overlapscope.sim``'s (``predict_from`` over the registry's cached
 calibration); nothing here models anything. The one derived table is the predicted exposed
-communication per rank, with the analysis' and the simulator's definition: the union of the
-rank's communication minus the union of its compute.
+communication per rank, computed by the analysis itself from the replay's event table.
 """
 
 from __future__ import annotations
@@ -14,13 +13,19 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from dashboards.data import RunSource, read_manifest, workload_fields
-from overlapscope.analysis.intervals import subtract, union
+from overlapscope.analysis.metrics import (
+    comm_exposure,
+    counted_mask,
+    exposed_intervals,
+    step_table,
+    timeline_table,
+)
 from overlapscope.errors import UserError
 from overlapscope.sim import Measured, Policy, Scenario
+from overlapscope.sim.events import replay_run
 from overlapscope.sim.schedule import Replay
 
 LIMIT_OFF = "off"
@@ -262,35 +267,17 @@ def replay_index(counted_steps: dict[int, tuple[int, ...]], step: int | None) ->
 
 def predicted_tables(rep: Replay, step: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One replayed step as the analysis' ``timeline`` (compute, comm and wait rows; comm
-    rows carry the collective's bytes) and ``exposed`` tables, times in µs from step start."""
-    rows = [
-        (iv.rank, iv.lane, iv.phase.value, iv.unit, iv.start_us, iv.end_us, iv.collective)
-        for iv in rep.intervals
-        if iv.lane in DRAWN_LANES
-    ]
-    iv = pd.DataFrame(
-        rows, columns=["rank", "lane", "phase", "unit", "start_us", "end_us", "collective"]
-    )
-    sizes = np.array([c.bytes for c in rep.program.collectives] + [0], dtype=np.int64)
-    is_comm = (iv["lane"] == "comm").to_numpy()
-    coll = iv["collective"].to_numpy()
-    timeline = iv.assign(
+    rows carry the collective's bytes) and ``exposed`` tables, times in µs from step start:
+    the analysis' own functions over the replay's event table (overlapscope/sim/events.py)."""
+    run = replay_run([rep], world_size=len(rep.step_time_us))
+    counted = counted_mask(run)
+    timeline = timeline_table(run, counted, comm_exposure(run, counted))
+    timeline = timeline[timeline["lane"].astype(str).isin(DRAWN_LANES)].assign(
         step=step,
-        dur_us=iv["end_us"] - iv["start_us"],
-        bytes=np.where(is_comm & (coll >= 0), sizes[np.where(coll >= 0, coll, -1)], 0),
-    )[TIMELINE_COLUMNS]
-    parts = []
-    for rank, r in timeline.groupby("rank", sort=True):
-        comm, comp = r[r["lane"] == "comm"], r[r["lane"] == "compute"]
-        x = subtract(
-            union(comm["start_us"], comm["end_us"]), union(comp["start_us"], comp["end_us"])
-        )
-        parts.append(
-            pd.DataFrame(
-                {"rank": rank, "start_us": x.starts, "end_us": x.ends, "dur_us": x.ends - x.starts}
-            )
-        )
-    exposed = (
-        pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=EXPOSED_COLUMNS)
+        lane=lambda t: t["lane"].astype(str),
+        phase=lambda t: t["phase"].astype(str),
+        unit=lambda t: t["unit"].astype(str),
+        bytes=lambda t: t["bytes"].clip(lower=0),
     )
-    return timeline.reset_index(drop=True), exposed[EXPOSED_COLUMNS]
+    exposed = exposed_intervals(run, counted, step_table(run, counted))
+    return timeline[TIMELINE_COLUMNS].reset_index(drop=True), exposed[EXPOSED_COLUMNS]

@@ -1,7 +1,9 @@
 """``overlapscope whatif RUN_DIR --policy P ...``: predict another configuration from one run.
 
-Calibrates a model of the measured run (compute per unit and phase, a fitted link model per
-collective kind, issue order, per-rank skew) and replays one step under the scenario; prints
+``RUN_DIR`` is an ``overlapscope run`` directory or the trace directory of a torch FSDP1/FSDP2
+run (CPU, gloo). Calibrates a model of the measured run (compute per unit and phase, a
+fitted link model per collective kind, issue order, per-rank skew) and replays its steps
+under the scenario; prints
 predicted vs measured step time, exposed communication, NCCL wait and peak memory, and can
 write the predicted timeline as a run directory (``--trace``). See docs/WHATIF.md.
 """
@@ -18,7 +20,7 @@ from overlapscope.commands.run import add_limit_flag, positive_float
 from overlapscope.errors import UserError
 from overlapscope.outputs import check_apart, check_dir, check_file, write_file
 from overlapscope.sim.export import write_predicted_run
-from overlapscope.sim.predict import load_calibration, predict_from
+from overlapscope.sim.predict import contention_across, load_calibration, predict_from
 from overlapscope.sim.schedule import Policy, Scenario
 
 
@@ -30,7 +32,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "another prefetch configuration or network from one measured overlapscope run.",
     )
     p.add_argument(
-        "run_dir", type=Path, metavar="RUN_DIR", help="a run written by overlapscope run"
+        "run_dir",
+        type=Path,
+        metavar="RUN_DIR",
+        help="a run written by overlapscope run, or a torch FSDP1/FSDP2 trace directory",
     )
     p.add_argument(
         "--policy",
@@ -39,6 +44,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="backward prefetch policy to predict",
     )
     p.add_argument("--forward-prefetch", action="store_true", help="prefetch in forward too")
+    p.add_argument(
+        "--prefetch-depth",
+        type=int,
+        default=1,
+        metavar="N",
+        help="units prefetched ahead in backward (torch FSDP2's set_modules_to_backward_prefetch "
+        "with N modules; default 1, as the engine and FSDP1)",
+    )
     add_limit_flag(p)
     net = p.add_mutually_exclusive_group()
     net.add_argument(
@@ -50,6 +63,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         default=1.0,
         metavar="X",
         help="multiply the measured bus bandwidth by X",
+    )
+    p.add_argument(
+        "--contention-from",
+        type=Path,
+        nargs="+",
+        metavar="RUN",
+        help="fit the compute slow-down from communication across these runs of the same "
+        "workload (other policies) and RUN_DIR, instead of inside RUN_DIR alone",
     )
     p.add_argument("--json", metavar="FILE", help="write the prediction as JSON ('-': stdout)")
     p.add_argument(
@@ -70,6 +91,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
             limit_all_gathers=args.limit_all_gathers,
             bandwidth_scale=args.bandwidth_scale,
             link_gbit=args.link_gbit,
+            prefetch_depth=args.prefetch_depth,
         )
     except ValueError as e:
         flag = str(e).split()[0].replace("_", "-")
@@ -87,6 +109,8 @@ ROWS = {
 
 def _fmt(metric: str, v: float) -> str:
     unit = ROWS.get(metric, (metric, "ms"))[1]
+    if unit == "MiB" and v == 0:
+        return "n/a"  # the trace recorded no memory (torch traces without profile_memory)
     return f"{v / 2**20:,.1f} MiB" if unit == "MiB" else f"{v / 1e3:,.1f} ms"
 
 
@@ -100,10 +124,25 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     scenario = scenario_from_args(args)
-    if not args.run_dir.is_dir():
-        raise UserError(f"{args.run_dir}: not a directory; give a run written by overlapscope run")
+    for d in [args.run_dir, *(args.contention_from or [])]:
+        if not d.is_dir():
+            raise UserError(
+                f"{d}: not a directory; give a run written by overlapscope run or a torch "
+                "FSDP trace directory"
+            )
     _check_outputs(args)
-    pred = predict_from(load_calibration(args.run_dir), scenario)
+    calib = load_calibration(args.run_dir)
+    alpha = None
+    if args.contention_from:
+        others = [load_calibration(d) for d in args.contention_from]
+        for d, c in zip(args.contention_from, others, strict=True):
+            if c.step_model.units != calib.step_model.units:
+                raise UserError(
+                    f"--contention-from {d}: another workload (units {len(c.step_model.units)}, "
+                    f"not {len(calib.step_model.units)}): give runs of the same model"
+                )
+        alpha = contention_across([calib, *others])
+    pred = predict_from(calib, scenario, contention=alpha)
     if not math.isfinite(pred.step_time_us):
         raise UserError(f"{args.run_dir}: the replay produced no step time")
     doc = pred.to_json_dict()
@@ -130,6 +169,15 @@ def run(args: argparse.Namespace) -> int:
     for name, a, b in [("", "measured", "predicted"), *rows]:
         print(f"  {name:{w[0]}}  {a:>{w[1]}}  {b:>{w[2]}}")
     print(f"  max alive units in backward: {pred.max_alive_in_backward}")
+    if args.contention_from:
+        print(
+            f"  contention fitted across {1 + len(args.contention_from)} runs: {pred.calibration.contention:.3f}"
+        )
+    if pred.calibration.step_model.blocking:
+        print(
+            "  note: this torch run's collectives block their thread (CPU gloo), and the "
+            "replay keeps that; prefetch hides communication only where they do not (GPU)"
+        )
     if args.trace is not None:
         print(f"predicted timeline: {args.trace}")
     return 0

@@ -1,4 +1,8 @@
-"""The sharded engine: units, their hooks, and the prefetch schedule.
+"""The sharded engine: units, their hooks, and the prefetch schedule's execution.
+
+What to issue, prefetch, wait on, free and reduce at each hook is decided by the torch-free
+:class:`~overlapscope.engine.schedule.Schedule` (the what-if simulator replays the same one);
+this module carries its actions out on tensors (``_execute``).
 
 Timeline of one unit's backward on the compute lane (C) and the communication lane (N),
 for units 3 -> 2 in backward order (``AG`` all-gather, ``RS`` reduce-scatter)::
@@ -26,7 +30,7 @@ the limiter's window.
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,10 +41,11 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.checkpoint import checkpoint
 
 from overlapscope.engine.comm import Collectives, PendingGrad, new_comm_group
-from overlapscope.engine.config import EngineConfig, MixedPrecision, Policy, Sharding
+from overlapscope.engine.config import EngineConfig, MixedPrecision, Sharding
 from overlapscope.engine.flat_param import FlatParam
 from overlapscope.engine.instrument import Instrument
 from overlapscope.engine.p2p import LaneWork
+from overlapscope.engine.schedule import Act, Action, Schedule, ScheduleStats
 from overlapscope.trace.names import OPTIM_UNIT, ROOT_UNIT, Phase
 
 
@@ -56,16 +61,6 @@ class Unit:
     pending_grad: PendingGrad | None = None
     grad_phase: Phase | None = None
     bwd_started: bool = False
-    fresh: bool = False  # no_shard: full buffer already refreshed from the shard this step
-
-
-@dataclass
-class EngineStats:
-    """Counters the tests and run.json read (per rank, whole run)."""
-
-    max_alive_units: int = 0
-    max_alive_in_backward: int = 0
-    deferred_prefetches: int = 0
 
 
 class ShardedModel(nn.Module):
@@ -93,18 +88,22 @@ class ShardedModel(nn.Module):
         backend = dist.get_backend()
         self.comm = Collectives(group or new_comm_group(backend), backend)
         self.instrument = Instrument(self.config.instrument)
-        self.stats = EngineStats()
         self._compute_dtype = (
             torch.bfloat16 if self.config.mixed_precision is MixedPrecision.BF16 else torch.float32
         )
         self.units = self._build_units(model, units)
         self._shards = nn.ParameterList(u.flat.shard for u in self.units if u.flat is not None)
-        self._fwd_order: list[Unit] = []  # recorded in the first forward (static graph)
-        self._order_frozen = False
-        self._alive: set[str] = set()
-        self._deferred: tuple[Unit, Phase] | None = None
+        self._by_name = {u.name: u for u in self.units}
+        # the prefetch schedule (engine/schedule.py); it records the forward order in the
+        # first forward (static graph)
+        self.schedule = Schedule(
+            policy=self.config.policy,
+            forward_prefetch=self.config.forward_prefetch,
+            limit_all_gathers=self.config.limit_all_gathers,
+            sharding=self.config.sharding,
+            empty=frozenset(u.name for u in self.units if u.flat is None),
+        )
         self._free_events: collections.deque[torch.cuda.Event] = collections.deque()
-        self._in_backward = False
         self._copy_stream = (
             torch.cuda.Stream() if self.config.cpu_offload and self.device.type == "cuda" else None
         )
@@ -185,7 +184,7 @@ class ShardedModel(nn.Module):
         original = u.module.forward
 
         def recompute_aware(*args: Any, **kwargs: Any) -> Any:
-            if not self._in_backward:
+            if not self.schedule.in_backward:
                 return original(*args, **kwargs)
             self.instrument.push(Phase.RECOMPUTE, u.name)
             try:
@@ -256,32 +255,39 @@ class ShardedModel(nn.Module):
         ]
 
     def forward_order(self) -> list[Unit]:
-        return self._fwd_order if self._order_frozen else self.units
+        if not self.schedule.frozen:
+            return self.units
+        return [self._by_name[n] for n in self.schedule.order]
 
-    # ------------------------------------------------------------------ schedule helpers
-    def _next_forward(self, u: Unit) -> Unit | None:
-        if not self._order_frozen:
-            return None  # order unknown in the first step: no forward prefetch yet
-        order = self._fwd_order
-        i = order.index(u)
-        return order[i + 1] if i + 1 < len(order) else None
+    @property
+    def stats(self) -> ScheduleStats:
+        """Alive-unit and deferred-prefetch counters (run.json)."""
+        return self.schedule.stats
 
-    def _next_backward(self, u: Unit) -> Unit | None:
-        if not self._order_frozen:
-            return None
-        # backward order: root first (its head gradient), then units in reverse forward order
-        order = [self.root, *reversed([x for x in self._fwd_order if not x.is_root])]
-        i = order.index(u)
-        return order[i + 1] if i + 1 < len(order) else None
-
-    def _note_alive(self) -> None:
-        n = len(self._alive)
-        self.stats.max_alive_units = max(self.stats.max_alive_units, n)
-        if self._in_backward:
-            self.stats.max_alive_in_backward = max(self.stats.max_alive_in_backward, n)
-
-    def _needs_gather(self, u: Unit) -> bool:
-        return u.flat is not None and u.ag_work is None and not u.flat.is_gathered
+    # ------------------------------------------------------------------ executing the schedule
+    def _execute(self, actions: list[Action], grad: torch.Tensor | None = None) -> None:
+        """Carry out the schedule's actions (engine/schedule.py) in order, on tensors."""
+        for a in actions:
+            u = self._by_name[a.unit]
+            match a.act:
+                case Act.ISSUE:
+                    self._ensure_gathered(u, a.phase)  # ISSUE on demand
+                case Act.PREFETCH:
+                    limit = self.config.limit_all_gathers
+                    if limit is not None and not u.is_root:
+                        self._throttle_on_device_frees(u, limit)
+                    self._issue_all_gather(u, a.phase)  # PREFETCH (async)
+                case Act.WAIT:
+                    self._wait_all_gather(u)  # WAIT all-gather
+                case Act.FREE:
+                    self._free(u)  # reshard
+                case Act.REDUCE:
+                    assert grad is not None
+                    self._reduce(u, a.phase, grad)  # ISSUE reduce-scatter / all-reduce
+                case Act.WAIT_REDUCE:
+                    self._wait_reduce(u)  # WAIT reduction before the optimizer
+                case _:
+                    raise ValueError(f"unhandled action {a.act!r}")
 
     def _issue_all_gather(self, u: Unit, phase: Phase) -> None:
         """Issue ``u``'s all-gather into its (re-grown) full buffer; returns at once."""
@@ -297,11 +303,6 @@ class ShardedModel(nn.Module):
             u.ag_src = src
             u.ag_work = self.comm.all_gather(out, src)  # ISSUE all-gather (async)
             u.ag_phase = phase
-        if self._deferred is not None and self._deferred[0] is u:
-            self._deferred = None  # gathered on demand before the held-back prefetch
-        if not u.is_root:
-            self._alive.add(u.name)
-            self._note_alive()
 
     def _copy_to_device(self, u: Unit, shard: torch.Tensor) -> torch.Tensor:
         """CPU offload: bring the host shard to the device before its all-gather.
@@ -331,19 +332,16 @@ class ShardedModel(nn.Module):
 
     def _ensure_gathered(self, u: Unit, phase: Phase) -> None:
         """On-demand gather (never held back by the limiter: the data is needed now)."""
-        if u.flat is None:
-            return
+        assert u.flat is not None
         if self.config.sharding is Sharding.NO_SHARD:
-            if not u.fresh:  # local copy of the updated parameters, no communication
-                src = u.flat.shard.detach()
-                if self.config.cpu_offload:
-                    src = self._copy_to_device(u, src)
-                with torch.no_grad():
-                    u.flat.alloc_full().copy_(src)
-                u.fresh = True
+            # local copy of the updated parameters, no communication (once per step)
+            src = u.flat.shard.detach()
+            if self.config.cpu_offload:
+                src = self._copy_to_device(u, src)
+            with torch.no_grad():
+                u.flat.alloc_full().copy_(src)
             return
-        if self._needs_gather(u):
-            self._issue_all_gather(u, phase)
+        self._issue_all_gather(u, phase)
 
     def _wait_all_gather(self, u: Unit) -> None:
         if u.ag_work is None:
@@ -354,57 +352,42 @@ class ShardedModel(nn.Module):
         u.ag_work = None
         u.ag_src = None
 
-    def _prefetch(self, u: Unit | None, phase: Phase) -> None:
-        if u is None or self.config.sharding is Sharding.NO_SHARD or not self._needs_gather(u):
-            return
-        limit = self.config.limit_all_gathers
-        if limit is not None and not u.is_root:
-            if len(self._alive) >= limit:
-                # Hold the prefetch back; _free() issues it when a unit is freed.
-                self._deferred = (u, phase)
-                self.stats.deferred_prefetches += 1
-                return
-            self._throttle_on_device_frees(u, limit)
-        self._issue_all_gather(u, phase)
-
     def _throttle_on_device_frees(self, u: Unit, limit: int) -> None:
         """CUDA only: the CPU may have freed units whose last kernels still run."""
         while self._free_events and self._free_events[0].query():
             self._free_events.popleft()
-        if self._free_events and len(self._alive) + len(self._free_events) >= limit:
+        alive = sum(
+            1
+            for x in self.units
+            if not x.is_root
+            and x.flat is not None
+            and (x.ag_work is not None or x.flat.is_gathered)
+        )
+        if self._free_events and alive + len(self._free_events) >= limit:
             with self.instrument.phase(Phase.LIMITER, u.name):
                 # Deliberate CPU-GPU sync: the rate limiter blocks the issuing thread until
                 # the oldest freed unit's memory is really free on the device.
                 self._free_events.popleft().synchronize()
 
     def _free(self, u: Unit) -> None:
-        """Reshard: drop ``u``'s full parameters; then release a held-back prefetch."""
-        if u.flat is None or self.config.sharding is Sharding.NO_SHARD:
-            return
+        """Reshard: drop ``u``'s full parameters (the schedule releases a held-back prefetch
+        as its next action)."""
+        assert u.flat is not None
         if u.flat.full.is_cuda:
             ev = torch.cuda.Event()
             ev.record()  # marks the last use of the freed memory on the compute stream
             self._free_events.append(ev)
         u.flat.free_full()
-        self._alive.discard(u.name)
-        self._note_alive()
-        if self._deferred is not None:
-            deferred, phase = self._deferred
-            self._deferred = None
-            self._prefetch(deferred, phase)
 
     # ------------------------------------------------------------------ hooks: forward
     def _make_pre_forward(self, u: Unit) -> Callable[..., None]:
         def hook(module: nn.Module, args: Any) -> None:
             if u.is_root:
-                self._start_step()
-            elif not self._order_frozen:
-                self._fwd_order.append(u)
+                for x in self.units:
+                    x.bwd_started = False
             self.instrument.pause()
-            self._ensure_gathered(u, Phase.AG_FWD)  # ISSUE on demand (if not prefetched)
-            if self.config.forward_prefetch:
-                self._prefetch(self._next_forward(u), Phase.AG_FWD)  # PREFETCH next unit
-            self._wait_all_gather(u)  # WAIT: this unit's parameters are needed now
+            # ISSUE on demand · PREFETCH next (forward prefetch) · WAIT this unit
+            self._execute(self.schedule.pre_forward(u.name))
             if u.flat is not None:
                 u.flat.bind_views()
             self.instrument.push(Phase.FWD, u.name)
@@ -414,24 +397,12 @@ class ShardedModel(nn.Module):
     def _make_post_forward(self, u: Unit) -> Callable[..., None]:
         def hook(module: nn.Module, args: Any, output: Any) -> None:
             self.instrument.pop(Phase.FWD, u.name)
-            if u.is_root:
-                self._deferred = None  # forward is over: a held-back forward prefetch is moot
-                if not self._order_frozen:
-                    self._fwd_order.insert(0, u)
-                    self._order_frozen = True
-            elif self.config.sharding is Sharding.FULL_SHARD:
-                self._free(u)  # reshard after forward
+            self._execute(self.schedule.post_forward(u.name))  # FREE (reshard after forward)
             if torch.is_grad_enabled():
                 self._register_pre_backward(u, output)
             self.instrument.resume()
 
         return hook
-
-    def _start_step(self) -> None:
-        for x in self.units:
-            x.bwd_started = False
-            x.fresh = False
-        self._in_backward = False
 
     # ------------------------------------------------------------------ hooks: backward
     def _register_pre_backward(self, u: Unit, output: Any) -> None:
@@ -448,66 +419,49 @@ class ShardedModel(nn.Module):
     def _pre_backward(self, u: Unit) -> None:
         self.instrument.pause()
         if u.is_root:
-            self._in_backward = True
             # Runs once when the whole backward pass is done: wait for the gradient
             # reductions so the optimizer sees reduced shards.
             torch.autograd.Variable._execution_engine.queue_callback(self._finish_backward)
-        if self.config.sharding is Sharding.FULL_SHARD:
-            self._ensure_gathered(u, Phase.AG_BWD)  # ISSUE on demand (if not prefetched)
-        if self.config.policy is Policy.BACKWARD_PRE:
-            self._prefetch(self._next_backward(u), Phase.AG_BWD)  # PREFETCH before compute
-        self._wait_all_gather(u)  # WAIT: gradient compute needs the full parameters
-        self._note_alive()
+        # ISSUE on demand · PREFETCH next (backward_pre) · WAIT: gradient compute needs it
+        self._execute(self.schedule.pre_backward(u.name))
         self.instrument.push(Phase.BWD, u.name)
 
     def _make_post_backward(self, u: Unit) -> Callable[[torch.Tensor], None]:
         def hook(full: torch.Tensor) -> None:
             self.instrument.pop(Phase.BWD, u.name)
-            flat = u.flat
-            assert flat is not None and full.grad is not None
+            assert full.grad is not None
             grad = full.grad
             full.grad = None
-            if not u.is_root:
-                self._free(u)  # reshard after backward
-            if self.config.policy is Policy.BACKWARD_POST and not u.is_root:
-                # (the root's gradients complete last: nothing is left to prefetch)
-                self._prefetch(self._next_backward(u), Phase.AG_BWD)  # PREFETCH after compute
             grad32 = grad.float() if grad.dtype != torch.float32 else grad  # fp32 reduction
-            if self.config.sharding is Sharding.NO_SHARD:
-                with self.instrument.phase(Phase.AR, u.name):
-                    u.pending_grad = self.comm.all_reduce_mean(grad32)  # ISSUE all-reduce
-                u.grad_phase = Phase.AR
-            else:
-                with self.instrument.phase(Phase.RS, u.name):
-                    # ISSUE reduce-scatter (async)
-                    u.pending_grad = self.comm.reduce_scatter_mean(grad32, flat.shard_numel)
-                u.grad_phase = Phase.RS
-            if u.is_root:
-                self._free(u)
+            # FREE (reshard after backward) · PREFETCH next (backward_post) · REDUCE
+            self._execute(self.schedule.post_backward(u.name), grad32)
             self.instrument.resume()
 
         return hook
 
+    def _reduce(self, u: Unit, phase: Phase, grad32: torch.Tensor) -> None:
+        flat = u.flat
+        assert flat is not None
+        with self.instrument.phase(phase, u.name):
+            if phase is Phase.AR:
+                u.pending_grad = self.comm.all_reduce_mean(grad32)  # ISSUE all-reduce
+            else:
+                # ISSUE reduce-scatter (async)
+                u.pending_grad = self.comm.reduce_scatter_mean(grad32, flat.shard_numel)
+        u.grad_phase = phase
+
+    def _wait_reduce(self, u: Unit) -> None:
+        if u.pending_grad is None or u.flat is None:
+            return
+        assert u.grad_phase is not None
+        with self.instrument.phase(u.grad_phase.wait, u.name):
+            reduced = u.pending_grad.wait()  # WAIT reduce-scatter before the optimizer
+        u.pending_grad = None
+        if self.config.cpu_offload:
+            reduced = self._copy_to_host(u, reduced)
+        u.flat.shard.grad = reduced
+
     def _finish_backward(self) -> None:
         self.instrument.close_all()
-        for u in self._units_in_reduce_order():
-            if u.pending_grad is None or u.flat is None:
-                continue
-            assert u.grad_phase is not None
-            with self.instrument.phase(u.grad_phase.wait, u.name):
-                reduced = u.pending_grad.wait()  # WAIT reduce-scatter before the optimizer
-            u.pending_grad = None
-            if self.config.cpu_offload:
-                reduced = self._copy_to_host(u, reduced)
-            u.flat.shard.grad = reduced
-        self._in_backward = False
-        self._deferred = None  # a prefetch still held back has no unit left to serve
-        for u in self.units:  # a unit not used in this backward must not keep stale params
-            if not u.is_root and u.flat is not None and (u.ag_work or u.flat.is_gathered):
-                self._wait_all_gather(u)
-                self._free(u)
-
-    def _units_in_reduce_order(self) -> Iterator[Unit]:
-        # wait in issue order: unit reductions complete in that order on one queue
-        yield from reversed([x for x in self.forward_order() if not x.is_root])
-        yield self.root
+        # WAIT every reduction in issue order · WAIT + FREE units this backward never used
+        self._execute(self.schedule.finish_backward())

@@ -1,8 +1,12 @@
 """What-if: predict step time and memory under another policy or network from one run.
 
-``calibrate`` (run -> :class:`Calibration`), ``schedule`` (a pure discrete-event replay of one
-step under a :class:`Scenario`), ``predict`` (the facade: ``predict(run_dir, scenario)``),
-``export`` (the predicted timeline as a Kineto run directory). See docs/WHATIF.md.
+``calibrate`` (analysis + :class:`~overlapscope.sim.calibrate.SimInputs` ->
+:class:`Calibration`; ``link``, ``contention``, ``facts`` and ``torch_fsdp`` its parts),
+``schedule`` (the engine's own schedule, ``engine/schedule.py``, recorded and replayed under a
+:class:`Scenario`), ``events`` (the replay as the analysis' event table: the analysis computes
+the predicted figures), ``predict`` (the facade: ``predict(run_dir, scenario)``), ``export``
+(the predicted timeline as a Kineto run directory). The source is an ``overlapscope run``
+directory or a torch FSDP1/FSDP2 trace directory. See docs/WHATIF.md.
 """
 
 from overlapscope.sim.calibrate import Calibration, LinkModel, Measured, calibrate

@@ -13,22 +13,27 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from overlapscope.analysis import analyze
+from overlapscope.analysis import RunAnalysis, analyze
 from overlapscope.errors import UserError
 from overlapscope.sim.calibrate import (
     TCP_EFFICIENCY,
     Calibration,
     LinkModel,
     Measured,
+    SimInputs,
     bus_factor,
     calibrate,
+    sim_inputs,
+    with_contention,
 )
+from overlapscope.sim.contention import fit_contention_across
+from overlapscope.sim.events import replay_metrics
 from overlapscope.sim.memory import predicted_peak
 from overlapscope.sim.schedule import (
     Collective,
@@ -36,13 +41,28 @@ from overlapscope.sim.schedule import (
     Replay,
     Scenario,
     build_program,
-    rank_metrics,
     replay,
 )
 from overlapscope.trace.loader import load_run
 from overlapscope.trace.names import Phase
 
 GBIT_BYTES_PER_US = 1e9 / 8 / 1e6  # 1 Gbit/s in bytes per µs
+# JSON names of the per-step means (one convention for per-step vs total figures)
+PER_STEP_NAMES = {
+    "step_time_us": "step_time_per_step_us",
+    "compute_us": "compute_per_step_us",
+    "comm_us": "comm_per_step_us",
+    "exposed_comm_us": "exposed_comm_per_step_us",
+    "nccl_wait_us": "nccl_wait_per_step_us",
+}
+PER_RANK_COLUMNS = (
+    "rank",
+    "step_time_us",
+    "compute_us",
+    "comm_us",
+    "exposed_comm_us",
+    "nccl_wait_us",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,36 +99,42 @@ class Prediction:
         return pd.DataFrame(rows)
 
     def to_json_dict(self) -> dict[str, Any]:
+        """The prediction as JSON. Times are per step (mean over the replayed steps and the
+        ranks: ``*_per_step_us``), peak memory the largest rank's."""
         c, s = self.calibration, self.scenario
+        per_rank = self.per_rank.rename(columns=PER_STEP_NAMES)
         return {
             "source": c.source,
+            "source_framework": c.framework,
             "scenario": {
                 "label": s.label,
                 "policy": s.policy.value,
                 "forward_prefetch": s.forward_prefetch,
+                "prefetch_depth": s.prefetch_depth,
                 "limit_all_gathers": s.limit_all_gathers,
                 "link_gbit": s.link_gbit,
                 "bandwidth_scale": s.bandwidth_scale,
             },
-            "step_time_us": self.step_time_us,
-            "exposed_comm_us": self.exposed_comm_us,
-            "nccl_wait_us": self.nccl_wait_us,
-            "peak_mem_bytes": self.peak_mem_bytes,
+            "step_time_per_step_us": self.step_time_us,
+            "exposed_comm_per_step_us": self.exposed_comm_us,
+            "nccl_wait_per_step_us": self.nccl_wait_us,
+            "peak_mem_bytes": self.peak_mem_bytes if c.measured.peak_mem_bytes else None,
             "max_alive_units": self.max_alive_units,
             "max_alive_in_backward": self.max_alive_in_backward,
             "deferred_prefetches": self.deferred_prefetches,
-            "per_rank": self.per_rank.to_dict(orient="records"),
+            "per_rank": per_rank.to_dict(orient="records"),
             "measured_source": {
                 "scenario": c.measured.scenario.label,
                 "link_gbit": c.measured.link_gbit,
-                "step_time_us": c.measured.step_time_us,
-                "exposed_comm_us": c.measured.exposed_comm_us,
-                "nccl_wait_us": c.measured.nccl_wait_us,
-                "peak_mem_bytes": c.measured.peak_mem_bytes,
+                "step_time_per_step_us": c.measured.step_time_us,
+                "exposed_comm_per_step_us": c.measured.exposed_comm_us,
+                "nccl_wait_per_step_us": c.measured.nccl_wait_us,
+                "peak_mem_bytes": c.measured.peak_mem_bytes or None,
             },
             "calibration": {
                 "contention": c.contention,
                 "peer_skew_us": c.peer_skew_us,
+                "blocking_collectives": c.step_model.blocking,
                 "links": {
                     k: {
                         "latency_us": v.latency_us,
@@ -206,10 +232,13 @@ def predict_from(
     calib: Calibration, scenario: Scenario, *, contention: float | None = None
 ) -> Prediction:
     """Replay the calibrated run's steps under ``scenario``, one replay per measured step
-    (that step's compute and transfer times), and average them."""
+    (that step's compute and transfer times), and average them. ``contention``: an α fitted
+    elsewhere (across runs: :func:`contention_across`) instead of the run's own."""
     program = build_program(calib.step_model, scenario)
     links = scaled_links(calib, scenario)
-    alpha = calib.contention if contention is None else contention
+    if contention is not None and contention != calib.contention:
+        calib = with_contention(calib, contention)  # base compute re-derived with this α
+    alpha = calib.contention
     samples = list(
         zip(calib.step_compute_us, calib.step_transfer_us, calib.step_lag_us, strict=True)
     ) or [({r: t.compute_us for r, t in calib.ranks.items()}, calib.transfer_us, {})]
@@ -224,8 +253,9 @@ def predict_from(
             for c in program.collectives
         ]
         replays.append(replay(program, ranks, transfer, alpha))
-    per_sample = pd.DataFrame([asdict(m) for rep in replays for m in rank_metrics(rep)])
-    per_rank = per_sample.groupby("rank", as_index=False).mean()
+    # the analysis' own figures of the replayed steps (sim/events.py), mean over steps
+    metrics = replay_metrics(replays, calib.world_size)[list(PER_RANK_COLUMNS)]
+    per_rank = metrics.groupby("rank", as_index=False).mean()
     mem = {r: _peak_mem(calib, program, r, b) for r, b in calib.mem_baseline_bytes.items()}
     per_rank["peak_mem_bytes"] = per_rank["rank"].map(mem).fillna(0).astype("int64")
     return Prediction(
@@ -245,28 +275,50 @@ def predict_from(
 
 
 def load_calibration(run_dir: str | Path) -> Calibration:
-    """Load, analyse and calibrate one overlapscope run directory."""
+    """Load, analyse and calibrate one run directory: an ``overlapscope run`` or the traces
+    of a torch FSDP1/FSDP2 run."""
     run_dir = Path(run_dir)
-    if not (run_dir / "run.json").is_file():
+    if (run_dir / "run.json").is_file():
+        try:
+            meta = json.loads((run_dir / "run.json").read_text())
+        except (OSError, ValueError) as e:
+            raise UserError(
+                f"{run_dir / 'run.json'}: unreadable ({e}); what-if needs a run that finished "
+                "writing it: run it again"
+            ) from None
+        if not isinstance(meta, dict):
+            raise UserError(f"{run_dir / 'run.json'}: not an overlapscope run manifest")
+        if "predicted" in meta:
+            raise UserError(
+                f"{run_dir}: this is a what-if prediction, not a measured run; "
+                "calibrate from the measured run it was predicted from"
+            )
+    elif run_dir.is_dir() and not any(p.suffix in (".json", ".gz") for p in run_dir.glob("*")):
         raise UserError(
-            f"{run_dir}: no run.json; what-if needs a run directory written by `overlapscope run`"
-        )
-    try:
-        meta = json.loads((run_dir / "run.json").read_text())
-    except (OSError, ValueError) as e:
-        raise UserError(
-            f"{run_dir / 'run.json'}: unreadable ({e}); what-if needs a run that finished "
-            "writing it: run it again"
-        ) from None
-    if not isinstance(meta, dict):
-        raise UserError(f"{run_dir / 'run.json'}: not an overlapscope run manifest")
-    if "predicted" in meta:
-        raise UserError(
-            f"{run_dir}: this is a what-if prediction, not a measured run; "
-            "calibrate from the measured run it was predicted from"
+            f"{run_dir}: no run.json and no traces; what-if needs a run directory written by "
+            "`overlapscope run` or the trace directory of a torch FSDP run"
         )
     traces = load_run(run_dir, progress=False)
-    return calibrate(traces, analyze(traces))
+    return calibrate_loaded(analyze(traces), sim_inputs(traces))
+
+
+def calibrate_loaded(analysis: RunAnalysis, inputs: SimInputs) -> Calibration:
+    """Calibrate from a run's analysis and :class:`SimInputs` (the dashboard passes its cached
+    ones: the run is parsed once); errors name the run directory."""
+    try:
+        return calibrate(analysis, inputs)
+    except UserError as e:
+        msg = str(e)
+        where = inputs.source or "run"
+        raise UserError(msg if msg.startswith(where) else f"{where}: {msg}") from None
+
+
+def contention_across(calibs: list[Calibration]) -> float:
+    """The compute slow-down from communication fitted across runs of one workload (their
+    busy fractions differ where one run's do not: overlapscope/sim/contention.py)."""
+    if not calibs:
+        return 0.0
+    return fit_contention_across([c.compute_rows for c in calibs], calibs[0].unit_full_bytes)
 
 
 def predict(

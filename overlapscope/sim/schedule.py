@@ -2,10 +2,10 @@
 
 Two stages, mirroring how the engine (``overlapscope/engine/sharded.py``) works:
 
-1. :func:`build_program` runs the engine's hook logic *symbolically* (issue on demand,
-   prefetch points of each policy, forward prefetch, the rate limiter's deferral, reshard
-   after forward/backward, reduce-scatter waits at the end of backward) and writes the
-   training thread's program: ``COMPUTE``, ``ISSUE k`` and ``WAIT k`` ops, plus the list of
+1. :func:`build_program` runs the engine's own schedule (``engine/schedule.py``: issue on
+   demand, prefetch points of each policy, forward prefetch, the rate limiter's deferral,
+   reshard after forward/backward, reduce-scatter waits at the end of backward) hook by hook
+   and records the training thread's program: ``COMPUTE``, ``ISSUE k`` and ``WAIT k`` ops, plus the list of
    collectives in issue order. Which prefetch is held back depends only on the order of
    issues and frees on the thread, never on timing, so the program is the same on every
    rank and is built once. It also counts alive full-parameter units (peak memory).
@@ -35,17 +35,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from overlapscope.engine.config import Policy
+from overlapscope.engine.schedule import Act, Action, Schedule
 from overlapscope.trace.names import OPTIM_UNIT, ROOT_UNIT, Phase
 
 ROOT = ROOT_UNIT
-
-
-class Policy(enum.Enum):
-    """The engine's backward prefetch policy (same values as ``engine.config.Policy``)."""
-
-    NONE = "none"
-    BACKWARD_POST = "backward_post"
-    BACKWARD_PRE = "backward_pre"
 
 
 class OpKind(enum.Enum):
@@ -63,6 +57,7 @@ class Scenario:
     limit_all_gathers: int | None = None
     bandwidth_scale: float = 1.0  # multiplies every link's bus bandwidth
     link_gbit: float | None = None  # a shaped link of this rate (None: the measured network)
+    prefetch_depth: int = 1  # units prefetched ahead in backward (torch FSDP2's explicit list)
 
     def __post_init__(self) -> None:
         if self.limit_all_gathers is not None and self.limit_all_gathers < 1:
@@ -71,12 +66,16 @@ class Scenario:
             raise ValueError(f"bandwidth_scale {self.bandwidth_scale} must be > 0 and finite")
         if self.link_gbit is not None and not 0 < self.link_gbit < math.inf:
             raise ValueError(f"link_gbit {self.link_gbit} must be > 0 and finite")
+        if self.prefetch_depth < 1:
+            raise ValueError(f"prefetch_depth {self.prefetch_depth} must be >= 1")
         if self.link_gbit is not None and self.bandwidth_scale != 1.0:
             raise ValueError("give link_gbit or bandwidth_scale, not both")
 
     @property
     def label(self) -> str:
         s = self.policy.value
+        if self.prefetch_depth != 1:
+            s += f"+depth={self.prefetch_depth}"
         if self.limit_all_gathers is not None:
             s += f"+limit={self.limit_all_gathers}"
         if self.forward_prefetch:
@@ -129,169 +128,124 @@ class StepModel:
     ag_bytes: dict[str, int]  # gathered bytes per unit (root included)
     reduce_bytes: dict[str, int]  # gradient reduction bytes per unit (root included)
     reduce_kind: str = "reduce_scatter"
+    # every collective blocks its issuing thread until done (torch FSDP on CPU: gloo's
+    # collectives return when finished); the engine's are asynchronous on CPU and GPU
+    blocking: bool = False
+
+    @property
+    def root_is_empty(self) -> bool:
+        """No parameters outside the units (torch FSDP's root often has none)."""
+        return not self.ag_bytes.get(ROOT, 0) and not self.reduce_bytes.get(ROOT, 0)
 
 
-class _SymbolicEngine:
-    """The engine's schedule logic (``ShardedModel`` hooks) without tensors or time."""
+class _Recorder:
+    """Turns the shared schedule's actions (engine/schedule.py) into the training thread's
+    ops, numbering collectives in issue order and counting alive full units per window."""
 
     def __init__(self, model: StepModel, scenario: Scenario) -> None:
         self.m = model
-        self.s = scenario
+        self.sched = Schedule(
+            policy=scenario.policy,
+            forward_prefetch=scenario.forward_prefetch,
+            limit_all_gathers=scenario.limit_all_gathers,
+            order=(ROOT, *model.units),  # steady state: the forward order is known
+            empty=frozenset({ROOT}) if model.root_is_empty else frozenset(),
+            prefetch_depth=scenario.prefetch_depth,
+        )
         self.ops: list[Op] = []
         self.colls: list[Collective] = []
-        self.pending_ag: dict[str, int] = {}
-        self.gathered: set[str] = set()
-        self.alive: set[str] = set()
-        self.deferred: tuple[str, Phase] | None = None
-        self.in_backward = False
-        self.max_alive = 0
-        self.max_alive_bwd = 0
+        self.pending: dict[tuple[str, Phase], int] = {}  # (unit, ag|rs) -> collective index
+        self.alive = 0  # full units alive: gathered or in flight (root not counted)
         self.max_mem_bwd = 0
-        self.num_deferred = 0
-        self.pending_rs: dict[str, int] = {}
         self.windows: list[tuple[tuple[Phase, str, int], int]] = []
 
-    # -- helpers (same names as in sharded.py)
-    def note_alive(self) -> None:
-        self.max_alive = max(self.max_alive, len(self.alive))
+    def _note(self) -> None:
         if self.windows:
             key, most = self.windows[-1]
-            self.windows[-1] = (key, max(most, len(self.alive)))
-        if self.in_backward:
-            self.max_alive_bwd = max(self.max_alive_bwd, len(self.alive))
+            self.windows[-1] = (key, max(most, self.alive))
+
+    def _issue(self, kind: str, unit: str, phase: Phase, nbytes: int, slot: Phase) -> None:
+        k = len(self.colls)
+        self.colls.append(Collective(k, kind, unit, phase, nbytes))
+        self.ops.append(Op(OpKind.ISSUE, phase, unit, collective=k))
+        self.pending[(unit, slot)] = k
+        if self.m.blocking:
+            self._wait(unit, slot)  # the call returns when the collective is done
+
+    def _wait(self, unit: str, slot: Phase) -> None:
+        k = self.pending.pop((unit, slot), None)
+        if k is not None:  # (blocking collectives: waited at issue already)
+            self.ops.append(Op(OpKind.WAIT, self.colls[k].phase.wait, unit, collective=k))
+
+    def record(self, actions: list[Action]) -> None:
+        for a in actions:
+            match a.act:
+                case Act.ISSUE | Act.PREFETCH:
+                    self._issue(
+                        "all_gather", a.unit, a.phase, self.m.ag_bytes[a.unit], Phase.AG_FWD
+                    )
+                    self.alive += a.unit != ROOT
+                case Act.WAIT:
+                    self._wait(a.unit, Phase.AG_FWD)
+                case Act.FREE:
+                    self.alive -= a.unit != ROOT
+                case Act.REDUCE:
+                    nbytes = self.m.reduce_bytes[a.unit]
+                    self._issue(self.m.reduce_kind, a.unit, Phase.RS, nbytes, Phase.RS)
+                case Act.WAIT_REDUCE:
+                    self._wait(a.unit, Phase.RS)
+                case _:
+                    raise ValueError(f"unhandled action {a.act!r}")
+            self._note()
 
     def compute(self, phase: Phase, unit: str, piece: int = 0) -> None:
         if phase is Phase.BWD:
             # memory held during this compute: the gathered units (an all-gather in flight
             # already holds its unit's full buffer: the engine's ring receives into it)
-            self.max_mem_bwd = max(self.max_mem_bwd, len(self.alive))
+            self.max_mem_bwd = max(self.max_mem_bwd, self.alive)
         self.ops.append(Op(OpKind.COMPUTE, phase, unit, piece))
-        self.windows.append(((phase, unit, piece), len(self.alive)))
-
-    def issue(self, kind: str, unit: str, phase: Phase, nbytes: int) -> int:
-        k = len(self.colls)
-        self.colls.append(Collective(k, kind, unit, phase, nbytes))
-        self.ops.append(Op(OpKind.ISSUE, phase, unit, collective=k))
-        return k
-
-    def needs_gather(self, u: str) -> bool:
-        return u not in self.pending_ag and u not in self.gathered
-
-    def issue_all_gather(self, u: str, phase: Phase) -> None:
-        self.pending_ag[u] = self.issue("all_gather", u, phase, self.m.ag_bytes[u])  # ISSUE AG
-        self.gathered.add(u)
-        if self.deferred is not None and self.deferred[0] == u:
-            self.deferred = None
-        if u != ROOT:
-            self.alive.add(u)
-            self.note_alive()
-
-    def ensure_gathered(self, u: str, phase: Phase) -> None:
-        if self.needs_gather(u):
-            self.issue_all_gather(u, phase)
-
-    def wait_all_gather(self, u: str) -> None:
-        k = self.pending_ag.pop(u, None)
-        if k is not None:
-            self.ops.append(Op(OpKind.WAIT, self.colls[k].phase.wait, u, collective=k))
-
-    def prefetch(self, u: str | None, phase: Phase) -> None:
-        if u is None or not self.needs_gather(u):
-            return
-        limit = self.s.limit_all_gathers
-        if limit is not None and u != ROOT and len(self.alive) >= limit:
-            self.deferred = (u, phase)  # held back; free() issues it (CPU limiter)
-            self.num_deferred += 1
-            return
-        self.issue_all_gather(u, phase)
-
-    def free(self, u: str) -> None:
-        self.gathered.discard(u)
-        self.alive.discard(u)
-        self.note_alive()
-        if self.deferred is not None:
-            d, phase = self.deferred
-            self.deferred = None
-            self.prefetch(d, phase)
-
-    def next_forward(self, u: str) -> str | None:
-        order = [ROOT, *self.m.units]
-        i = order.index(u)
-        return order[i + 1] if i + 1 < len(order) else None
-
-    def next_backward(self, u: str) -> str | None:
-        order = [ROOT, *reversed(self.m.units)]
-        i = order.index(u)
-        return order[i + 1] if i + 1 < len(order) else None
-
-    # -- the step, phase by phase
-    def pre_forward(self, u: str) -> None:
-        self.ensure_gathered(u, Phase.AG_FWD)  # ISSUE on demand
-        if self.s.forward_prefetch:
-            self.prefetch(self.next_forward(u), Phase.AG_FWD)  # PREFETCH next unit
-        self.wait_all_gather(u)  # WAIT: parameters needed now
-
-    def pre_backward(self, u: str) -> None:
-        if u == ROOT:
-            self.in_backward = True
-        self.ensure_gathered(u, Phase.AG_BWD)
-        if self.s.policy is Policy.BACKWARD_PRE:
-            self.prefetch(self.next_backward(u), Phase.AG_BWD)  # PREFETCH before compute
-        self.wait_all_gather(u)
-        self.note_alive()
-
-    def post_backward(self, u: str) -> None:
-        if u != ROOT:
-            self.free(u)  # reshard after backward
-            if self.s.policy is Policy.BACKWARD_POST:
-                self.prefetch(self.next_backward(u), Phase.AG_BWD)  # PREFETCH after compute
-        k = self.issue(self.m.reduce_kind, u, Phase.RS, self.m.reduce_bytes[u])  # ISSUE RS
-        self.pending_rs[u] = k
-        if u == ROOT:
-            self.free(u)
+        self.windows.append(((phase, unit, piece), self.alive))
 
     def step(self) -> Program:
-        units = self.m.units
+        s, units = self.sched, self.m.units
         # Forward: root first, then every unit; the root's own compute runs in pieces
         # between the units (embedding before, head + loss after).
-        self.pre_forward(ROOT)
+        self.record(s.pre_forward(ROOT))
         self.compute(Phase.FWD, ROOT, 0)
         for i, u in enumerate(units):
-            self.pre_forward(u)
+            self.record(s.pre_forward(u))
             self.compute(Phase.FWD, u)
-            self.free(u)  # reshard after forward
+            self.record(s.post_forward(u))
             self.compute(Phase.FWD, ROOT, i + 1)
-        self.deferred = None  # forward over: a held-back forward prefetch is moot
+        self.record(s.post_forward(ROOT))
         # Backward: root (head gradient), then units in reverse order.
-        self.pre_backward(ROOT)
+        self.record(s.pre_backward(ROOT))
         self.compute(Phase.BWD, ROOT, 0)
         for i, u in enumerate(reversed(units)):
-            self.pre_backward(u)
+            self.record(s.pre_backward(u))
             self.compute(Phase.BWD, u)
-            self.post_backward(u)
+            self.record(s.post_backward(u))
             self.compute(Phase.BWD, ROOT, i + 1)
-        self.post_backward(ROOT)
+        self.record(s.post_backward(ROOT))
         # End of backward: wait for every reduction in issue order, then the optimizer.
-        for u in [*reversed(units), ROOT]:
-            k = self.pending_rs.pop(u)
-            self.ops.append(Op(OpKind.WAIT, Phase.RS_WAIT, u, collective=k))
-        self.in_backward = False
-        self.deferred = None
+        self.record(s.finish_backward())
         self.compute(Phase.OPTIM, OPTIM_UNIT)
+        st = s.stats
         return Program(
             tuple(self.ops),
             tuple(self.colls),
-            self.max_alive,
-            self.max_alive_bwd,
-            self.num_deferred,
+            st.max_alive_units,
+            st.max_alive_in_backward,
+            st.deferred_prefetches,
             self.max_mem_bwd,
             tuple(self.windows),
         )
 
 
 def build_program(model: StepModel, scenario: Scenario) -> Program:
-    """The training thread's ops for one step of ``model`` under ``scenario``."""
-    return _SymbolicEngine(model, scenario).step()
+    """The training thread's ops for one step of ``model`` under ``scenario``: the shared
+    schedule's actions (engine/schedule.py), recorded."""
+    return _Recorder(model, scenario).step()
 
 
 # --------------------------------------------------------------------------- replay
@@ -425,67 +379,3 @@ def replay(
         if not progressed:
             raise AssertionError("replay deadlocked: ranks wait on collectives never issued")
     return Replay(program, tuple(out), dict(now), tuple(start), tuple(end))
-
-
-# --------------------------------------------------------------------------- metrics
-
-
-def _union(iv: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
-    merged: list[tuple[float, float]] = []
-    for s, e in sorted(iv):
-        if e <= s:
-            continue
-        if merged and s <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], e))
-        else:
-            merged.append((s, e))
-    return merged
-
-
-def _length(iv: Sequence[tuple[float, float]]) -> float:
-    return float(sum(e - s for s, e in iv))
-
-
-def _minus(a: Sequence[tuple[float, float]], b: Sequence[tuple[float, float]]) -> float:
-    """Length of union(a) minus union(b)."""
-    ua, ub = _union(a), _union(b)
-    total = _length(ua)
-    j = 0
-    for s, e in ua:
-        while j < len(ub) and ub[j][1] <= s:
-            j += 1
-        k = j
-        while k < len(ub) and ub[k][0] < e:
-            total -= min(e, ub[k][1]) - max(s, ub[k][0])
-            k += 1
-    return total
-
-
-@dataclass(frozen=True, slots=True)
-class RankMetrics:
-    rank: int
-    step_time_us: float
-    compute_us: float
-    comm_us: float
-    exposed_comm_us: float
-    nccl_wait_us: float
-
-
-def rank_metrics(rep: Replay) -> list[RankMetrics]:
-    """Per-rank figures with the analysis' definitions (docs/ANALYSIS.md)."""
-    out = []
-    for r in sorted(rep.step_time_us):
-        comp = [(i.start_us, i.end_us) for i in rep.lane(r, "compute")]
-        comm = [(i.start_us, i.end_us) for i in rep.lane(r, "comm")]
-        wait = [(i.start_us, i.end_us) for i in rep.lane(r, "wait")]
-        out.append(
-            RankMetrics(
-                rank=r,
-                step_time_us=rep.step_time_us[r],
-                compute_us=_length(_union(comp)),
-                comm_us=_length(_union(comm)),
-                exposed_comm_us=_minus(comm, comp),
-                nccl_wait_us=_length(_union(wait)),
-            )
-        )
-    return out

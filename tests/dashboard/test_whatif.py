@@ -8,6 +8,7 @@ within 5% of its measured step time, as tests/sim asserts on a fresh run).
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import re
@@ -35,8 +36,8 @@ from dashboards.whatif import (
     scenario_mismatch,
 )
 from overlapscope.sim import Policy, Scenario, predict_from
+from overlapscope.sim.events import replay_metrics
 from overlapscope.sim.export import write_predicted_run
-from overlapscope.sim.schedule import rank_metrics
 
 SELF_REPLAY_TOLERANCE = 0.05
 
@@ -251,7 +252,7 @@ def test_predicted_tables_hold_one_step_per_rank_in_the_analysis_schema(
         timeline.loc[timeline["lane"] != "comm", "bytes"] == 0
     ).all()
     # The exposed intervals add up to the replay's exposed communication, rank by rank.
-    for m in rank_metrics(rep):
+    for m in replay_metrics([rep], len(rep.step_time_us)).itertuples():
         mine = exposed[exposed["rank"] == m.rank]
         assert mine["end_us"].max() <= rep.step_time_us[m.rank] + 1e-6
         assert mine["dur_us"].sum() == pytest.approx(m.exposed_comm_us, rel=1e-9, abs=1e-6)
@@ -384,13 +385,14 @@ def test_runs_that_cannot_be_calibrated_say_why(
     # A bare profiler trace (no overlapscope run.json), and a what-if prediction.
     bare = tmp_path / "bare"
     bare.mkdir()
-    shutil.copy(next(sample_run_dir.glob("rank-0.*.json.gz")), bare)
+    for trace in sample_run_dir.glob("rank-*.json.gz"):
+        shutil.copy(trace, bare)
     calib = registry.calibration(_by_policy(sample_runs, "none").key)
     write_predicted_run(predict_from(calib, Scenario(Policy.BACKWARD_PRE)), tmp_path / "pred")
     runs = discover_runs([bare, tmp_path / "pred"])
     local = RunRegistry([*sample_runs, *runs], use_disk_cache=False)
     for key, needle in [
-        ("bare", "no run.json; what-if needs a run directory written by `overlapscope run`"),
+        ("bare", "neither an overlapscope run (no run.json) nor a torch FSDP trace"),
         ("pred", "pred is a what-if prediction (from none), not a measurement"),
     ]:
         with pytest.raises(CalibrationError, match=re.escape(needle)):
@@ -416,3 +418,34 @@ def test_calibration_is_cached_until_the_run_changes(sample_run_dir: Path, tmp_p
     for _ in range(2):
         with pytest.raises(CalibrationError, match=r"no run\.json"):
             registry.calibration("run")
+
+
+def test_a_run_is_parsed_once_for_its_analysis_and_its_calibration(
+    sample_run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The calibration takes the registry's (cached) analysis: the traces are loaded once
+    # whichever the page asks for first.
+    from dashboards import data as data_module
+
+    sim_predict = importlib.import_module("overlapscope.sim.predict")
+
+    loads: list[Path] = []
+    real = data_module.load_run
+
+    def counting(path: Path, **kw: Any) -> Any:
+        loads.append(path)
+        return real(path, **kw)
+
+    monkeypatch.setattr(data_module, "load_run", counting)
+    monkeypatch.setattr(sim_predict, "load_run", counting)  # the what-if's own loader
+    for first in ("calibration", "load"):
+        loads.clear()
+        registry = RunRegistry(discover_runs([sample_run_dir]), use_disk_cache=False)
+        key = registry.sources[0].key
+        if first == "calibration":
+            registry.calibration(key)
+            registry.load(key)
+        else:
+            registry.load(key)
+            registry.calibration(key)
+        assert len(loads) == 1, first

