@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from overlapscope.analysis.bound import bound_summary, bound_table
-from overlapscope.analysis.clocks import align_run
+from overlapscope.analysis.clocks import align_run, shared_host
 from overlapscope.analysis.collectives import collective_tables
 from overlapscope.analysis.critical_path import CriticalPath, critical_path
 from overlapscope.analysis.findings import Finding, find
@@ -77,6 +77,7 @@ class RunAnalysis:
     hta: HtaReport | None = None
     clocks: pd.DataFrame | None = None  # per-rank clock offsets (analysis/clocks.py)
     clocks_applied: bool = False
+    clocks_shared_host: str | None = None  # every rank on this host: one clock (clocks.py)
     path: CriticalPath | None = None  # critical path per step (analysis/critical_path.py)
 
     def exposed_intervals(self, rank: int) -> pd.DataFrame:
@@ -110,7 +111,9 @@ class RunAnalysis:
             "findings": [f.to_dict() for f in self.findings],
             "hta": (self.hta or HtaReport(_hta_default(s.has_gpu))).to_dict(),
             "warnings": list(self.warnings),
-            **clocks_path_json(self.clocks, self.clocks_applied, self.path),
+            **clocks_path_json(
+                self.clocks, self.clocks_applied, self.path, self.clocks_shared_host
+            ),
         }
 
 
@@ -137,6 +140,7 @@ def analyze(
     clock first (analysis/clocks.py)."""
     if hta_rounding:
         run = round_like_hta(run)
+    host = shared_host(run.run_meta)
     run, clocks = align_run(run, align_clocks)
     path = critical_path(run.events)
     counted = counted_mask(run)
@@ -175,6 +179,7 @@ def analyze(
         warnings=run.warnings,
         clocks=clocks,
         clocks_applied=align_clocks,
+        clocks_shared_host=host,
         path=path,
     )
     if hta:

@@ -30,6 +30,7 @@ warning line. The reference is the rank that matches the most collectives (ties:
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -58,6 +59,8 @@ MIN_DRIFT_SPAN_US = 100_000.0
 MAX_DRIFT_PPM = 1000.0
 MIN_DRIFT_COLLECTIVES = 10
 MIN_DRIFT_EFFECT_US = 20.0
+# Ranks on one host share a clock; below this, an estimated offset there is end-time noise.
+SHARED_HOST_MIN_OFFSET_US = 5_000.0
 DRIFT_SIGNIFICANCE = 3.0
 # ... and only when the line at least halves the spread of the ends around it: a change of
 # regime in the noise (one phase of the run descheduled more) tilts a line without fitting it.
@@ -222,9 +225,12 @@ def offset_at(offsets: pd.DataFrame, rank: npt.ArrayLike, ts_us: npt.ArrayLike) 
     return np.where(hit, a + b * (ts - c), 0.0)
 
 
-def align(events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, ...]]:
+def align(
+    events: pd.DataFrame, min_offset_us: float = 0.0
+) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, ...]]:
     """``(events on the reference rank's clock, offsets table, warnings)``. Pure: ``events``
-    is not changed. A rank without enough matched collectives keeps its clock (one warning)."""
+    is not changed. A rank without enough matched collectives keeps its clock (one warning);
+    so does one whose offset is under ``min_offset_us`` (no warning: that is noise)."""
     offsets = estimate_offsets(events)
     warnings = tuple(
         f"rank {r.rank}: clock not aligned: {r.num_collectives} collectives matched with rank "
@@ -232,6 +238,10 @@ def align(events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, 
         for r in offsets.itertuples(index=False)
         if not r.aligned and r.rank != r.reference_rank and len(offsets) > 1
     )
+    if min_offset_us > 0:
+        offsets = offsets.assign(
+            aligned=offsets["aligned"] & (offsets["offset_us"].abs() >= min_offset_us)
+        )
     shift = offset_at(offsets, events["rank"].to_numpy(), events["ts_us"].to_numpy())
     if not np.any(shift):
         return events, offsets, warnings
@@ -242,10 +252,32 @@ def align(events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, 
     return aligned, offsets, warnings
 
 
+def shared_host(run_meta: dict[str, Any] | None) -> str | None:
+    """The host every rank ran on, where the run's manifest says they all ran on one (then
+    they read one clock and there is nothing to align); None where unknown or several.
+
+    ``hosts`` (one name per rank) is written by ``overlapscope run``; a manifest without it,
+    from before, has the launching ``host`` only, and ``overlapscope run`` launched every rank
+    there (multi-node runs were started by hand with ``--dry-run``'s command)."""
+    if not run_meta or run_meta.get("tool") != "overlapscope":
+        return None
+    hosts = run_meta.get("hosts")
+    if isinstance(hosts, list) and hosts and all(isinstance(h, str) for h in hosts):
+        return hosts[0] if len(set(hosts)) == 1 else None
+    host = run_meta.get("host")
+    return host if hosts is None and isinstance(host, str) and host else None
+
+
 def align_run(run: RunTraces, enabled: bool = True) -> tuple[RunTraces, pd.DataFrame]:
     """The run on aligned clocks (``enabled=False``: as recorded) and the offsets table
-    (estimated either way; its warnings are added to the run's only when applied)."""
-    events, offsets, warnings = align(run.events)
+    (estimated either way; its warnings are added to the run's only when applied).
+
+    On one host (:func:`shared_host`) the ranks read one clock: an estimate there measures the
+    collectives' own end-time noise (measured up to 2.8 ms on this project's busy 2-core
+    machine), so only offsets of :data:`SHARED_HOST_MIN_OFFSET_US` or more, which no shared
+    clock shows, are applied (a trace whose timestamps were shifted after the run)."""
+    floor = SHARED_HOST_MIN_OFFSET_US if shared_host(run.run_meta) is not None else 0.0
+    events, offsets, warnings = align(run.events, floor)
     if not enabled:
         return run, offsets.assign(aligned=False)
     return dataclasses.replace(run, events=events, warnings=run.warnings + warnings), offsets

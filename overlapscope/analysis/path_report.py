@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from overlapscope.analysis.clocks import SHARED_HOST_MIN_OFFSET_US
 from overlapscope.analysis.critical_path import SHORTEN, CriticalPath
 from overlapscope.analysis.findings import Finding, FindingKind
 
@@ -53,16 +54,23 @@ def path_groups(path: CriticalPath) -> pd.DataFrame:
     return out.sort_values("dur_us_per_step", ascending=False, ignore_index=True)
 
 
-def clock_lines(offsets: pd.DataFrame, applied: bool) -> list[str]:
+def clock_lines(offsets: pd.DataFrame, applied: bool, shared_host: str | None = None) -> list[str]:
     if len(offsets) < 2:
         return []
     ref = int(offsets["reference_rank"].iloc[0])
-    head = (
-        f"clocks: aligned on rank {ref}'s clock from the ends of matched collectives "
-        "(--no-align turns it off)"
-        if applied
-        else f"clocks: not aligned (--no-align); estimated offsets against rank {ref}:"
-    )
+    if not applied:
+        head = f"clocks: not aligned (--no-align); estimated offsets against rank {ref}:"
+    elif shared_host is not None:
+        head = (
+            f"clocks: every rank ran on one host ({shared_host}, run.json) and reads one clock:"
+            f" offsets against rank {ref} under {SHARED_HOST_MIN_OFFSET_US / 1e3:g} ms are the "
+            "collectives' end-time noise and are not applied"
+        )
+    else:
+        head = (
+            f"clocks: aligned on rank {ref}'s clock from the ends of matched collectives "
+            "(--no-align turns it off)"
+        )
     lines = [head]
     for r in offsets[offsets["rank"] != ref].itertuples(index=False):
         if np.isnan(r.offset_us):
@@ -71,7 +79,7 @@ def clock_lines(offsets: pd.DataFrame, applied: bool) -> list[str]:
         lines.append(
             f"  rank {r.rank}: offset {r.offset_us:+,.1f} µs ± {r.stderr_us:,.1f} "
             f"(spread {r.spread_us:,.1f} µs over {r.num_collectives} collectives), "
-            f"drift {r.drift_ppm:+.2f} ppm"
+            f"drift {r.drift_ppm:+.2f} ppm{'' if r.aligned or not applied else ', not applied'}"
         )
     return lines
 
@@ -114,8 +122,13 @@ def path_paragraph(path: CriticalPath) -> str:
     return text
 
 
-def report_text(offsets: pd.DataFrame | None, applied: bool, path: CriticalPath | None) -> str:
-    lines = clock_lines(offsets, applied) if offsets is not None else []
+def report_text(
+    offsets: pd.DataFrame | None,
+    applied: bool,
+    path: CriticalPath | None,
+    shared_host: str | None = None,
+) -> str:
+    lines = clock_lines(offsets, applied, shared_host) if offsets is not None else []
     para = path_paragraph(path) if path is not None else ""
     if para:
         lines.append(para)
@@ -123,12 +136,16 @@ def report_text(offsets: pd.DataFrame | None, applied: bool, path: CriticalPath 
 
 
 def to_json(
-    offsets: pd.DataFrame | None, applied: bool, path: CriticalPath | None
+    offsets: pd.DataFrame | None,
+    applied: bool,
+    path: CriticalPath | None,
+    shared_host: str | None = None,
 ) -> dict[str, Any]:
     """The ``clocks`` and ``critical_path`` sections of the JSON report (docs/ANALYSIS.md)."""
     return {
         "clocks": {
             "applied": applied,
+            "shared_host": shared_host,
             "offsets": [] if offsets is None else _records(offsets),
         },
         "critical_path": {

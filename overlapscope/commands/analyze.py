@@ -125,7 +125,9 @@ def run(args: argparse.Namespace) -> int:
         write_csv(result, args.csv)
     if args.markdown:
         write_file(args.markdown, markdown(result), "--markdown")
-    report = text(result) + report_text(result.clocks, result.clocks_applied, result.path)
+    report = text(result) + report_text(
+        result.clocks, result.clocks_applied, result.path, result.clocks_shared_host
+    )
     # With --json - the report goes to stderr so stdout stays valid JSON.
     (sys.stderr if to_stdout else sys.stdout).write(report)
     return 0

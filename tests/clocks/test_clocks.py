@@ -25,7 +25,7 @@ from overlapscope.analysis.clocks import (
     offset_at,
 )
 from overlapscope.trace.loader import RunTraces, load_run
-from tests.clocks.conftest import inject
+from tests.clocks.conftest import inject, on_separate_hosts
 from tests.conftest import REPO
 
 SAMPLES = REPO / "traces"
@@ -34,8 +34,8 @@ SAMPLES = REPO / "traces"
 @functools.cache
 def sample(name: str) -> RunTraces:
     """A shipped run, loaded once (the tests never change it: RunTraces is frozen and the
-    analysis is pure)."""
-    return load_run(SAMPLES / name)
+    analysis is pure), as if each rank had its own host, so its clock is aligned."""
+    return on_separate_hosts(load_run(SAMPLES / name))
 
 
 def tolerance(injected: np.ndarray) -> np.ndarray:
@@ -136,7 +136,7 @@ def test_undetectable_drift_moves_only_collectives_within_its_error() -> None:
 
 
 def test_four_ranks_recover_each_rank(four_rank_run: Path) -> None:
-    base = load_run(four_rank_run)
+    base = on_separate_hosts(load_run(four_rank_run))
     shifts = {1: (50.0, 0.0), 2: (-3000.0, 0.0), 3: (20000.0, 30.0)}
     moved = inject(base, shifts)
     for rank, (offset_us, ppm) in shifts.items():

@@ -17,14 +17,15 @@ from dashboards.data import discover_runs
 from dashboards.figures import step_panel, timeline_figure
 from overlapscope.analysis.api import analyze
 from overlapscope.trace.loader import load_run
-from tests.clocks.test_cli import shifted_copy
+from tests.clocks.conftest import on_separate_hosts
+from tests.clocks.test_cli import TWO_HOSTS, shifted_copy
 from tests.conftest import REPO
 
 SHIFT_US = 20000.0
 
 
 def test_raw_tables_undo_the_alignment() -> None:
-    base = analyze(load_run(REPO / "traces" / "backward_pre"))
+    base = analyze(on_separate_hosts(load_run(REPO / "traces" / "backward_pre")))
     raw_timeline, _ = raw_tables(base)
     offset = float(base.clocks.set_index("rank").loc[1, "offset_us"])  # type: ignore[union-attr]
     r1 = (base.timeline["rank"] == 1).to_numpy()
@@ -33,7 +34,7 @@ def test_raw_tables_undo_the_alignment() -> None:
 
 
 def test_path_is_drawn_across_ranks() -> None:
-    a = analyze(load_run(REPO / "traces" / "backward_pre"))
+    a = analyze(on_separate_hosts(load_run(REPO / "traces" / "backward_pre")))
     panel = step_panel("x", a.timeline, a.exposed, a.steps, 2)
     links = panel_path(a, panel.timeline, ClockMode.ALIGNED)
     fig = add_paths(timeline_figure([panel]), [(1, links, panel.origin_us)])
@@ -73,7 +74,7 @@ def test_timeline_draws_path_and_toggles_clocks(dash_duo: Any, tmp_path: Path, m
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
         pytest.skip("chromium/chromedriver not installed (run scripts/setup.sh)")
     monkeypatch.setenv("OVERLAPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
-    run = shifted_copy(tmp_path, 1, SHIFT_US)
+    run = shifted_copy(tmp_path, 1, SHIFT_US, TWO_HOSTS)
     dash_duo.start_server(create_app(discover_runs([run])))
     dash_duo.find_element(f"#tab-{ids.TAB_TIMELINE}").click()
     dash_duo.wait_for_element(f"#{ids.TIMELINE_GRAPH} .main-svg", timeout=30)
