@@ -72,3 +72,27 @@ def make_runs(base: Path, common: list[str], variants: dict[str, list[str]]) -> 
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+def _torch_fsdp_run(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real torch FSDP run (2 gloo ranks, tests/trace/torch_fsdp_run.py), in a subprocess."""
+    import subprocess
+
+    out = tmp_path_factory.mktemp(kind)
+    script = REPO / "tests" / "trace" / "torch_fsdp_run.py"
+    subprocess.run(
+        [sys.executable, str(script), kind, str(out)], check=True, capture_output=True, timeout=300
+    )
+    return out
+
+
+@pytest.fixture(scope="session")
+def fsdp2_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One real torch FSDP2 CPU run for the whole session (analysis, what-if, clocks)."""
+    return _torch_fsdp_run("fsdp2", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def fsdp1_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One real torch FSDP1 CPU run for the whole session."""
+    return _torch_fsdp_run("fsdp1", tmp_path_factory)

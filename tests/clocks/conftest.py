@@ -18,7 +18,6 @@ from overlapscope.trace.loader import RunTraces
 from overlapscope.trace.schema import EVENT_COLUMNS
 
 TESTS = Path(__file__).resolve().parents[1]
-FSDP_SCRIPT = TESTS / "trace" / "torch_fsdp_run.py"
 TINY_4_RANKS = [
     "--nproc",
     "4",
@@ -42,15 +41,6 @@ def four_rank_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cmd = [sys.executable, "-m", "overlapscope", "run", *TINY_4_RANKS, "--out", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    return out
-
-
-@pytest.fixture(scope="session")
-def fsdp2_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny real torch FSDP2 run (2 gloo ranks, one host)."""
-    out = tmp_path_factory.mktemp("clocks") / "fsdp2"
-    cmd = [sys.executable, str(FSDP_SCRIPT), "fsdp2", str(out)]
-    subprocess.run(cmd, check=True, capture_output=True, timeout=240)
     return out
 
 

@@ -7,14 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.trace.torch_fsdp_run import make_traces
-
 
 @pytest.fixture(scope="session")
-def torch_fsdp_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    base = tmp_path_factory.mktemp("torch-fsdp")
-    out = {}
-    for kind in ("fsdp1", "fsdp2"):
-        make_traces(kind, base / kind)
-        out[kind] = base / kind
-    return out
+def torch_fsdp_runs(fsdp1_run: Path, fsdp2_run: Path) -> dict[str, Path]:
+    """The session's torch FSDP runs (tests/conftest.py), by kind."""
+    return {"fsdp1": fsdp1_run, "fsdp2": fsdp2_run}
