@@ -168,6 +168,10 @@ def _parse_one(path: Path, world_hint: int) -> _Parsed | TraceFileError:
     return _Parsed(light, table)
 
 
+# (files, world hint, progress) -> one parse result per file, in order.
+ParseFiles = Callable[[list[Path], int, "bool | None"], "list[_Parsed | TraceFileError]"]
+
+
 def _parse_all(
     files: list[Path], world_hint: int, progress: bool | None
 ) -> list[_Parsed | TraceFileError]:
@@ -249,6 +253,7 @@ def load_run(
     *,
     progress: bool | None = None,
     allow_missing_ranks: bool = False,
+    parse_files: ParseFiles | None = None,
 ) -> RunTraces:
     """Load the traces of one run into one aligned event table.
 
@@ -257,7 +262,8 @@ def load_run(
     for a trace that cannot be read, a rank without a trace, two traces of one rank or
     traces of two runs. ``allow_missing_ranks``: analyse the readable traces instead, with
     the problems in ``RunTraces.warnings``. Other tools' JSON files in a directory are
-    skipped with a warning either way.
+    skipped with a warning either way. ``parse_files``: parses the files instead of local
+    worker processes (``overlapscope.cluster`` runs them on a Dask cluster).
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -274,7 +280,7 @@ def load_run(
 
     parsed: list[_Parsed] = []
     errors: list[TraceFileError] = []
-    for res in _parse_all(files, world_hint, progress):
+    for res in (parse_files or _parse_all)(files, world_hint, progress):
         if isinstance(res, TraceFileError):
             errors.append(res)
         else:
