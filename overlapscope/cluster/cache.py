@@ -97,7 +97,12 @@ class RankCache:
             cls = NotATraceError if meta["not_a_trace"] else TraceFileError
             return cls(path, str(meta["error"]))
         events = pd.read_parquet(self.root / f"{key}.parquet")
-        return _parsed_of(meta, events, path)
+        # Parquet cannot say "categorical with no categories": it reads back as object.
+        empty = pd.Index([], dtype=object)
+        restored = {
+            c: pd.Categorical(events[c], categories=empty) for c in meta["empty_categories"]
+        }
+        return _parsed_of(meta, events.assign(**restored), path)
 
 
 def _atomic(dest: Path, write: Any) -> None:
@@ -122,6 +127,12 @@ def _meta_of(p: _Parsed) -> dict[str, Any]:
         "compute_source": table.compute_source.value,
         "steps": list(table.steps),
         "warnings": list(table.warnings),
+        "empty_categories": [
+            c
+            for c in table.events.columns
+            if isinstance(table.events[c].dtype, pd.CategoricalDtype)
+            and len(table.events[c].cat.categories) == 0
+        ],
     }
 
 

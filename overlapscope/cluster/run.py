@@ -47,7 +47,7 @@ def connect(address: str) -> Iterator[Client]:
         raise UserError(f"--dask needs Dask's distributed package; {INSTALL_HINT}") from e
     if address == LOCAL:
         cluster = LocalCluster(
-            threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
+            threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=50
         )
         with cluster, Client(cluster) as client:
             yield client
