@@ -13,6 +13,7 @@ an error naming every file not analysed (with ``--allow-missing-ranks``: a warni
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,10 +24,12 @@ from overlapscope.trace.loader import ALLOW_FLAG, ParseFiles, RunTraces, _Parsed
 from overlapscope.trace.parse import TraceFileError
 
 if TYPE_CHECKING:
-    from distributed import Client
+    from distributed import Client, Future
 
 LOCAL = "local"
 CONNECT_TIMEOUT_S = 10
+POLL_S = 2.0
+NO_WORKER_S = 60.0
 INSTALL_HINT = "pip install 'overlapscope[cluster]'"
 
 
@@ -68,8 +71,6 @@ def _run_tasks(
     client: Client, todo: list[tuple[Path, str]], world_hint: int, cache: RankCache
 ) -> dict[str, str]:
     """Run the parse tasks; returns {key: why it failed} for the files not analysed."""
-    from distributed import as_completed
-
     futures = client.map(
         parse_to_cache,
         [str(p.resolve()) for p, _ in todo],
@@ -79,10 +80,10 @@ def _run_tasks(
         key=[f"overlapscope-parse-{k}" for _, k in todo],
         pure=False,
     )
-    by_key = {f.key: k for f, (_, k) in zip(futures, todo, strict=True)}
+    by_key = {str(f.key): k for f, (_, k) in zip(futures, todo, strict=True)}
     failed: dict[str, str] = {}
-    for fut in as_completed(futures):
-        key = by_key[fut.key]
+    for fut in _completed(client, futures, failed, by_key):
+        key = by_key[str(fut.key)]
         if fut.status != "finished":
             exc = fut.exception()
             failed[key] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -92,6 +93,32 @@ def _run_tasks(
                 f"shared by the workers and this machine (now {cache.root})"
             )
     return failed
+
+
+def _completed(
+    client: Client, futures: list[Future], failed: dict[str, str], by_key: dict[str, str]
+) -> Iterator[Future]:
+    """The futures as they finish; when no worker is left for ``NO_WORKER_S``, the rest
+    are cancelled and recorded in ``failed`` (the scheduler would wait for one forever)."""
+    from distributed import wait
+
+    pending = set(futures)
+    idle_since: float | None = None
+    while pending:
+        try:
+            done, pending = wait(pending, timeout=POLL_S, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            done = set()
+        yield from done
+        if pending and not client.scheduler_info()["workers"]:
+            idle_since = idle_since if idle_since is not None else time.monotonic()
+            if time.monotonic() - idle_since > NO_WORKER_S:
+                why = f"no worker connected to the scheduler for {NO_WORKER_S:.0f} s"
+                failed.update({by_key[str(f.key)]: why for f in pending})
+                client.cancel(list(pending))
+                return
+        else:
+            idle_since = None
 
 
 def dask_parse_files(address: str, cache: RankCache, strict: bool) -> ParseFiles:

@@ -82,7 +82,8 @@ def start_dask(tmp: Path, num_workers: int, env: dict[str, str] | None = None) -
         from distributed import Client
 
         with Client(procs.address, timeout=START_TIMEOUT_S) as client:
-            client.wait_for_workers(num_workers, timeout=START_TIMEOUT_S)
+            if num_workers:
+                client.wait_for_workers(num_workers, timeout=START_TIMEOUT_S)
     except BaseException:
         procs.close()
         raise

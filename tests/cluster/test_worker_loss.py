@@ -82,3 +82,22 @@ def test_killed_worker_without_retries_names_the_files(tmp_path: Path) -> None:
     assert "rank files not analysed on the Dask cluster" in line and "KilledWorker" in line
     assert str(run / "rank-") in line
     assert not (tmp_path / "dask.json").exists()
+
+
+def test_no_worker_left_ends_with_the_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from overlapscope.cli import main
+    from overlapscope.cluster import run as cluster_run
+
+    monkeypatch.setattr(cluster_run, "NO_WORKER_S", 1.0)
+    monkeypatch.setattr(cluster_run, "POLL_S", 0.2)
+    procs = start_dask(tmp_path, 0)
+    try:
+        rc = main(["analyze", str(SHIPPED[0]), "--dask", procs.address, "--cache", str(tmp_path)])
+    finally:
+        procs.close()
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.count("\n") == 0, err
+    assert "2 rank files not analysed" in err and "no worker connected" in err
+    assert "rank-0.pt.trace.json.gz" in err and "rank-1.pt.trace.json.gz" in err
