@@ -74,14 +74,15 @@ def analyze_once(address: str, run: Path, cache: Path, workers: list[int]) -> di
     t0 = time.perf_counter()
     cli = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     with PeakRss([cli.pid, *workers]) as rss:
-        # The client's own CPU time, read just before it exits, is in wait4's rusage.
+        # The client's own CPU time is in wait4's rusage (not its ru_maxrss: Linux carries
+        # the forking parent's peak across exec, so only the sampled peak is the client's).
         _, status, usage = os.wait4(cli.pid, 0)
     wall = time.perf_counter() - t0
     assert os.waitstatus_to_exitcode(status) == 0, cli.stderr.read() if cli.stderr else ""
     return {
         "wall_s": wall,
         "client_cpu_s": usage.ru_utime + usage.ru_stime,
-        "client_peak_rss_mb": max(rss.peaks[cli.pid], usage.ru_maxrss * 1024) / 1e6,
+        "client_peak_rss_mb": rss.peaks[cli.pid] / 1e6,
         "worker_cpu_s": sum(_cpu_s(p) - cpu0[p] for p in workers),
         "worker_peak_rss_mb": max(rss.peaks[p] for p in workers) / 1e6,
         "worker_peak_above_idle_mb": max(rss.peaks[p] - idle[p] for p in workers) / 1e6,
