@@ -1,49 +1,57 @@
 """Large runs made from real ones, for tests and benchmarks of ``--dask``.
 
-:func:`rerank_copies` writes ``num_ranks`` trace files: copies of a real run's rank files,
-each given a new ``distributedInfo`` rank and world size and a clock shifted by a few
-microseconds per rank (so no two ranks start at the same instant, as on a real cluster).
+:func:`rerank_copies` writes ``num_ranks`` trace files: byte copies of a real run's rank
+files whose header is edited (``distributedInfo`` rank and world size, and
+``baseTimeNanoseconds`` shifted by a few microseconds per rank, so no two ranks start at the
+same instant, as on a real cluster). The events are left as written, in Kineto's layout,
+so the copies parse exactly as the originals do.
 """
 
 from __future__ import annotations
 
 import gzip
 import os
+import re
 from pathlib import Path
-from typing import Any
-
-import orjson
 
 from overlapscope.trace.loader import find_trace_files
 
-SHIFT_US_PER_RANK = 1.5
+SHIFT_NS_PER_RANK = 1500
+_FIELDS = {
+    "rank": re.compile(rb'("distributedInfo"\s*:\s*\{[^}]*?"rank"\s*:\s*)(\d+)'),
+    "world_size": re.compile(rb'("distributedInfo"\s*:\s*\{[^}]*?"world_size"\s*:\s*)(\d+)'),
+    "base": re.compile(rb'("baseTimeNanoseconds"\s*:\s*)(\d+)'),
+}
 
 
-def _load(path: Path) -> dict[str, Any]:
+def _load(path: Path) -> bytes:
     data = path.read_bytes()
-    if path.name.endswith(".gz"):
-        data = gzip.decompress(data)
-    doc: dict[str, Any] = orjson.loads(data)
-    return doc
+    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
 
 
-def _shifted(doc: dict[str, Any], rank: int, world: int, shift_us: float) -> bytes:
-    events = [
-        {**e, "ts": e["ts"] + shift_us} if isinstance(e.get("ts"), (int, float)) else e
-        for e in doc.get("traceEvents", [])
-    ]
-    info = {**doc.get("distributedInfo", {}), "rank": rank, "world_size": world}
-    return orjson.dumps({**doc, "distributedInfo": info, "traceEvents": events})
+def _reranked(data: bytes, rank: int, world: int, path: Path) -> bytes:
+    """``data`` with its header saying ``rank`` of ``world`` and its clock shifted."""
+    cut = data.find(b'"traceEvents"')
+    header = data[:cut]
+    values = {"rank": rank, "world_size": world}
+    for field, pattern in _FIELDS.items():
+        m = pattern.search(header)
+        if m is None:
+            raise ValueError(f"{path}: no {field} in the trace header; pick a run with it")
+        new = values.get(field, int(m.group(2)) + rank * SHIFT_NS_PER_RANK)
+        header = header[: m.start(2)] + str(new).encode() + header[m.end(2) :]
+    return header + data[cut:]
 
 
 def rerank_copies(run: Path, num_ranks: int, dest: Path, *, compress: bool = True) -> list[Path]:
     """Write ``num_ranks`` re-ranked copies of ``run``'s traces into ``dest``; returns them."""
     sources, _ = find_trace_files([run])
-    docs = [_load(p) for p in sources]
+    bodies = [(p, _load(p)) for p in sources]
     dest.mkdir(parents=True, exist_ok=True)
     out: list[Path] = []
     for rank in range(num_ranks):
-        body = _shifted(docs[rank % len(docs)], rank, num_ranks, rank * SHIFT_US_PER_RANK)
+        src, data = bodies[rank % len(bodies)]
+        body = _reranked(data, rank, num_ranks, src)
         suffix = ".json.gz" if compress else ".json"
         path = dest / f"rank-{rank}.pt.trace{suffix}"
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
