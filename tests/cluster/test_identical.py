@@ -64,3 +64,15 @@ def test_local_cluster_identical(tmp_path: Path, capsys: pytest.CaptureFixture[s
     flags = ("--dask", "local", "--cache", str(tmp_path / "cache"))
     run = [SHIPPED[-1]]
     assert report(capsys, tmp_path, run, *flags) == report(capsys, tmp_path, run)
+
+
+def test_diagnose_identical_on_scheduler(
+    dask_two_workers: DaskProcesses, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = str(SHIPPED[0])
+    assert (
+        main(["diagnose", run, "--dask", dask_two_workers.address, "--cache", str(tmp_path)]) == 0
+    )
+    on_dask = capsys.readouterr()
+    assert main(["diagnose", run]) == 0
+    assert capsys.readouterr() == on_dask

@@ -19,7 +19,7 @@ from tests.cluster.conftest import DaskProcesses, start_dask
 from tests.cluster.test_identical import SHIPPED, report
 from tests.conftest import REPO, overlapscope_cmd
 
-NUM_RANKS = 12
+NUM_RANKS = 8
 HANG_GUARD_S = 300
 
 
