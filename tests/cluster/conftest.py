@@ -62,6 +62,7 @@ def start_dask(tmp: Path, num_workers: int, env: dict[str, str] | None = None) -
         )
         deadline = time.monotonic() + START_TIMEOUT_S
         while not sched_file.is_file() and time.monotonic() < deadline:
+            assert procs.scheduler.poll() is None, "dask scheduler exited at start"
             time.sleep(0.1)
         procs.address = json.loads(sched_file.read_text())["address"]
         for _ in range(num_workers):

@@ -101,3 +101,37 @@ def test_no_worker_left_ends_with_the_files(
     assert rc == 2 and err.count("\n") == 0, err
     assert "2 rank files not analysed" in err and "no worker connected" in err
     assert "rank-0.pt.trace.json.gz" in err and "rank-1.pt.trace.json.gz" in err
+
+
+def test_allow_missing_ranks_warns_for_each_rank_not_analysed(
+    dask_two_workers: DaskProcesses,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from overlapscope.cli import main
+    from overlapscope.cluster import run as cluster_run
+
+    monkeypatch.setattr(cluster_run, "NO_WORKER_S", 1.0)
+    monkeypatch.setattr(cluster_run, "POLL_S", 0.2)
+    run = tmp_path / "run"
+    files = rerank_copies(SHIPPED[0], 4, run)
+    cache = ["--cache", str(tmp_path / "cache")]
+    assert main(["analyze", str(run), "--dask", dask_two_workers.address, *cache]) == 0
+    capsys.readouterr()
+    st = files[1].stat()
+    os.utime(files[1], ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # rank 1 must be parsed
+    (tmp_path / "idle").mkdir()
+    procs = start_dask(tmp_path / "idle", 0)
+    try:
+        flags = ["--dask", procs.address, *cache, "--allow-missing-ranks", "--json", "-"]
+        assert main(["analyze", str(run), *flags]) == 0
+    finally:
+        procs.close()
+    out = capsys.readouterr()
+    doc = json.loads(out.out)
+    assert doc["run"]["ranks"] == [0, 2, 3]
+    assert any(
+        str(files[1]) in w and "not analysed on the Dask cluster" in w for w in doc["warnings"]
+    )
+    assert any("ranks [1] missing" in w for w in doc["warnings"])
