@@ -34,10 +34,11 @@ OURS = (
     CPU
     + """
 import sys
-from overlapscope.cluster.run import parse_to_cache
+from overlapscope.cluster.run import parse_to_cache, parser_digest
 import pyarrow, pandas
+digest = parser_digest()
 t0 = cpu_s()
-parse_to_cache(sys.argv[1], 0, sys.argv[2], "bench")
+parse_to_cache(sys.argv[1], 0, sys.argv[2], "bench", digest)
 print(cpu_s() - t0)
 """
 )
@@ -58,9 +59,10 @@ print(cpu_s() - t0)
 
 PROFILE = """
 import cProfile, pstats, sys
-from overlapscope.cluster.run import parse_to_cache
+from overlapscope.cluster.run import parse_to_cache, parser_digest
 import pyarrow, pandas
-cProfile.run("parse_to_cache(sys.argv[1], 0, sys.argv[2], 'bench')", sys.argv[2] + "/prof")
+digest = parser_digest()
+cProfile.run("parse_to_cache(sys.argv[1], 0, sys.argv[2], 'bench', digest)", sys.argv[2] + "/prof")
 pstats.Stats(sys.argv[2] + "/prof").sort_stats("tottime").print_stats(15)
 """
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from overlapscope.cluster.cache import RankCache, default_cache_dir, entry_key
+from overlapscope.cluster.cache import RankCache, default_cache_dir, entry_key, parser_digest
 from overlapscope.errors import UserError
 from overlapscope.trace.loader import ALLOW_FLAG, ParseFiles, RunTraces, _Parsed, load_run
 from overlapscope.trace.parse import TraceFileError
@@ -33,10 +33,18 @@ NO_WORKER_S = 60.0
 INSTALL_HINT = "pip install 'overlapscope[cluster]'"
 
 
-def parse_to_cache(path: str, world_hint: int, cache_root: str, key: str) -> str:
-    """The task run on a worker: parse one rank file, store the result, return its key."""
+def parse_to_cache(path: str, world_hint: int, cache_root: str, key: str, digest: str) -> str:
+    """The task run on a worker: parse one rank file, store the result, return its key.
+
+    ``digest``: the client's parser digest; a worker whose overlapscope parses differently
+    refuses (its tables would be cached under the client's key)."""
     from overlapscope.trace.loader import _parse_one
 
+    if parser_digest() != digest:
+        raise RuntimeError(
+            "this worker's overlapscope parser differs from the client's; install the same "
+            "overlapscope version on the workers"
+        )
     RankCache(Path(cache_root)).write(key, _parse_one(Path(path), world_hint))
     return key
 
@@ -77,6 +85,7 @@ def _run_tasks(
         [world_hint] * len(todo),
         [str(cache.root.resolve())] * len(todo),
         [k for _, k in todo],
+        [parser_digest()] * len(todo),
         key=[f"overlapscope-parse-{k}" for _, k in todo],
         pure=False,
     )

@@ -9,6 +9,7 @@ import pytest
 
 from overlapscope.cli import main
 from overlapscope.cluster import run as cluster_run
+from overlapscope.cluster.cache import parser_digest
 from overlapscope.cluster.synth import rerank_copies
 from tests.cluster.conftest import DaskProcesses
 from tests.cluster.test_identical import SHIPPED, report
@@ -50,3 +51,12 @@ def test_unwritable_cache_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["analyze", str(SHIPPED[0]), "--dask", "local", "--cache", str(blocker)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and str(blocker) in err and "--cache DIR" in err
+
+
+def test_worker_with_another_parser_refuses_and_caches_nothing(tmp_path: Path) -> None:
+    trace = SHIPPED[0] / "rank-0.pt.trace.json.gz"
+    with pytest.raises(RuntimeError, match="install the same overlapscope version"):
+        cluster_run.parse_to_cache(str(trace), 0, str(tmp_path), "k", "another-parser")
+    assert not list(tmp_path.iterdir())
+    key = cluster_run.parse_to_cache(str(trace), 0, str(tmp_path), "k", parser_digest())
+    assert key == "k" and (tmp_path / "k.parquet").is_file()
