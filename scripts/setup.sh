@@ -2,7 +2,7 @@
 # Sets up everything overlapscope needs on a Debian machine, idempotently:
 #   - system packages: chromium + chromium-driver (dashboard browser tests),
 #     iproute2 (the slow-network lab); installed with apt-get when running as root.
-#   - a virtual environment in .venv with overlapscope and its dev/hta extras.
+#   - a virtual environment in .venv with overlapscope and its dev, hta and cluster (Dask) extras.
 # Usage: scripts/setup.sh            (then: source .venv/bin/activate)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +38,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: installing overlapscope into .venv (torch==2.13.0 CPU build, pinned)"
   # torch first, exactly pinned, so no other requirement can pull a newer (CUDA) build.
   .venv/bin/python -m pip install -q "torch==2.13.0"
-  .venv/bin/python -m pip install -q -e ".[dev,hta]"
+  .venv/bin/python -m pip install -q -e ".[dev,hta,cluster]"
   echo "$want" > "$stamp"
 fi
 echo "setup: ready (.venv)"

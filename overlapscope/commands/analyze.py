@@ -62,15 +62,40 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
         help="compare the ranks' timestamps as recorded, without estimating each rank's clock "
         "offset from the ends of matched collectives",
     )
+    p.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="parse each rank file in a task on the Dask scheduler at ADDRESS "
+        "(tcp://HOST:PORT), or 'local' for a cluster on this machine (needs overlapscope[cluster])",
+    )
+    p.add_argument(
+        "--cache",
+        metavar="DIR",
+        type=Path,
+        help="with --dask: where parsed ranks are cached (default: ~/.cache/overlapscope/ranks)",
+    )
 
 
 def load_and_analyze(args: argparse.Namespace) -> RunAnalysis:
-    run_traces = load_run(
-        args.paths,
-        progress=False if args.no_progress else None,
-        allow_missing_ranks=args.allow_missing_ranks,
-        rank_from_names=getattr(args, "rank_from_name", False),
-    )
+    if getattr(args, "dask", None):
+        from overlapscope.cluster.run import load_run_on_dask
+
+        run_traces = load_run_on_dask(
+            args.paths,
+            args.dask,
+            cache_dir=args.cache,
+            allow_missing_ranks=args.allow_missing_ranks,
+            rank_from_names=getattr(args, "rank_from_name", False),
+        )
+    elif getattr(args, "cache", None):
+        raise UserError("--cache is used with --dask; add --dask local or --dask ADDRESS")
+    else:
+        run_traces = load_run(
+            args.paths,
+            progress=False if args.no_progress else None,
+            allow_missing_ranks=args.allow_missing_ranks,
+            rank_from_names=getattr(args, "rank_from_name", False),
+        )
     return analyze(
         run_traces,
         hta=getattr(args, "hta", False),

@@ -151,6 +151,10 @@ def _parse_one(path: Path, world_hint: int) -> _Parsed | TraceFileError:
     return _Parsed(light, table)
 
 
+# (files, world hint, progress) -> one parse result per file, in order.
+ParseFiles = Callable[[list[Path], int, "bool | None"], "list[_Parsed | TraceFileError]"]
+
+
 def _parse_all(
     files: list[Path], world_hint: int, progress: bool | None
 ) -> list[_Parsed | TraceFileError]:
@@ -204,6 +208,7 @@ def load_run(
     progress: bool | None = None,
     allow_missing_ranks: bool = False,
     rank_from_names: bool = False,
+    parse_files: ParseFiles | None = None,
 ) -> RunTraces:
     """Load the traces of one run into one aligned event table.
 
@@ -213,7 +218,8 @@ def load_run(
     traces of two runs. ``allow_missing_ranks``: analyse the readable traces instead, with
     the problems in ``RunTraces.warnings``. Other tools' JSON files in a directory are
     skipped with a warning either way. ``rank_from_names``: take each file's rank from its
-    name (``rank-<N>``) instead of its ``distributedInfo``.
+    name (``rank-<N>``) instead of its ``distributedInfo``. ``parse_files``: parses the files
+    instead of local worker processes (``overlapscope.cluster`` runs them on a Dask cluster).
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -228,7 +234,8 @@ def load_run(
         warnings.append("no run.json: not an overlapscope run directory; analysed as plain traces")
     world_hint = int(meta.get("world_size", 0)) if meta else 0
 
-    parsed = _parse_usable(files, world_hint, progress, path_list, strict, warnings)
+    parse = parse_files or _parse_all
+    parsed = _parse_usable(parse, files, world_hint, progress, path_list, strict, warnings)
     parsed = _resolve_ranks(parsed, warnings, strict, rank_from_names)
     check_one_run([p.raw for p in parsed])
     world = _world(parsed, world_hint, dirs, strict, warnings)
@@ -248,6 +255,7 @@ def load_run(
 
 
 def _parse_usable(
+    parse_files: ParseFiles,
     files: list[Path],
     world_hint: int,
     progress: bool | None,
@@ -259,7 +267,7 @@ def _parse_usable(
     is another tool's JSON file found in a directory): then it is a warning."""
     parsed: list[_Parsed] = []
     errors: list[TraceFileError] = []
-    for res in _parse_all(files, world_hint, progress):
+    for res in parse_files(files, world_hint, progress):
         if isinstance(res, TraceFileError):
             errors.append(res)
         else:

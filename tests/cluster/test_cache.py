@@ -1,0 +1,62 @@
+"""The rank cache: a re-analysis reads it and starts no task; a changed file is parsed again."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from overlapscope.cli import main
+from overlapscope.cluster import run as cluster_run
+from overlapscope.cluster.cache import parser_digest
+from overlapscope.cluster.synth import rerank_copies
+from tests.cluster.conftest import DaskProcesses
+from tests.cluster.test_identical import SHIPPED, report
+
+# Nothing listens here: a run that needs the cluster fails, one served by the cache does not.
+NO_SCHEDULER = "tcp://127.0.0.1:9"
+
+
+def test_reanalysis_reads_only_the_cache(
+    dask_two_workers: DaskProcesses,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cluster_run, "CONNECT_TIMEOUT_S", 1)
+    run = tmp_path / "run"
+    files = rerank_copies(SHIPPED[0], 4, run)
+    cache = ("--cache", str(tmp_path / "cache"))
+    first = report(capsys, tmp_path, [run], "--dask", dask_two_workers.address, *cache)
+    assert report(capsys, tmp_path, [run], "--dask", NO_SCHEDULER, *cache) == first
+    # A rewritten rank file is parsed again: it needs the (absent) scheduler.
+    st = files[2].stat()
+    os.utime(files[2], ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert main(["analyze", str(run), "--dask", NO_SCHEDULER, *cache]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert NO_SCHEDULER in err and "cannot reach the Dask scheduler" in err
+    assert "--dask local" in err
+
+
+def test_cache_without_dask_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(SHIPPED[0]), "--cache", str(tmp_path)]) == 2
+    assert "--cache is used with --dask" in capsys.readouterr().err
+
+
+def test_unwritable_cache_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["analyze", str(SHIPPED[0]), "--dask", "local", "--cache", str(blocker)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and str(blocker) in err and "--cache DIR" in err
+
+
+def test_worker_with_another_parser_refuses_and_caches_nothing(tmp_path: Path) -> None:
+    trace = SHIPPED[0] / "rank-0.pt.trace.json.gz"
+    with pytest.raises(RuntimeError, match="install the same overlapscope version"):
+        cluster_run.parse_to_cache(str(trace), 0, str(tmp_path), "k", "another-parser")
+    assert not list(tmp_path.iterdir())
+    key = cluster_run.parse_to_cache(str(trace), 0, str(tmp_path), "k", parser_digest())
+    assert key == "k" and (tmp_path / "k.parquet").is_file()

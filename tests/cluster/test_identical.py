@@ -1,0 +1,78 @@
+"""``--dask`` gives the local report, figure for figure, on real runs (issue 18, point 1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from overlapscope.cli import main
+from overlapscope.cluster.synth import rerank_copies
+from tests.cluster.conftest import DaskProcesses
+from tests.conftest import EXTERNAL_TRACES, REPO
+
+SHIPPED = sorted(p for p in (REPO / "traces").iterdir() if (p / "run.json").is_file())
+# Small external traces, one run each (the big ones cost seconds and add no new case).
+EXTERNAL = ["hta-amd-mi250-rank0.json.gz", "hta-cpu-only-rank34.json.gz"]
+
+
+def report(
+    capsys: pytest.CaptureFixture[str], tmp: Path, paths: list[Path], *flags: str
+) -> tuple[str, str]:
+    """(JSON document, text report) of ``overlapscope analyze``."""
+    out = tmp / f"report-{len(list(tmp.glob('report-*')))}.json"
+    rc = main(["analyze", *map(str, paths), "--json", str(out), *flags])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    return out.read_text(), text
+
+
+def test_shipped_runs_identical_on_scheduler(
+    dask_two_workers: DaskProcesses, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert SHIPPED, "no shipped runs under traces/"
+    flags = ("--dask", dask_two_workers.address, "--cache", str(tmp_path / "cache"))
+    for run in SHIPPED:
+        assert report(capsys, tmp_path, [run], *flags) == report(capsys, tmp_path, [run]), run
+    # Every rank file of every run was parsed by a task and cached.
+    assert len(list((tmp_path / "cache").glob("*.parquet"))) == 2 * len(SHIPPED)
+
+
+def test_external_traces_identical(
+    dask_two_workers: DaskProcesses, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if not EXTERNAL_TRACES.is_dir():
+        pytest.skip(f"shared external traces absent ({EXTERNAL_TRACES})")
+    flags = ("--dask", dask_two_workers.address, "--cache", str(tmp_path / "cache"))
+    for name in EXTERNAL:
+        path = [EXTERNAL_TRACES / name]
+        assert report(capsys, tmp_path, path, *flags) == report(capsys, tmp_path, path), name
+
+
+def test_64_ranks_identical(
+    dask_two_workers: DaskProcesses, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run64"
+    rerank_copies(SHIPPED[0], 64, run)
+    flags = ("--dask", dask_two_workers.address, "--cache", str(tmp_path / "cache"))
+    on_dask = report(capsys, tmp_path, [run], *flags)
+    assert on_dask == report(capsys, tmp_path, [run])
+    assert '"world_size": 64' in on_dask[0]
+
+
+def test_local_cluster_identical(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    flags = ("--dask", "local", "--cache", str(tmp_path / "cache"))
+    run = [SHIPPED[-1]]
+    assert report(capsys, tmp_path, run, *flags) == report(capsys, tmp_path, run)
+
+
+def test_diagnose_identical_on_scheduler(
+    dask_two_workers: DaskProcesses, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = str(SHIPPED[0])
+    assert (
+        main(["diagnose", run, "--dask", dask_two_workers.address, "--cache", str(tmp_path)]) == 0
+    )
+    on_dask = capsys.readouterr()
+    assert main(["diagnose", run]) == 0
+    assert capsys.readouterr() == on_dask
