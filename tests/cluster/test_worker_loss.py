@@ -134,4 +134,4 @@ def test_allow_missing_ranks_warns_for_each_rank_not_analysed(
     assert any(
         str(files[1]) in w and "not analysed on the Dask cluster" in w for w in doc["warnings"]
     )
-    assert any("ranks [1] missing" in w for w in doc["warnings"])
+    assert any("1 of 4 ranks missing: 1;" in w for w in doc["warnings"])
