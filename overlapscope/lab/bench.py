@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from overlapscope.trace.schema import CollectiveKind
+
 # Rank 0 of the bench worker prefixes its machine-readable lines with this tag.
 TAG = "OVS-BENCH "
 
@@ -46,13 +48,9 @@ IMPLEMENTATION = {
 
 
 def bus_factor(kind: Collective, num_ranks: int) -> float:
-    """The nccl-tests factor from algbw to busbw for the collective that actually ran."""
-    n = num_ranks
-    match kind:
-        case Collective.ALL_GATHER | Collective.REDUCE_SCATTER:
-            return (n - 1) / n
-        case _:
-            raise ValueError(f"unknown collective {kind!r}")
+    """The nccl-tests factor from algbw to busbw for the collective that actually ran
+    (:meth:`CollectiveKind.bus_factor`, where it is written once)."""
+    return CollectiveKind(kind.value).bus_factor(num_ranks)
 
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]i?B?|B)?\s*$", re.IGNORECASE)

@@ -15,20 +15,16 @@ import pandas as pd
 
 from overlapscope.errors import UserError
 from overlapscope.trace.names import Phase
+from overlapscope.trace.schema import CollectiveKind
 
 TCP_EFFICIENCY = 0.956  # TCP payload per tbf-counted byte at MTU 1500 (docs/LAB.md)
 
 
 def bus_factor(kind: str, world_size: int) -> float:
-    """nccl-tests' bus-bandwidth factor: busbw = algbw × factor."""
-    n = world_size
-    match kind:
-        case "all_gather" | "reduce_scatter":
-            return (n - 1) / n
-        case "all_reduce":
-            return 2 * (n - 1) / n
-        case _:
-            return 1.0
+    """nccl-tests' bus-bandwidth factor (busbw = algbw × factor) of a collective kind's value;
+    written once, in :meth:`CollectiveKind.bus_factor`."""
+    known = {k.value for k in CollectiveKind}
+    return CollectiveKind(kind if kind in known else "other").bus_factor(world_size)
 
 
 @dataclass(frozen=True, slots=True)
