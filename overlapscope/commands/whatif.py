@@ -122,6 +122,11 @@ def _check_outputs(args: argparse.Namespace) -> None:
         check_apart(args.trace, [args.run_dir], "--trace")
 
 
+def _warn(message: str) -> None:
+    """A loader warning (what was left out of a trace), worded and placed as analyze's."""
+    print(f"warning: {message}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     scenario = scenario_from_args(args)
     for d in [args.run_dir, *(args.contention_from or [])]:
@@ -131,10 +136,10 @@ def run(args: argparse.Namespace) -> int:
                 "FSDP trace directory"
             )
     _check_outputs(args)
-    calib = load_calibration(args.run_dir)
+    calib = load_calibration(args.run_dir, _warn)
     alpha = None
     if args.contention_from:
-        others = [load_calibration(d) for d in args.contention_from]
+        others = [load_calibration(d, _warn) for d in args.contention_from]
         for d, c in zip(args.contention_from, others, strict=True):
             if c.step_model.units != calib.step_model.units:
                 raise UserError(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -274,9 +275,12 @@ def predict_from(
     )
 
 
-def load_calibration(run_dir: str | Path) -> Calibration:
+def load_calibration(
+    run_dir: str | Path, on_warning: Callable[[str], None] | None = None
+) -> Calibration:
     """Load, analyse and calibrate one run directory: an ``overlapscope run`` or the traces
-    of a torch FSDP1/FSDP2 run."""
+    of a torch FSDP1/FSDP2 run. ``on_warning`` gets each of the loader's warnings (what was
+    left out of the traces), as ``analyze`` prints them."""
     run_dir = Path(run_dir)
     if (run_dir / "run.json").is_file():
         try:
@@ -299,6 +303,9 @@ def load_calibration(run_dir: str | Path) -> Calibration:
             "`overlapscope run` or the trace directory of a torch FSDP run"
         )
     traces = load_run(run_dir, progress=False)
+    for w in traces.warnings:
+        if on_warning is not None:
+            on_warning(w)
     return calibrate_loaded(analyze(traces), sim_inputs(traces))
 
 

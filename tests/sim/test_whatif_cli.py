@@ -231,3 +231,23 @@ def test_a_trace_dir_that_cannot_be_created_is_one_line(sample: Path) -> None:
         cli("whatif", str(sample), "--policy", "none", "--trace", "/proc/overlapscope-x"),
         "--trace /proc/overlapscope-x",
     )
+
+
+def test_events_left_out_are_warned_as_analyze_warns(sample: Path) -> None:
+    """A rank file with bad events: whatif predicts from the rest and says what it left out,
+    in the line analyze prints."""
+    import gzip
+
+    path = sample / "rank-1.pt.trace.json.gz"
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    bad = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"][:3]
+    for e in bad:
+        e["dur"] = -5
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    proc = cli("whatif", str(sample), "--policy", "backward_pre", "--json", "-")
+    assert proc.returncode == 0, proc.stderr
+    analyze = subprocess.run(
+        overlapscope_cmd("analyze", str(sample), "--no-progress"), capture_output=True, text=True
+    )
+    line = next(w for w in analyze.stdout.splitlines() if "negative dur" in w)
+    assert line in proc.stderr.splitlines(), (line, proc.stderr)
