@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 WORKER = "worker"
 
@@ -36,6 +37,21 @@ def _worker(rank: int, n: int, addr: str, port: int, size: int, link: float | No
     full = torch.zeros(size // 4)
     shard = torch.rand(size // 4 // n)
     blocks = full.view(n, -1)
+    variants = _variants(g, rank, n, full, shard, blocks)
+    expected = torch.empty(n, shard.numel())
+    dist.all_gather(list(expected.unbind(0)), shard)
+    _time_variants(variants, rank, n, size, link, full, blocks, expected)
+    g.shutdown()
+    dist.destroy_process_group()
+
+
+def _variants(
+    g: Any, rank: int, n: int, full: Any, shard: Any, blocks: Any
+) -> dict[str, Callable[[], None]]:
+    """Each way to gather ``shard`` from every rank into ``full`` (``blocks``: its rows, one
+    per rank)."""
+    import torch
+
     left, right = (rank - 1) % n, (rank + 1) % n
 
     def base() -> None:
@@ -76,7 +92,7 @@ def _worker(rank: int, n: int, addr: str, port: int, size: int, link: float | No
         for w in works:
             w.wait()
 
-    variants = {
+    return {
         "_allgather_base": base,
         "_allgather_base x8 sequential": split(8),
         "_allgather_base x32 sequential": split(32),
@@ -86,8 +102,16 @@ def _worker(rank: int, n: int, addr: str, port: int, size: int, link: float | No
         "send/recv ring, 32 pieces": ring(32),
         "send/recv every peer at once": every_peer,
     }
-    expected = torch.empty(n, shard.numel())
-    dist.all_gather(list(expected.unbind(0)), shard)
+
+
+def _time_variants(
+    variants: dict[str, Callable[[], None]], rank: int, n: int, size: int, link: float | None,
+    full: Any, blocks: Any, expected: Any,
+) -> None:  # fmt: skip
+    """Time each variant (slowest rank, median after a warm-up); rank 0 prints one line each."""
+    import torch
+    import torch.distributed as dist
+
     for name, fn in variants.items():
         times = []
         for _ in range(5):
@@ -104,8 +128,6 @@ def _worker(rank: int, n: int, addr: str, port: int, size: int, link: float | No
             busbw = size * 8 / med / 1e9 * (n - 1) / n
             share = "" if link is None else f" = {busbw / link:.0%} of the link"
             print(f"{name:32} {med * 1e3:8.1f} ms  busbw {busbw:.3f} Gbit/s{share}  correct={ok}")
-    g.shutdown()
-    dist.destroy_process_group()
 
 
 def main() -> int:

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,36 @@ def _tcp_in_segments() -> int:
     rows = [ln.split() for ln in Path("/proc/self/net/snmp").read_text().splitlines()]
     tcp = [r for r in rows if r and r[0] == "Tcp:"]
     return int(tcp[1][tcp[0].index("InSegs")])
+
+
+def _measure_phase(
+    phase: str, compute_step: Callable[[], float], traffic: Callable[[str], None]
+) -> dict[str, Any]:
+    """Compute steps alone, or while ``traffic(phase)`` runs on a second thread: step times,
+    and the CPU spent in softirq and gloo's threads and TCP segments received meanwhile."""
+    threads0, machine0, segs0 = _thread_cpu_ticks(), _machine_ticks(), _tcp_in_segments()
+    t0 = time.perf_counter()
+    steps: list[float] = []
+    if phase == "alone":
+        steps = [compute_step() for _ in range(ALONE_STEPS)]
+    else:
+        th = threading.Thread(target=traffic, args=(phase,))
+        th.start()
+        while th.is_alive():
+            steps.append(compute_step())
+        th.join()
+    elapsed = time.perf_counter() - t0
+    threads1, machine1 = _thread_cpu_ticks(), _machine_ticks()
+    gloo = sum(v - threads0.get(k, 0) for k, v in threads1.items() if k.startswith("gloo"))
+    return {
+        "elapsed_s": elapsed,
+        "compute_steps": len(steps),
+        "median_us": 1e6 * statistics.median(steps),
+        "mean_us": 1e6 * statistics.mean(steps),
+        "softirq_ticks": machine1["softirq"] - machine0["softirq"],
+        "gloo_thread_ticks": gloo,
+        "tcp_in_segments": _tcp_in_segments() - segs0,
+    }
 
 
 def worker(argv: list[str]) -> int:
@@ -108,29 +139,7 @@ def worker(argv: list[str]) -> int:
     try:
         for phase in ("alone", "all_gather", "reduce_scatter"):
             dist.barrier()
-            threads0, machine0, segs0 = _thread_cpu_ticks(), _machine_ticks(), _tcp_in_segments()
-            t0 = time.perf_counter()
-            steps: list[float] = []
-            if phase == "alone":
-                steps = [compute_step() for _ in range(ALONE_STEPS)]
-            else:
-                th = threading.Thread(target=traffic, args=(phase,))
-                th.start()
-                while th.is_alive():
-                    steps.append(compute_step())
-                th.join()
-            elapsed = time.perf_counter() - t0
-            threads1, machine1 = _thread_cpu_ticks(), _machine_ticks()
-            gloo = sum(v - threads0.get(k, 0) for k, v in threads1.items() if k.startswith("gloo"))
-            result[phase] = {
-                "elapsed_s": elapsed,
-                "compute_steps": len(steps),
-                "median_us": 1e6 * statistics.median(steps),
-                "mean_us": 1e6 * statistics.mean(steps),
-                "softirq_ticks": machine1["softirq"] - machine0["softirq"],
-                "gloo_thread_ticks": gloo,
-                "tcp_in_segments": _tcp_in_segments() - segs0,
-            }
+            result[phase] = _measure_phase(phase, compute_step, traffic)
             dist.barrier()
     finally:
         comm.close()

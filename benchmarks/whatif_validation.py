@@ -59,23 +59,28 @@ def summarize(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "worst": max(values), "n": len(values)}
 
 
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("sweeps", nargs="+", type=Path)
-    ap.add_argument("--out", type=Path, default=Path("docs/bench/whatif.json"))
-    args = ap.parse_args(argv)
-    runs = sorted(
-        p for s in args.sweeps for p in s.glob("runs/*/rep-*") if (p / "run.json").is_file()
-    )
-    if len(runs) < 2:
-        print(f"need at least two runs under {args.sweeps}", file=sys.stderr)
-        return 2
-    calibs = {p: load_calibration(p) for p in runs}
+def run_name(c: Calibration) -> str:
+    """A run's configuration and link rate (``lo``: unshaped loopback)."""
+    return f"{c.measured.scenario.label}@{c.measured.link_gbit or 'lo'}"
 
-    def name(p: Path) -> str:
-        c = calibs[p]
-        return f"{c.measured.scenario.label}@{c.measured.link_gbit or 'lo'}"
 
+def col(rows: list[dict[str, Any]], key: str) -> list[float]:
+    return [float(r[key]) for r in rows]
+
+
+def by_link(rows: list[dict[str, Any]], column: str, name: str) -> dict[str, Any]:
+    return {
+        f"{name}_{which}_link": summarize(
+            [float(r[column]) for r in rows if r["same_link"] == (which == "same")]
+        )
+        for which in ("same", "other")
+    }
+
+
+def pair_rows(
+    calibs: dict[Path, Calibration],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every run predicted from every run: (pairs of different runs, each run from itself)."""
     pairs: list[dict[str, Any]] = []
     selfs: list[dict[str, Any]] = []
     for sp, src in calibs.items():
@@ -92,8 +97,8 @@ def main(argv: list[str]) -> int:
                 sc,
             )
             row = {
-                "source": name(sp),
-                "target": name(tp),
+                "source": run_name(src),
+                "target": run_name(tgt),
                 "same_link": tgt.measured.link_gbit == src.measured.link_gbit,
                 "measured_step_us": tgt.measured.step_time_us,
                 "predicted_step_us": pred.step_time_us,
@@ -107,25 +112,19 @@ def main(argv: list[str]) -> int:
             }
             (selfs if sp == tp else pairs).append(row)
 
-    def col(rows: list[dict[str, Any]], key: str) -> list[float]:
-        return [float(r[key]) for r in rows]
+    return pairs, selfs
 
-    # Configuration level: predict each other config from every run, against the median of
-    # that config's repeats.
-    by_config: dict[str, list[Calibration]] = {}
-    for p, c in calibs.items():
-        by_config.setdefault(name(p), []).append(c)
-    links = sorted({c.measured.link_gbit or 0.0 for c in calibs.values()})
-    alpha = {
-        link: contention_across(
-            [c for c in calibs.values() if (c.measured.link_gbit or 0.0) == link]
-        )
-        for link in links
-    }
+
+def config_pair_rows(
+    calibs: dict[Path, Calibration],
+    by_config: dict[str, list[Calibration]],
+    alpha: dict[float, float],
+) -> list[dict[str, Any]]:
+    """Each other configuration predicted from every run, against its repeats' median."""
     config_rows: list[dict[str, Any]] = []
     for sp, src in calibs.items():
         for cfg, tgts in by_config.items():
-            if cfg == name(sp):
+            if cfg == run_name(src):
                 continue
             pred = predict_from(src, target_scenario(src, tgts[0]))
             across = predict_from(
@@ -151,7 +150,7 @@ def main(argv: list[str]) -> int:
             config_rows.append(
                 {
                     "source_run": str(sp),
-                    "source": name(sp),
+                    "source": run_name(src),
                     "target_config": cfg,
                     "target_repeats": len(tgts),
                     "same_link": tgts[0].measured.link_gbit == src.measured.link_gbit,
@@ -167,26 +166,22 @@ def main(argv: list[str]) -> int:
                 }
             )
 
-    # The machine's own floor: how far each run lies from the median of its configuration's
-    # repeats. A prediction from a run carries that run's deviation, whatever the model.
-    repeat_spread = [
-        err_pct(c.measured.step_time_us, statistics.median(t.measured.step_time_us for t in tgts))
-        for tgts in by_config.values()
-        if len(tgts) > 1
-        for c in tgts
-    ]
+    return config_rows
 
-    def by_link(rows: list[dict[str, Any]], column: str, name: str) -> dict[str, Any]:
-        return {
-            f"{name}_{which}_link": summarize(
-                [float(r[column]) for r in rows if r["same_link"] == (which == "same")]
-            )
-            for which in ("same", "other")
-        }
 
+def summarize_all(
+    calibs: dict[Path, Calibration],
+    by_config: dict[str, list[Calibration]],
+    alpha: dict[float, float],
+    config_rows: list[dict[str, Any]],
+    pairs: list[dict[str, Any]],
+    selfs: list[dict[str, Any]],
+    repeat_spread: list[float],
+) -> dict[str, Any]:
+    """The headline figures (median and worst of each error column) and the fitted inputs."""
     compute = {str(p): compute_per_step_us(c) for p, c in calibs.items()}
     summary: dict[str, Any] = {
-        "num_runs": len(runs),
+        "num_runs": len(calibs),
         "num_configs": len(by_config),
         "config_step_time_err_pct": summarize(col(config_rows, "step_err_pct")),
         "config_peak_mem_err_pct": summarize(col(config_rows, "mem_err_pct")),
@@ -221,6 +216,10 @@ def main(argv: list[str]) -> int:
         },
         "contention_fitted": {str(p): c.contention for p, c in calibs.items()},
     }
+    return summary
+
+
+def print_summary(summary: dict[str, Any]) -> None:
     for k in (
         "config_step_time_err_pct",
         "config_step_time_err_pct_same_link",
@@ -245,6 +244,44 @@ def main(argv: list[str]) -> int:
     print(f"contention fitted across runs, per link rate: {summary['contention_across_runs']}")
     mc = summary["measured_compute_per_step_us"]
     print(f"measured compute per step across runs: {mc['min'] / 1e3:.0f}-{mc['max'] / 1e3:.0f} ms")
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sweeps", nargs="+", type=Path)
+    ap.add_argument("--out", type=Path, default=Path("docs/bench/whatif.json"))
+    args = ap.parse_args(argv)
+    runs = sorted(
+        p for s in args.sweeps for p in s.glob("runs/*/rep-*") if (p / "run.json").is_file()
+    )
+    if len(runs) < 2:
+        print(f"need at least two runs under {args.sweeps}", file=sys.stderr)
+        return 2
+    calibs = {p: load_calibration(p) for p in runs}
+    pairs, selfs = pair_rows(calibs)
+    # Configuration level: predict each other config from every run, against the median of
+    # that config's repeats.
+    by_config: dict[str, list[Calibration]] = {}
+    for c in calibs.values():
+        by_config.setdefault(run_name(c), []).append(c)
+    links = sorted({c.measured.link_gbit or 0.0 for c in calibs.values()})
+    alpha = {
+        link: contention_across(
+            [c for c in calibs.values() if (c.measured.link_gbit or 0.0) == link]
+        )
+        for link in links
+    }
+    config_rows = config_pair_rows(calibs, by_config, alpha)
+    # The machine's own floor: how far each run lies from the median of its configuration's
+    # repeats. A prediction from a run carries that run's deviation, whatever the model.
+    repeat_spread = [
+        err_pct(c.measured.step_time_us, statistics.median(t.measured.step_time_us for t in tgts))
+        for tgts in by_config.values()
+        if len(tgts) > 1
+        for c in tgts
+    ]
+    summary = summarize_all(calibs, by_config, alpha, config_rows, pairs, selfs, repeat_spread)
+    print_summary(summary)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     doc = {
         "command": "python benchmarks/whatif_validation.py " + " ".join(map(str, args.sweeps)),

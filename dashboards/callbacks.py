@@ -81,6 +81,14 @@ WHATIF_CONTROLS: tuple[str, ...] = (
 
 
 def register(app: Dash, registry: RunRegistry) -> None:
+    """Wire every callback of the app to the views over ``registry``."""
+    _register_views(app, registry)
+    _register_whatif(app, registry)
+
+
+def _register_views(app: Dash, registry: RunRegistry) -> None:
+    """The step picker, the chosen tab's view and the timeline's zoom."""
+
     @app.callback(
         Output(ids.STEP, "options"),
         Output(ids.STEP, "value"),
@@ -120,6 +128,10 @@ def register(app: Dash, registry: RunRegistry) -> None:
     ) -> Any:
         fig = windowed_timeline(registry, run_a, run_b, step, relayout, clocks)
         return no_update if fig is None else fig
+
+
+def _register_whatif(app: Dash, registry: RunRegistry) -> None:
+    """The what-if panel: shown on its tab, its default target, and the prediction."""
 
     @app.callback(Output(ids.WHATIF_PANEL, "style"), Input(ids.TABS, "value"))
     def _whatif_shown(tab: str | None) -> dict[str, str]:

@@ -210,6 +210,37 @@ TIMELINE_TITLE = "Timeline: one step, lanes per rank"
 WHATIF_TITLE = "What-if: the predicted step above the measured one(s), lanes per rank"
 
 
+def _add_lane_bars(fig: go.Figure, b: pd.DataFrame, row: int, shown: set[str]) -> None:
+    """One panel's bars (one trace per phase, in the legend once: ``shown`` collects the
+    phases already there) and its lanes ordered by rank, then lane."""
+    for phase, rows in b.groupby("phase", sort=False):
+        phase = str(phase)
+        colour = palette.EXPOSED_COLOUR if phase == EXPOSED_PHASE else palette.phase_colour(phase)
+        name = "exposed communication" if phase == EXPOSED_PHASE else palette.phase_name(phase)
+        fig.add_trace(
+            go.Bar(
+                orientation="h",
+                y=rows["y"],
+                base=rows["t0"],
+                x=(rows["t1"] - rows["t0"]),
+                name=name,
+                legendgroup=phase,
+                showlegend=phase not in shown,
+                marker={"color": colour, "line": {"width": 0}},
+                customdata=_hover(rows),
+                hovertemplate=HOVER_TEMPLATE,
+            ),
+            row=row,
+            col=1,
+        )
+        shown.add(phase)
+    order = sorted(
+        b["y"].unique(),
+        key=lambda y: (int(y.split(" ")[1]), palette.LANES.index(y.split(" · ")[1])),
+    )
+    fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(order)), row=row, col=1)
+
+
 def timeline_figure(
     panels: Sequence[TimelinePanel],
     *,
@@ -237,34 +268,7 @@ def timeline_figure(
     )
     shown: set[str] = set()
     for row, b in enumerate(panel_bars, start=1):
-        for phase, rows in b.groupby("phase", sort=False):
-            phase = str(phase)
-            colour = (
-                palette.EXPOSED_COLOUR if phase == EXPOSED_PHASE else palette.phase_colour(phase)
-            )
-            name = "exposed communication" if phase == EXPOSED_PHASE else palette.phase_name(phase)
-            fig.add_trace(
-                go.Bar(
-                    orientation="h",
-                    y=rows["y"],
-                    base=rows["t0"],
-                    x=(rows["t1"] - rows["t0"]),
-                    name=name,
-                    legendgroup=phase,
-                    showlegend=phase not in shown,
-                    marker={"color": colour, "line": {"width": 0}},
-                    customdata=_hover(rows),
-                    hovertemplate=HOVER_TEMPLATE,
-                ),
-                row=row,
-                col=1,
-            )
-            shown.add(phase)
-        order = sorted(
-            b["y"].unique(),
-            key=lambda y: (int(y.split(" ")[1]), palette.LANES.index(y.split(" · ")[1])),
-        )
-        fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(order)), row=row, col=1)
+        _add_lane_bars(fig, b, row, shown)
     fig.update_layout(barmode="overlay", bargap=0.25, uirevision="timeline")
     fig.update_xaxes(title_text="time since step start (ms)", row=len(panels), col=1)
     if window_ms is not None:

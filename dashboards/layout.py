@@ -52,66 +52,77 @@ def _picker(label: str, component: Any, min_width: str = "220px") -> html.Div:
     )
 
 
+def _schedule_pickers() -> list[html.Div]:
+    """The prefetch schedule's controls: policy, forward prefetch, rate limiter."""
+    return [
+        _picker(
+            "Prefetch policy",
+            dcc.Dropdown(
+                id=ids.WHATIF_POLICY,
+                options=[{"label": p.value, "value": p.value} for p in Policy],
+                value=DEFAULT_POLICY,
+                clearable=False,
+            ),
+            "160px",
+        ),
+        _picker(
+            "Forward prefetch",
+            dcc.Checklist(
+                id=ids.WHATIF_FORWARD_PREFETCH,
+                options=[{"label": " on", "value": "on"}],
+                value=DEFAULT_FORWARD_PREFETCH,
+                style={"paddingTop": "6px"},
+            ),
+            "120px",
+        ),
+        _picker(
+            "Rate limiter (all-gathers in flight)",
+            dcc.Dropdown(
+                id=ids.WHATIF_LIMIT,
+                options=[{"label": "off", "value": LIMIT_OFF}]
+                + [{"label": f"K = {k}", "value": k} for k in LIMIT_CHOICES],
+                value=DEFAULT_LIMIT,
+                clearable=False,
+            ),
+            "160px",
+        ),
+    ]
+
+
+def _network_picker() -> html.Div:
+    """The network control: a mode (bandwidth scale or link Gbit/s) and its value."""
+    return _picker(
+        "Network",
+        html.Div(
+            [
+                dcc.RadioItems(
+                    id=ids.WHATIF_NETWORK_MODE,
+                    options=[
+                        {"label": f" {NETWORK_LABELS[m]}", "value": m.value} for m in NetworkMode
+                    ],
+                    value=DEFAULT_NETWORK_MODE,
+                    inline=True,
+                    inputStyle={"marginLeft": "8px"},
+                ),
+                dcc.Input(
+                    id=ids.WHATIF_NETWORK_VALUE,
+                    type="number",
+                    value=DEFAULT_NETWORK_VALUE,
+                    debounce=True,
+                    style={"width": "110px"},
+                ),
+            ]
+        ),
+        "300px",
+    )
+
+
 def whatif_panel(registry: RunRegistry, run_a: str | None, run_b: str | None) -> html.Div:
     """Scenario controls and the prediction's container; hidden until its tab is chosen."""
     controls = html.Div(
         [
-            _picker(
-                "Prefetch policy",
-                dcc.Dropdown(
-                    id=ids.WHATIF_POLICY,
-                    options=[{"label": p.value, "value": p.value} for p in Policy],
-                    value=DEFAULT_POLICY,
-                    clearable=False,
-                ),
-                "160px",
-            ),
-            _picker(
-                "Forward prefetch",
-                dcc.Checklist(
-                    id=ids.WHATIF_FORWARD_PREFETCH,
-                    options=[{"label": " on", "value": "on"}],
-                    value=DEFAULT_FORWARD_PREFETCH,
-                    style={"paddingTop": "6px"},
-                ),
-                "120px",
-            ),
-            _picker(
-                "Rate limiter (all-gathers in flight)",
-                dcc.Dropdown(
-                    id=ids.WHATIF_LIMIT,
-                    options=[{"label": "off", "value": LIMIT_OFF}]
-                    + [{"label": f"K = {k}", "value": k} for k in LIMIT_CHOICES],
-                    value=DEFAULT_LIMIT,
-                    clearable=False,
-                ),
-                "160px",
-            ),
-            _picker(
-                "Network",
-                html.Div(
-                    [
-                        dcc.RadioItems(
-                            id=ids.WHATIF_NETWORK_MODE,
-                            options=[
-                                {"label": f" {NETWORK_LABELS[m]}", "value": m.value}
-                                for m in NetworkMode
-                            ],
-                            value=DEFAULT_NETWORK_MODE,
-                            inline=True,
-                            inputStyle={"marginLeft": "8px"},
-                        ),
-                        dcc.Input(
-                            id=ids.WHATIF_NETWORK_VALUE,
-                            type="number",
-                            value=DEFAULT_NETWORK_VALUE,
-                            debounce=True,
-                            style={"width": "110px"},
-                        ),
-                    ]
-                ),
-                "300px",
-            ),
+            *_schedule_pickers(),
+            _network_picker(),
             _picker(
                 "Compare with (measured run)",
                 dcc.Dropdown(

@@ -97,12 +97,9 @@ def tradeoff_figure(tradeoff: pd.DataFrame) -> go.Figure:
 # --- ranks ----------------------------------------------------------------------------------
 
 
-def ranks_figure(collectives: pd.DataFrame, collective_ranks: pd.DataFrame) -> go.Figure:
-    """Heat map of each rank's waiting-for-peers per collective, transfer time above it,
-    the straggler (last to start) of each collective marked."""
-    if collectives.empty:
-        return empty_figure("no collectives matched across ranks")
-    keys = ["group", "step", "seq"]
+def _labelled(collectives: pd.DataFrame) -> pd.DataFrame:
+    """The collectives in time order, each with a ``label`` (``s<step>#<seq> unit phase``,
+    prefixed by the group when there is more than one)."""
     coll = collectives.sort_values(["step", "start_us", "seq"]).reset_index(drop=True)
     multi_group = coll["group"].nunique() > 1
     label = (
@@ -117,7 +114,29 @@ def ranks_figure(collectives: pd.DataFrame, collective_ranks: pd.DataFrame) -> g
     )
     if multi_group:
         label = coll["group"].astype(str) + ":" + label
-    coll = coll.assign(label=label)
+    return coll.assign(label=label)
+
+
+def _straggler_marks(coll: pd.DataFrame) -> go.Scatter:
+    """A mark on each collective's straggler (the rank that started it last)."""
+    return go.Scatter(
+        x=coll["label"],
+        y=[f"rank {int(r)}" for r in coll["straggler_rank"]],
+        mode="markers",
+        marker={"symbol": "x-thin", "size": 9, "line": {"width": 2, "color": "#111"}},
+        name="straggler (started last)",
+        customdata=coll["straggler_lag_us"] / 1e3,
+        hovertemplate="%{x}<br>%{y} started last, %{customdata:.3f} ms late<extra></extra>",
+    )
+
+
+def ranks_figure(collectives: pd.DataFrame, collective_ranks: pd.DataFrame) -> go.Figure:
+    """Heat map of each rank's waiting-for-peers per collective, transfer time above it,
+    the straggler (last to start) of each collective marked."""
+    if collectives.empty:
+        return empty_figure("no collectives matched across ranks")
+    keys = ["group", "step", "seq"]
+    coll = _labelled(collectives)
     cr = collective_ranks.merge(coll[[*keys, "label"]], on=keys, how="inner")
     z = cr.pivot_table(index="rank", columns="label", values="peer_wait_us", aggfunc="sum")
     dur = cr.pivot_table(index="rank", columns="label", values="dur_us", aggfunc="sum")
@@ -158,19 +177,7 @@ def ranks_figure(collectives: pd.DataFrame, collective_ranks: pd.DataFrame) -> g
         row=2,
         col=1,
     )
-    fig.add_trace(
-        go.Scatter(
-            x=coll["label"],
-            y=[f"rank {int(r)}" for r in coll["straggler_rank"]],
-            mode="markers",
-            marker={"symbol": "x-thin", "size": 9, "line": {"width": 2, "color": "#111"}},
-            name="straggler (started last)",
-            customdata=coll["straggler_lag_us"] / 1e3,
-            hovertemplate="%{x}<br>%{y} started last, %{customdata:.3f} ms late<extra></extra>",
-        ),
-        row=2,
-        col=1,
-    )
+    fig.add_trace(_straggler_marks(coll), row=2, col=1)
     fig.update_yaxes(title_text="ms", row=1, col=1)
     fig.update_yaxes(title_text="rank", autorange="reversed", row=2, col=1)
     fig.update_xaxes(title_text="collective (step#seq unit phase)", tickangle=-60, row=2, col=1)

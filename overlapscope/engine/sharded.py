@@ -31,36 +31,20 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.utils._pytree import tree_flatten
-from torch.utils.checkpoint import checkpoint
 
-from overlapscope.engine.comm import Collectives, PendingGrad, new_comm_group
+from overlapscope.engine.comm import Collectives, new_comm_group
 from overlapscope.engine.config import EngineConfig, MixedPrecision, Sharding
-from overlapscope.engine.flat_param import FlatParam
 from overlapscope.engine.instrument import Instrument
-from overlapscope.engine.p2p import LaneWork
+from overlapscope.engine.levers import install_checkpointing, offload_shards
 from overlapscope.engine.schedule import Act, Action, Schedule, ScheduleStats
-from overlapscope.trace.names import OPTIM_UNIT, ROOT_UNIT, Phase
-
-
-@dataclass(eq=False)
-class Unit:
-    name: str
-    module: nn.Module
-    flat: FlatParam | None
-    is_root: bool = False
-    ag_work: dist.Work | LaneWork | None = None  # all-gather in flight
-    ag_phase: Phase | None = None
-    ag_src: torch.Tensor | None = None  # the all-gather's input, alive until it is done
-    pending_grad: PendingGrad | None = None
-    grad_phase: Phase | None = None
-    bwd_started: bool = False
+from overlapscope.engine.units import Unit, build_units
+from overlapscope.trace.names import OPTIM_UNIT, Phase
 
 
 class ShardedModel(nn.Module):
@@ -91,7 +75,17 @@ class ShardedModel(nn.Module):
         self._compute_dtype = (
             torch.bfloat16 if self.config.mixed_precision is MixedPrecision.BF16 else torch.float32
         )
-        self.units = self._build_units(model, units)
+        rank, world = self.comm.rank, self.comm.world_size
+        if self.config.sharding is Sharding.NO_SHARD:
+            rank, world = 0, 1  # every rank keeps everything
+        self.units = build_units(
+            model,
+            units,
+            rank=rank,
+            world_size=world,
+            compute_dtype=self._compute_dtype,
+            device=self.device,
+        )
         self._shards = nn.ParameterList(u.flat.shard for u in self.units if u.flat is not None)
         self._by_name = {u.name: u for u in self.units}
         # the prefetch schedule (engine/schedule.py); it records the forward order in the
@@ -108,103 +102,15 @@ class ShardedModel(nn.Module):
             torch.cuda.Stream() if self.config.cpu_offload and self.device.type == "cuda" else None
         )
         if self.config.cpu_offload and self.device.type == "cuda":
-            self._offload_shards()
+            offload_shards(self.units)
         self._install_hooks()
 
     # ------------------------------------------------------------------ construction
-    def _build_units(self, model: nn.Module, names: list[str]) -> list[Unit]:
-        modules: dict[str, nn.Module] = {}
-        for name in names:
-            if name in ("", ROOT_UNIT) or "/" in name:
-                raise ValueError(f"unit name {name!r}: name a submodule path such as 'blocks.0'")
-            try:
-                modules[name] = model.get_submodule(name)
-            except AttributeError:
-                raise ValueError(f"unit {name!r} is not a submodule of the model") from None
-        owner: dict[int, str] = {}
-        for name in sorted(modules, key=lambda n: n.count(".")):  # outer units first
-            for p in modules[name].parameters():
-                owner[id(p)] = name  # inner units override outer ones
-        seen: set[int] = set()
-        per_unit: dict[str, list[tuple[str, nn.Module, str, nn.Parameter]]] = {
-            n: [] for n in [ROOT_UNIT, *names]
-        }
-        for mod_name, mod in model.named_modules(remove_duplicate=False):
-            for attr, p in list(mod._parameters.items()):
-                if p is None:
-                    continue
-                if id(p) in seen:
-                    raise ValueError(
-                        f"parameter {mod_name}.{attr} is shared (tied); overlapscope's engine "
-                        "does not support tied parameters: untie them"
-                    )
-                seen.add(id(p))
-                fqn = f"{mod_name}.{attr}" if mod_name else attr
-                per_unit[owner.get(id(p), ROOT_UNIT)].append((fqn, mod, attr, p))
-        rank, world = self.comm.rank, self.comm.world_size
-        if self.config.sharding is Sharding.NO_SHARD:
-            rank, world = 0, 1  # every rank keeps everything
-        units: list[Unit] = []
-        for name, params in per_unit.items():
-            flat = None
-            if params:
-                flat = FlatParam(
-                    params,
-                    rank=rank,
-                    world_size=world,
-                    compute_dtype=self._compute_dtype,
-                    device=self.device,
-                )
-                self._sync_initial_shard(flat)
-            module = model if name == ROOT_UNIT else modules[name]
-            units.append(Unit(name, module, flat, is_root=name == ROOT_UNIT))
-        return units
-
-    def _offload_shards(self) -> None:
-        """CPU offload on CUDA: shards (and so the optimizer state) in pinned host memory."""
-        for u in self.units:
-            if u.flat is not None:
-                u.flat.shard.data = u.flat.shard.data.cpu().pin_memory()
-
-    def _sync_initial_shard(self, flat: FlatParam) -> None:
-        # One-time, before training: every rank starts from rank 0's parameters.
-        full = flat.take_initial_flat()
-        dist.broadcast(full, src=0)
-        start = flat.rank * flat.shard_numel
-        with torch.no_grad():
-            flat.shard.copy_(full[start : start + flat.shard_numel])
-
-    def _install_checkpointing(self, u: Unit) -> None:
-        """Recompute ``u``'s activations in backward (non-reentrant torch checkpoint).
-
-        The module's hooks stay outside the checkpointed function, so they fire once per
-        forward; the recomputation (called by autograd during the unit's backward, after its
-        all-gather) runs the original forward again and is ranged as ``recompute``.
-        """
-        original = u.module.forward
-
-        def recompute_aware(*args: Any, **kwargs: Any) -> Any:
-            if not self.schedule.in_backward:
-                return original(*args, **kwargs)
-            self.instrument.push(Phase.RECOMPUTE, u.name)
-            try:
-                return original(*args, **kwargs)
-            finally:
-                self.instrument.pop(Phase.RECOMPUTE, u.name)
-                self.instrument.resume()
-
-        def checkpointed(*args: Any, **kwargs: Any) -> Any:
-            if not torch.is_grad_enabled():
-                return original(*args, **kwargs)
-            return checkpoint(recompute_aware, *args, use_reentrant=False, **kwargs)
-
-        u.module.forward = checkpointed
-
     def _install_hooks(self) -> None:
         non_root = [u for u in self.units if not u.is_root]
         for i, u in enumerate(non_root):
             if self.config.checkpoints(i):
-                self._install_checkpointing(u)
+                install_checkpointing(u, self.instrument, lambda: self.schedule.in_backward)
         for u in self.units:
             u.module.register_forward_pre_hook(self._make_pre_forward(u))
             u.module.register_forward_hook(self._make_post_forward(u))

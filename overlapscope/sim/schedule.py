@@ -310,6 +310,70 @@ def _stretch(t: float, work_us: float, busy: Sequence[tuple[float, float]], fact
     return t + left
 
 
+class _CommQueue:
+    """The one communication queue the ranks share: collective k starts once every rank has
+    issued it and collective k-1 is done, and takes ``transfer_us[k]``."""
+
+    def __init__(self, program: Program, transfer_us: Sequence[float], num_ranks: int) -> None:
+        ncoll = len(program.collectives)
+        self.program, self.transfer_us, self.num_ranks = program, transfer_us, num_ranks
+        self.issued: list[dict[int, float]] = [{} for _ in range(ncoll)]
+        self.start = [float("nan")] * ncoll
+        self.end = [float("nan")] * ncoll
+        self.busy: list[tuple[float, float]] = []  # the queue's busy intervals (known so far)
+        self.next_coll = 0
+        self.lane_free = 0.0
+
+    def issue(self, k: int, rank: int, t_us: float, out: list[Interval]) -> None:
+        """Rank ``rank`` issued collective ``k`` at ``t_us``; schedule what is now ready."""
+        self.issued[k][rank] = t_us
+        while (
+            self.next_coll < len(self.issued) and len(self.issued[self.next_coll]) == self.num_ranks
+        ):
+            k = self.next_coll
+            prev_free = self.lane_free
+            self.start[k] = max(max(self.issued[k].values()), self.lane_free)
+            self.end[k] = self.start[k] + self.transfer_us[k]
+            self.lane_free = self.end[k]
+            self.busy.append((self.start[k], self.end[k]))
+            c = self.program.collectives[k]
+            for r, t_issue in self.issued[k].items():
+                # each rank's op runs from when its queue reaches it (peer wait included)
+                s_r = max(t_issue, prev_free)
+                out.append(Interval(r, "comm", c.phase, c.unit, s_r, self.end[k], k))
+            self.next_coll += 1
+
+
+def _advance(
+    r: int, times: RankTimes, ops: Sequence[Op], pc: dict[int, int], now: dict[int, float],
+    queue: _CommQueue, contention: float, out: list[Interval],
+) -> bool:  # fmt: skip
+    """Play rank ``r``'s ops until it waits on an unscheduled collective; True if any ran."""
+    progressed = False
+    while pc[r] < len(ops):
+        op = ops[pc[r]]
+        t = now[r]
+        if op.kind is OpKind.COMPUTE:
+            t += times.gap_us
+            work = times.compute_us.get((op.phase, op.unit, op.piece), 0.0)
+            t_end = _stretch(t, work, queue.busy, contention)
+            out.append(Interval(r, "compute", op.phase, op.unit, t, t_end))
+        elif op.kind is OpKind.ISSUE:
+            t_end = t + times.issue_us.get(op.phase, 0.0)
+            out.append(Interval(r, "issue", op.phase, op.unit, t, t_end, op.collective))
+            queue.issue(op.collective, r, t_end, out)
+        else:  # WAIT: blocks the thread until the collective is done
+            done = queue.end[op.collective]
+            if np.isnan(done):
+                break  # not scheduled yet: a peer has not issued it
+            t_end = max(t, done)
+            out.append(Interval(r, "wait", op.phase, op.unit, t, t_end, op.collective))
+        now[r] = t_end
+        pc[r] += 1
+        progressed = True
+    return progressed
+
+
 def replay(
     program: Program,
     ranks: dict[int, RankTimes],
@@ -321,61 +385,15 @@ def replay(
         raise ValueError("transfer_us needs one duration per collective of the program")
     if not ranks:
         raise ValueError("replay needs at least one rank")
-    ncoll = len(program.collectives)
-    issued: list[dict[int, float]] = [{} for _ in range(ncoll)]
-    start = [float("nan")] * ncoll
-    end = [float("nan")] * ncoll
-    busy: list[tuple[float, float]] = []  # the queue's busy intervals (known so far)
-    next_coll = 0
-    lane_free = 0.0
+    queue = _CommQueue(program, transfer_us, len(ranks))
     pc = dict.fromkeys(ranks, 0)
     now = {r: t.start_overhead_us for r, t in ranks.items()}
     out: list[Interval] = []
-
-    def schedule() -> None:
-        nonlocal next_coll, lane_free
-        while next_coll < ncoll and len(issued[next_coll]) == len(ranks):
-            k = next_coll
-            prev_free = lane_free
-            start[k] = max(max(issued[k].values()), lane_free)
-            end[k] = start[k] + transfer_us[k]
-            lane_free = end[k]
-            busy.append((start[k], end[k]))
-            c = program.collectives[k]
-            for r, t_issue in issued[k].items():
-                # each rank's op runs from when its queue reaches it (peer wait included)
-                s_r = max(t_issue, prev_free)
-                out.append(Interval(r, "comm", c.phase, c.unit, s_r, end[k], k))
-            next_coll += 1
-
     ops = program.ops
     while any(pc[r] < len(ops) for r in ranks):
         progressed = False
         for r, times in ranks.items():
-            while pc[r] < len(ops):
-                op = ops[pc[r]]
-                t = now[r]
-                if op.kind is OpKind.COMPUTE:
-                    t += times.gap_us
-                    work = times.compute_us.get((op.phase, op.unit, op.piece), 0.0)
-                    t_end = _stretch(t, work, busy, contention)
-                    out.append(Interval(r, "compute", op.phase, op.unit, t, t_end))
-                    now[r] = t_end
-                elif op.kind is OpKind.ISSUE:
-                    t_end = t + times.issue_us.get(op.phase, 0.0)
-                    out.append(Interval(r, "issue", op.phase, op.unit, t, t_end, op.collective))
-                    issued[op.collective][r] = t_end
-                    now[r] = t_end
-                    schedule()
-                else:  # WAIT: blocks the thread until the collective is done
-                    done = end[op.collective]
-                    if np.isnan(done):
-                        break  # not scheduled yet: a peer has not issued it
-                    t_end = max(t, done)
-                    out.append(Interval(r, "wait", op.phase, op.unit, t, t_end, op.collective))
-                    now[r] = t_end
-                pc[r] += 1
-                progressed = True
+            progressed |= _advance(r, times, ops, pc, now, queue, contention, out)
         if not progressed:
             raise AssertionError("replay deadlocked: ranks wait on collectives never issued")
-    return Replay(program, tuple(out), dict(now), tuple(start), tuple(end))
+    return Replay(program, tuple(out), dict(now), tuple(queue.start), tuple(queue.end))

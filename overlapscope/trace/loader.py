@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.errors import UserError
+from overlapscope.trace.discover import ALLOW_FLAG, find_trace_files
 from overlapscope.trace.parse import (
     MAX_WORLD_SIZE,
     NotATraceError,
@@ -37,10 +38,9 @@ from overlapscope.trace.ranks import (
     rank_from_name,
 )
 from overlapscope.trace.recognize import ComputeSource, RankTable, recognize
-from overlapscope.trace.runmeta import RUN_META, listed_traces, read_run_json, run_state
+from overlapscope.trace.runmeta import run_state
 from overlapscope.trace.schema import EVENT_COLUMNS, Framework
 
-TRACE_SUFFIXES = (".json", ".json.gz")
 # Below this many bytes in total, parsing in-process beats starting workers.
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 PROGRESS_MIN_BYTES = 64 * 1024 * 1024
@@ -82,55 +82,6 @@ class RunTraces:
             if r.rank == rank:
                 return r
         raise KeyError(f"rank {rank} not loaded; loaded: {[r.rank for r in self.ranks]}")
-
-
-# JSON files an overlapscope run or sweep writes beside its traces.
-NOT_TRACES = frozenset({RUN_META, "config.json", "summary.json"})
-ALLOW_FLAG = "--allow-missing-ranks"
-
-
-def _is_trace_name(p: Path) -> bool:
-    return p.name not in NOT_TRACES and p.name.endswith(TRACE_SUFFIXES)
-
-
-def find_trace_files(
-    paths: Sequence[Path], *, strict: bool = True, warnings: list[str] | None = None
-) -> tuple[list[Path], list[Path], dict[Path, dict[str, Any] | None]]:
-    """Expand directories into their trace files (those run.json lists, else every
-    ``*.json`` / ``*.json.gz`` an overlapscope run does not write itself); returns
-    (files, run directories, each directory's run.json). Traces of more than one run
-    directory are refused."""
-    warn: list[str] = [] if warnings is None else warnings
-    files: list[Path] = []
-    dirs: list[Path] = []
-    metas: dict[Path, dict[str, Any] | None] = {}
-    for p in paths:
-        if p.is_dir():
-            metas[p] = read_run_json(p)
-            found = listed_traces(p, metas[p], strict, ALLOW_FLAG, warn)
-            if found is None:
-                found = sorted(q for q in p.iterdir() if q.is_file() and _is_trace_name(q))
-            if not found:
-                raise UserError(
-                    f"{p}: no trace files (*.json, *.json.gz) in this directory; "
-                    "pass a run directory written by 'overlapscope run' or the trace files"
-                )
-            files.extend(found)
-            dirs.append(p)
-        elif p.is_file():
-            files.append(p)
-        else:
-            raise UserError(f"{p}: no such file or directory")
-    runs = sorted({str(d) for d in dirs} | {str(f.parent) for f in files if _is_run_dir(f.parent)})
-    if len({str(Path(r).resolve()) for r in runs}) > 1:
-        raise UserError(
-            f"traces of different runs ({runs[0]} and {runs[1]}); analyse one run at a time"
-        )
-    return files, dirs, metas
-
-
-def _is_run_dir(d: Path) -> bool:
-    return (d / RUN_META).is_file()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,6 @@
 """The what-if panel on the shipped sample runs: scenario controls, the matching measured run,
-predicted tables and figure, the view with its one-line errors, and the calibration cache.
+predicted tables and figure, and the view with its one-line errors (the calibration cache:
+test_whatif_cache.py).
 
 No numbers are hard-coded (the sample traces may be regenerated): structure and sanity only,
 plus the simulator's self-replay property (a run predicted under its own configuration is
@@ -8,9 +9,7 @@ within 5% of its measured step time, as tests/sim asserts on a fresh run).
 
 from __future__ import annotations
 
-import importlib
 import math
-import os
 import re
 import shutil
 from pathlib import Path
@@ -39,6 +38,8 @@ from overlapscope.sim import Policy, Scenario, predict_from
 from overlapscope.sim.events import replay_metrics
 from overlapscope.sim.export import write_predicted_run
 
+from .whatif_helpers import by_policy, error_text, number, scenario_controls, table_rows, texts
+
 SELF_REPLAY_TOLERANCE = 0.05
 
 
@@ -48,61 +49,18 @@ def registry(sample_runs: list[RunSource]) -> RunRegistry:
     return RunRegistry(sample_runs, use_disk_cache=False)
 
 
-def _by_policy(runs: list[RunSource], policy: str, limit: int | None = None) -> RunSource:
-    for r in runs:
-        engine = (read_manifest(r.path) or {})["config"]["engine"]
-        if engine["policy"] == policy and engine["limit_all_gathers"] == limit:
-            return r
-    raise AssertionError(f"no sample run with policy {policy} and limit {limit}")
-
-
-def _controls(
-    policy: str = "backward_pre",
-    fwd: Any = (),
-    limit: Any = "off",
-    mode: str = "scale",
-    value: Any = 1,
-) -> tuple[Any, ...]:
-    return policy, fwd, limit, mode, value
-
-
-def _texts(component: Any) -> list[str]:
-    """Every string inside a component tree, in order."""
-    children = getattr(component, "children", component)
-    if isinstance(children, str):
-        return [children]
-    if isinstance(children, int | float):
-        return [str(children)]
-    if isinstance(children, list | tuple):
-        return [t for c in children for t in _texts(c)]
-    if children is None or children is component:
-        return []
-    return _texts(children)
-
-
-def _table_rows(table: html.Table) -> tuple[list[str], list[list[str]]]:
-    head, body = table.children
-    headers = [th.children for th in head.children.children]
-    rows = [[td.children for td in tr.children] for tr in body.children]
-    return headers, rows
-
-
-def _number(cell: str) -> float:
-    return float(cell.replace(",", "").replace("+", ""))
-
-
 # --- scenario controls ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("controls", "expected"),
     [
-        (_controls("none"), Scenario(Policy.NONE)),
-        (_controls(fwd=["on"]), Scenario(Policy.BACKWARD_PRE, forward_prefetch=True)),
-        (_controls(limit=2), Scenario(Policy.BACKWARD_PRE, limit_all_gathers=2)),
-        (_controls(limit="3"), Scenario(Policy.BACKWARD_PRE, limit_all_gathers=3)),
-        (_controls(value=0.5), Scenario(Policy.BACKWARD_PRE, bandwidth_scale=0.5)),
-        (_controls(mode="gbit", value=2), Scenario(Policy.BACKWARD_PRE, link_gbit=2.0)),
+        (scenario_controls("none"), Scenario(Policy.NONE)),
+        (scenario_controls(fwd=["on"]), Scenario(Policy.BACKWARD_PRE, forward_prefetch=True)),
+        (scenario_controls(limit=2), Scenario(Policy.BACKWARD_PRE, limit_all_gathers=2)),
+        (scenario_controls(limit="3"), Scenario(Policy.BACKWARD_PRE, limit_all_gathers=3)),
+        (scenario_controls(value=0.5), Scenario(Policy.BACKWARD_PRE, bandwidth_scale=0.5)),
+        (scenario_controls(mode="gbit", value=2), Scenario(Policy.BACKWARD_PRE, link_gbit=2.0)),
         (WHATIF_DEFAULTS, Scenario(Policy.BACKWARD_PRE)),
     ],
     ids=["none", "fwd-prefetch", "limit", "limit-str", "scale", "gbit", "layout-defaults"],
@@ -114,15 +72,15 @@ def test_scenario_from_controls(controls: tuple[Any, ...], expected: Scenario) -
 @pytest.mark.parametrize(
     ("controls", "needle"),
     [
-        (_controls(value=0), "bandwidth scale must be a number > 0"),
-        (_controls(value=-1), "bandwidth scale must be a number > 0"),
-        (_controls(value=None), "bandwidth scale must be a number > 0"),
-        (_controls(mode="gbit", value=-0.5), "link rate must be a number of Gbit/s > 0"),
-        (_controls(mode="gbit", value="fast"), "link rate must be a number of Gbit/s > 0"),
-        (_controls(mode="gbit", value=float("nan")), "link rate"),
-        (_controls(limit=0), "rate limiter"),
-        (_controls(policy="sometimes"), "policy: 'sometimes' is not one of"),
-        (_controls(mode="carrier-pigeon"), "network: unknown mode"),
+        (scenario_controls(value=0), "bandwidth scale must be a number > 0"),
+        (scenario_controls(value=-1), "bandwidth scale must be a number > 0"),
+        (scenario_controls(value=None), "bandwidth scale must be a number > 0"),
+        (scenario_controls(mode="gbit", value=-0.5), "link rate must be a number of Gbit/s > 0"),
+        (scenario_controls(mode="gbit", value="fast"), "link rate must be a number of Gbit/s > 0"),
+        (scenario_controls(mode="gbit", value=float("nan")), "link rate"),
+        (scenario_controls(limit=0), "rate limiter"),
+        (scenario_controls(policy="sometimes"), "policy: 'sometimes' is not one of"),
+        (scenario_controls(mode="carrier-pigeon"), "network: unknown mode"),
     ],
     ids=["scale-0", "scale-neg", "empty", "gbit-neg", "gbit-text", "gbit-nan", "limit-0",
          "policy", "mode"],
@@ -137,10 +95,10 @@ def test_bad_controls_are_one_line_errors(controls: tuple[Any, ...], needle: str
 
 
 def test_matching_run_finds_the_sweep_run_of_the_scenario(sample_runs: list[RunSource]) -> None:
-    none = _by_policy(sample_runs, "none")
-    pre = _by_policy(sample_runs, "backward_pre")
-    limited = _by_policy(sample_runs, "backward_pre", 2)
-    post = _by_policy(sample_runs, "backward_post")
+    none = by_policy(sample_runs, "none")
+    pre = by_policy(sample_runs, "backward_pre")
+    limited = by_policy(sample_runs, "backward_pre", 2)
+    post = by_policy(sample_runs, "backward_post")
     match = matching_run(sample_runs, none.key, Scenario(Policy.BACKWARD_PRE))
     assert match == pre.key
     assert matching_run(sample_runs, none.key, Scenario(Policy.BACKWARD_PRE, limit_all_gathers=2))
@@ -173,16 +131,18 @@ def test_expected_config_follows_the_network(sample_run_dir: Path) -> None:
 def test_default_target_prefers_the_matching_run_then_run_b(
     registry: RunRegistry, sample_runs: list[RunSource]
 ) -> None:
-    none = _by_policy(sample_runs, "none")
-    pre = _by_policy(sample_runs, "backward_pre")
-    post = _by_policy(sample_runs, "backward_post")
-    assert views.default_target(registry, none.key, post.key, *_controls()) == pre.key
-    fwd = _controls(fwd=["on"])
+    none = by_policy(sample_runs, "none")
+    pre = by_policy(sample_runs, "backward_pre")
+    post = by_policy(sample_runs, "backward_post")
+    assert views.default_target(registry, none.key, post.key, *scenario_controls()) == pre.key
+    fwd = scenario_controls(fwd=["on"])
     assert views.default_target(registry, none.key, post.key, *fwd) == post.key
     assert views.default_target(registry, none.key, none.key, *fwd) is None
     assert views.default_target(registry, none.key, "/etc", *fwd) is None
     # Invalid controls: no scenario to match, Run B.
-    assert views.default_target(registry, none.key, post.key, *_controls(value=-1)) == post.key
+    assert (
+        views.default_target(registry, none.key, post.key, *scenario_controls(value=-1)) == post.key
+    )
 
 
 # --- prediction tables and figure ---------------------------------------------------------------
@@ -206,7 +166,7 @@ def test_self_replay_is_within_5_percent_of_the_measured_step(
 def test_whatif_table_converts_units_and_leaves_target_columns_empty_without_one(
     registry: RunRegistry, sample_runs: list[RunSource]
 ) -> None:
-    calib = registry.calibration(_by_policy(sample_runs, "none").key)
+    calib = registry.calibration(by_policy(sample_runs, "none").key)
     pred = predict_from(calib, Scenario(Policy.BACKWARD_PRE))
     raw = pred.table().set_index("metric")
     rows = whatif_table(pred.table()).set_index("metric")
@@ -238,7 +198,7 @@ def test_unknown_metric_keeps_its_name_and_unit() -> None:
 def test_predicted_tables_hold_one_step_per_rank_in_the_analysis_schema(
     registry: RunRegistry, sample_runs: list[RunSource]
 ) -> None:
-    calib = registry.calibration(_by_policy(sample_runs, "none").key)
+    calib = registry.calibration(by_policy(sample_runs, "none").key)
     pred = predict_from(calib, Scenario(Policy.BACKWARD_PRE))
     rep = pred.replays[0]
     timeline, exposed = predicted_tables(rep, 7)
@@ -268,7 +228,7 @@ def test_replay_index_follows_the_counted_steps() -> None:
 def test_whatif_figure_draws_predicted_above_measured_in_phase_colours(
     registry: RunRegistry, sample_runs: list[RunSource]
 ) -> None:
-    src = _by_policy(sample_runs, "none")
+    src = by_policy(sample_runs, "none")
     calib = registry.calibration(src.key)
     pred = predict_from(calib, Scenario(Policy.BACKWARD_PRE))
     timeline, exposed = predicted_tables(pred.replays[0], 2)
@@ -292,10 +252,10 @@ def test_whatif_figure_draws_predicted_above_measured_in_phase_colours(
 def test_view_shows_predicted_vs_measured_source_and_target(
     registry: RunRegistry, sample_runs: list[RunSource]
 ) -> None:
-    none = _by_policy(sample_runs, "none")
-    pre = _by_policy(sample_runs, "backward_pre")
-    out = html.Div(views.whatif_view(registry, none.key, pre.key, None, *_controls()))
-    headers, rows = _table_rows(out[ids.WHATIF_TABLE])
+    none = by_policy(sample_runs, "none")
+    pre = by_policy(sample_runs, "backward_pre")
+    out = html.Div(views.whatif_view(registry, none.key, pre.key, None, *scenario_controls()))
+    headers, rows = table_rows(out[ids.WHATIF_TABLE])
     assert headers[1:] == [
         f"measured: {none.label}",
         "predicted",
@@ -305,10 +265,10 @@ def test_view_shows_predicted_vs_measured_source_and_target(
     ]
     assert rows[0][0] == "step time (ms)"
     for row in rows:
-        values = [_number(c) for c in row[1:]]
+        values = [number(c) for c in row[1:]]
         assert all(math.isfinite(v) for v in values), row
-    assert _number(rows[0][2]) > 0  # predicted step time
-    summary = " ".join(_texts(out[ids.WHATIF_SUMMARY]))
+    assert number(rows[0][2]) > 0  # predicted step time
+    summary = " ".join(texts(out[ids.WHATIF_SUMMARY]))
     assert "backward_pre predicted from none" in summary
     titles = [a.text for a in out[ids.WHATIF_GRAPH].figure.layout.annotations]
     assert len(titles) == 3 and titles[0].startswith("predicted · backward_pre")
@@ -319,22 +279,22 @@ def test_view_shows_predicted_vs_measured_source_and_target(
 def test_view_without_target_hides_the_error_columns(
     registry: RunRegistry, sample_runs: list[RunSource]
 ) -> None:
-    none = _by_policy(sample_runs, "none")
-    out = html.Div(views.whatif_view(registry, none.key, None, None, *_controls(value=0.5)))
-    headers, rows = _table_rows(out[ids.WHATIF_TABLE])
+    none = by_policy(sample_runs, "none")
+    out = html.Div(views.whatif_view(registry, none.key, None, None, *scenario_controls(value=0.5)))
+    headers, rows = table_rows(out[ids.WHATIF_TABLE])
     assert len(headers) == 4 and "prediction error (%)" not in headers
     assert len(rows) == 4
-    assert any("Compare with" in t for t in _texts(out))
+    assert any("Compare with" in t for t in texts(out))
     assert len(out[ids.WHATIF_GRAPH].figure.layout.annotations) == 2
 
 
 def test_view_notes_a_target_of_another_configuration(
     registry: RunRegistry, sample_runs: list[RunSource]
 ) -> None:
-    none = _by_policy(sample_runs, "none")
-    post = _by_policy(sample_runs, "backward_post")
-    out = views.whatif_view(registry, none.key, post.key, None, *_controls())
-    text = " ".join(_texts(html.Div(out)))
+    none = by_policy(sample_runs, "none")
+    post = by_policy(sample_runs, "backward_post")
+    out = views.whatif_view(registry, none.key, post.key, None, *scenario_controls())
+    text = " ".join(texts(html.Div(out)))
     assert "was measured as backward_post, not backward_pre" in text
     calib = registry.calibration(none.key)
     slow = Scenario(Policy.NONE, bandwidth_scale=0.5)
@@ -351,19 +311,11 @@ def test_view_notes_a_target_of_another_configuration(
     assert said.endswith("the scenario on a 0.25 Gbit/s link")  # every reason, not the first
 
 
-def _error(out: list[Any]) -> str:
-    panels = [c for c in out if getattr(c, "className", None) == ids.ERROR_PANEL_CLASS]
-    assert len(panels) == 1, out
-    text = "".join(_texts(panels[0]))
-    assert "\n" not in text and "Traceback" not in text
-    return text
-
-
 @pytest.mark.parametrize(
     ("controls", "needle"),
     [
-        (_controls(value=-1), "Cannot predict: network: the bandwidth scale must be"),
-        (_controls(mode="gbit", value=0), "Cannot predict: network: the link rate"),
+        (scenario_controls(value=-1), "Cannot predict: network: the bandwidth scale must be"),
+        (scenario_controls(mode="gbit", value=0), "Cannot predict: network: the link rate"),
     ],
     ids=["scale", "gbit"],
 )
@@ -371,12 +323,14 @@ def test_view_refuses_a_non_positive_network_in_one_line(
     registry: RunRegistry, sample_runs: list[RunSource], controls: Any, needle: str
 ) -> None:
     out = views.whatif_view(registry, sample_runs[0].key, None, None, *controls)
-    assert needle in _error(out)
+    assert needle in error_text(out)
 
 
 def test_view_refuses_unknown_and_missing_runs(registry: RunRegistry) -> None:
-    assert "unknown run" in _error(views.whatif_view(registry, "../none", None, None, *_controls()))
-    assert "pick the measured run" in _error(views.whatif_view(registry, None, None, None))
+    assert "unknown run" in error_text(
+        views.whatif_view(registry, "../none", None, None, *scenario_controls())
+    )
+    assert "pick the measured run" in error_text(views.whatif_view(registry, None, None, None))
 
 
 def test_runs_that_cannot_be_calibrated_say_why(
@@ -387,7 +341,7 @@ def test_runs_that_cannot_be_calibrated_say_why(
     bare.mkdir()
     for trace in sample_run_dir.glob("rank-*.json.gz"):
         shutil.copy(trace, bare)
-    calib = registry.calibration(_by_policy(sample_runs, "none").key)
+    calib = registry.calibration(by_policy(sample_runs, "none").key)
     write_predicted_run(predict_from(calib, Scenario(Policy.BACKWARD_PRE)), tmp_path / "pred")
     runs = discover_runs([bare, tmp_path / "pred"])
     local = RunRegistry([*sample_runs, *runs], use_disk_cache=False)
@@ -397,55 +351,12 @@ def test_runs_that_cannot_be_calibrated_say_why(
     ]:
         with pytest.raises(CalibrationError, match=re.escape(needle)):
             local.calibration(key)
-        assert needle.split(";")[0] in _error(
-            views.whatif_view(local, key, None, None, *_controls())
+        assert needle.split(";")[0] in error_text(
+            views.whatif_view(local, key, None, None, *scenario_controls())
         )
     # As the target: the prediction is still shown, the comparison says why not.
-    out = views.whatif_view(local, _by_policy(sample_runs, "none").key, "pred", None, *_controls())
-    assert "Cannot compare: pred is a what-if prediction" in _error(out)
+    out = views.whatif_view(
+        local, by_policy(sample_runs, "none").key, "pred", None, *scenario_controls()
+    )
+    assert "Cannot compare: pred is a what-if prediction" in error_text(out)
     assert ids.WHATIF_TABLE in str(out)
-
-
-def test_calibration_is_cached_until_the_run_changes(sample_run_dir: Path, tmp_path: Path) -> None:
-    run = shutil.copytree(sample_run_dir, tmp_path / "run", ignore=shutil.ignore_patterns("logs"))
-    registry = RunRegistry(discover_runs([run]), use_disk_cache=False)
-    first = registry.calibration("run")
-    assert registry.calibration("run") is first
-    os.utime(run / "run.json", ns=(0, 10**18))
-    assert registry.calibration("run") is not first
-    # A failure is remembered and raised afresh.
-    (run / "run.json").unlink()
-    for _ in range(2):
-        with pytest.raises(CalibrationError, match=r"no run\.json"):
-            registry.calibration("run")
-
-
-def test_a_run_is_parsed_once_for_its_analysis_and_its_calibration(
-    sample_run_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The calibration takes the registry's (cached) analysis: the traces are loaded once
-    # whichever the page asks for first.
-    from dashboards import data as data_module
-
-    sim_predict = importlib.import_module("overlapscope.sim.predict")
-
-    loads: list[Path] = []
-    real = data_module.load_run
-
-    def counting(path: Path, **kw: Any) -> Any:
-        loads.append(path)
-        return real(path, **kw)
-
-    monkeypatch.setattr(data_module, "load_run", counting)
-    monkeypatch.setattr(sim_predict, "load_run", counting)  # the what-if's own loader
-    for first in ("calibration", "load"):
-        loads.clear()
-        registry = RunRegistry(discover_runs([sample_run_dir]), use_disk_cache=False)
-        key = registry.sources[0].key
-        if first == "calibration":
-            registry.calibration(key)
-            registry.load(key)
-        else:
-            registry.load(key)
-            registry.calibration(key)
-        assert len(loads) == 1, first
