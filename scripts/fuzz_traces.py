@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.reliability.fuzz import available_sources, run_case  # noqa: E402
+from tests.reliability.fuzz import available_sources, run_case
 
 
 def main() -> int:
