@@ -126,6 +126,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    except MemoryError:
+        # Flags are bounded and inputs validated; should a file still not fit, one line.
+        if args.traceback:
+            raise
+        print(
+            "overlapscope: error: out of memory; give a smaller input or fewer ranks "
+            "(--traceback for details)",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt as e:
         signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
         print(f"overlapscope: interrupted ({signal.Signals(signum).name})", file=sys.stderr)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
-from collections.abc import Callable
 from pathlib import Path
 
+from overlapscope.commands.flags import MAX_RANKS, MAX_WIDTH, int_at_least, positive_float
 from overlapscope.engine.config import (
     EngineConfig,
     MixedPrecision,
@@ -28,51 +27,6 @@ from overlapscope.trace.files import RUN_MANIFEST
 
 def _values(e: type) -> list[str]:
     return [m.value for m in e]  # type: ignore[attr-defined]
-
-
-# argparse ``type=`` converters: a bad value is rejected while parsing, before anything is
-# created, as one line ``argument --FLAG: <message>``.
-
-
-def int_at_least(low: int, hint: str = "", high: int | None = None) -> Callable[[str], int]:
-    """An integer >= ``low`` (and <= ``high``); ``hint`` (e.g. what 0 means) is added to the
-    error."""
-    span = f">= {low}" if high is None else f"from {low} to {high}"
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{text!r} is not an integer; give an integer {span}{hint}"
-            ) from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"{value} is too small: give an integer {span}{hint}")
-        if high is not None and value > high:
-            raise argparse.ArgumentTypeError(f"{value} is too large: give an integer {span}{hint}")
-        return value
-
-    parse.__name__ = f"integer {span}"
-    return parse
-
-
-# Upper bounds: far beyond anything a local run can hold, low enough that a typo (an extra
-# zero or three) is refused in one line instead of exhausting memory or processes.
-MAX_RANKS = 1024
-MAX_WIDTH = 1 << 16
-
-
-def positive_float(text: str) -> float:
-    """A finite number > 0 (no nan, no inf: they would not survive JSON)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a number; give a finite number > 0"
-        ) from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number > 0")
-    return value
 
 
 def checkpoint_units(text: str) -> str:
