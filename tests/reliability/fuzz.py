@@ -16,12 +16,14 @@ import hashlib
 import io
 import json
 import random
+import shutil
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
+SAMPLE_RUN = REPO / "traces" / "none"
 EXTERNAL = REPO.parent / "shared" / "external-traces"
 SOURCES = [
     REPO / "traces" / "none" / "rank-0.pt.trace.json.gz",
@@ -107,38 +109,76 @@ class FuzzResult:
         return self.outcome in ("ok", "error")
 
 
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def digest(path: Path) -> dict[str, str]:
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
-def run_case(seed: int, work: Path) -> FuzzResult:
-    """Mutate one source trace (picked by ``seed``), analyse it, classify the ending."""
-    from overlapscope.cli import main
+def mutated_manifest(seed: int) -> tuple[dict[str, Any], str]:
+    """``traces/none/run.json`` with one to three fields (top level or one below) deleted
+    or retyped."""
+    rng = random.Random(seed)
+    doc: dict[str, Any] = json.loads((SAMPLE_RUN / "run.json").read_text())
+    what = []
+    for _ in range(rng.randint(1, 3)):
+        holder = doc
+        key = rng.choice(sorted(holder))
+        if isinstance(holder[key], dict) and holder[key] and rng.random() < 0.5:
+            holder = holder[key]
+            key = rng.choice(sorted(holder))
+        if rng.random() < 0.4:
+            del holder[key]
+            what.append(f"delete run.json {key}")
+        else:
+            holder[key] = rng.choice(_ODD_VALUES)
+            what.append(f"retype run.json {key}")
+    return doc, "; ".join(what)
 
+
+def _manifest_case(seed: int, case: Path) -> tuple[list[str], Path, str, str]:
+    """A copy of the sample run with a mutated run.json; analyze or whatif reads it."""
+    run = case / "run"
+    shutil.copytree(SAMPLE_RUN, run)
+    doc, what = mutated_manifest(seed)
+    (run / "run.json").write_text(json.dumps(doc))
+    command = ["whatif", str(run), "--policy", "none"] if seed % 2 else ["analyze", str(run)]
+    return [*command, "--json", str(case / "out.json")], run, "run.json", what
+
+
+def _trace_case(seed: int, case: Path) -> tuple[list[str], Path, str, str]:
     sources = available_sources()
     source = sources[seed % len(sources)]
     data, what = mutated_trace(source, seed)
-    case = work / f"seed-{seed}"
-    case.mkdir(parents=True)
     trace = case / "rank-0.pt.trace.json.gz"
     trace.write_bytes(data)
-    before = _sha(trace)
-    err = io.StringIO()
     argv = ["analyze", str(trace), "--no-progress", "--json", str(case / "out.json")]
+    return argv, trace, source, what
+
+
+def run_case(seed: int, work: Path, *, manifest: bool = False) -> FuzzResult:
+    """Mutate one source trace (picked by ``seed``), or with ``manifest`` the sample run's
+    ``run.json``, run the command on it, classify the ending."""
+    from overlapscope.cli import main
+
+    case = work / f"seed-{seed}-{'manifest' if manifest else 'trace'}"
+    case.mkdir(parents=True)
+    argv, given, source, what = (_manifest_case if manifest else _trace_case)(seed, case)
+    before = digest(given)
+    err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
             code = main(argv)
     except MemoryError:
-        return FuzzResult(seed, source.name, what, "MemoryError", "")
+        return FuzzResult(seed, source, what, "MemoryError", "")
     except BaseException as e:  # any escape is what this looks for
         tb = traceback.format_exception(e)[-1].strip()
-        return FuzzResult(seed, source.name, what, "traceback", tb)
+        return FuzzResult(seed, source, what, "traceback", tb)
     lines = err.getvalue().strip().splitlines()
-    if _sha(trace) != before:
-        return FuzzResult(seed, source.name, what, "input changed", "")
+    if digest(given) != before:
+        return FuzzResult(seed, source, what, "input changed", "")
     if code == 0:
-        return FuzzResult(seed, source.name, what, "ok", err.getvalue().strip()[:200])
+        return FuzzResult(seed, source, what, "ok", err.getvalue().strip()[:200])
     errors = [ln for ln in lines if ln.startswith("overlapscope: error:")]
     if code == 2 and len(errors) == 1 and "Traceback" not in err.getvalue():
-        return FuzzResult(seed, source.name, what, "error", errors[0][:200])
-    return FuzzResult(seed, source.name, what, f"exit {code}", err.getvalue()[-300:])
+        return FuzzResult(seed, source, what, "error", errors[0][:200])
+    return FuzzResult(seed, source, what, f"exit {code}", err.getvalue()[-300:])
