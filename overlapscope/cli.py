@@ -31,6 +31,7 @@ OUTPUT_FLAGS = {
     "trace": "--trace",
     "log_dir": "--log-dir",
 }
+FILE_DESTS = ("json", "markdown")
 
 # command name -> module under overlapscope.commands
 COMMANDS: dict[str, str] = {
@@ -87,7 +88,7 @@ def check_outputs_apart(args: argparse.Namespace) -> None:
     for dest, flag in OUTPUT_FLAGS.items():
         out = getattr(args, dest, None)
         if out is not None and str(out) not in ("", "-"):
-            check_apart(out, [str(i) for i in inputs], flag)
+            check_apart(out, [str(i) for i in inputs], flag, is_file=dest in FILE_DESTS)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

@@ -84,13 +84,18 @@ def _same(a: Path, b: Path) -> bool:
         return False
 
 
-def check_apart(out: str | Path, inputs: Iterable[str | Path], flag: str) -> None:
+def check_apart(
+    out: str | Path, inputs: Iterable[str | Path], flag: str, *, is_file: bool = False
+) -> None:
     """``out`` may not be, contain or lie inside any of the command's ``inputs`` (a trace, a
-    ``run.json``, a directory it reads): refused in one line naming both paths."""
+    ``run.json``, a directory it reads): refused in one line naming both paths. A file
+    output (``is_file``) holds nothing: a directory given for it is ``check_file``'s to
+    refuse."""
     o = Path(out).resolve()
     for p in inputs:
         i = Path(p).resolve()
-        if _same(o, i) or o in i.parents or i in o.parents:
+        holds = not is_file and o in i.parents
+        if _same(o, i) or holds or i in o.parents:
             raise UserError(
                 f"{flag} {out}: would write over the input {p}; write the output elsewhere"
             )
@@ -125,8 +130,8 @@ def check_replace(
             )
         if not is_replaceable(out):
             raise UserError(
-                f"{flag} {out} exists and holds files overlapscope did not write: "
-                "refusing to replace it; pick another path"
+                f"{flag} {out} exists and is not ours to replace: it holds files overlapscope "
+                "did not write; refusing, pick another path"
             )
 
 

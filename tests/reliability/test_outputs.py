@@ -43,6 +43,7 @@ OVER_INPUT = {
         ["--json"],
     ),
     "csv-holding-run": (["analyze", "{run}", "--csv", "{tmp}"], ["--csv"]),
+    "out-holding-run": (["whatif", "{run}", "--policy", "none", "--trace", "{tmp}"], ["--trace"]),
 }
 
 
@@ -61,6 +62,7 @@ def test_no_command_writes_over_its_input(
 OUTPUT_PATHS = {
     "json-missing-parent": (["analyze", "{run}", "--json", "{tmp}/missing/sub/out.json"], ["--json", "does not exist"]),
     "json-is-a-dir": (["analyze", "{run}", "--json", "{tmp}/adir"], ["--json", "is a directory"]),
+    "json-is-the-runs-parent": (["analyze", "{run}", "--json", "{tmp}"], ["--json", "is a directory"]),
     "json-under-a-file": (["analyze", "{run}", "--json", "{tmp}/afile/out.json"], ["--json", "is a file"]),
     "markdown-is-a-dir": (["analyze", "{run}", "--markdown", "{tmp}/adir"], ["--markdown", "is a directory"]),
     "csv-is-a-file": (["analyze", "{run}", "--csv", "{tmp}/afile"], ["--csv", "is a file"]),
