@@ -75,7 +75,7 @@ def _first_failure(run_dir: Path) -> str:
     return f"rank {rank} failed: {first.read_text().strip()}"
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
     """Every live process below ``pid`` (torchrun puts each worker in its own session, so a
     process group does not reach them)."""
     children: dict[int, list[int]] = {}
@@ -103,12 +103,12 @@ def _signal_all(pids: list[int], sig: signal.Signals) -> None:
 def stop_tree(proc: subprocess.Popen[bytes]) -> None:
     """Stop ``proc`` and every process below it: SIGTERM, then SIGKILL after a grace."""
     with signals_deferred():
-        pids = [proc.pid, *_descendants(proc.pid)]
+        pids = [proc.pid, *descendants(proc.pid)]
         _signal_all(pids, signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_S
         while time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.05)
-        _signal_all([proc.pid, *_descendants(proc.pid), *pids[1:]], signal.SIGKILL)
+        _signal_all([proc.pid, *descendants(proc.pid), *pids[1:]], signal.SIGKILL)
         proc.wait()
 
 
@@ -122,7 +122,7 @@ def _run_local(cfg: RunConfig, staging: Path) -> int:
         try:
             return proc.wait()
         finally:
-            if proc.poll() is None or _descendants(proc.pid):
+            if proc.poll() is None or descendants(proc.pid):
                 stop_tree(proc)
 
 

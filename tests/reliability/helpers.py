@@ -73,9 +73,9 @@ def hidden_entries(folder: Path) -> list[str]:
 
 def live_descendants(pid: int) -> list[int]:
     """Processes below ``pid`` that are alive (not zombies)."""
-    from overlapscope.engine.launch import _descendants
+    from overlapscope.engine.launch import descendants
 
-    return _descendants(pid)
+    return descendants(pid)
 
 
 def pid_alive(pid: int) -> bool:
