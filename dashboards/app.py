@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from dash import Dash
 
-from dashboards import callbacks
+from dashboards import callbacks, guard
 from dashboards.data import RunRegistry, RunSource
 from dashboards.layout import build_layout
 
@@ -25,6 +25,7 @@ def create_app(runs: Sequence[RunSource], *, use_disk_cache: bool = True) -> Das
         suppress_callback_exceptions=True,  # the timeline graph exists only on its tab
         serve_locally=True,
     )
+    guard.install(app)  # malformed requests: 4xx, capped bodies, only registered assets
     app.layout = build_layout(registry)
     callbacks.register(app, registry)
     app.server.config["OVERLAPSCOPE_REGISTRY"] = registry

@@ -10,11 +10,28 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from types import FrameType
 from typing import NoReturn
 
-from overlapscope.errors import UserError
+from overlapscope.errors import Interrupted, UserError
+from overlapscope.outputs import check_apart
+
+# Where commands keep what they read and what they write (argparse dests); no output may be,
+# hold or lie inside an input, whatever the command.
+INPUT_DESTS = ("paths", "run_dir")
+OUTPUT_FLAGS = {
+    "json": "--json",
+    "markdown": "--markdown",
+    "csv": "--csv",
+    "out": "--out",
+    "trace": "--trace",
+    "log_dir": "--log-dir",
+}
+FILE_DESTS = ("json", "markdown")
 
 # command name -> module under overlapscope.commands
 COMMANDS: dict[str, str] = {
@@ -62,10 +79,36 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:
     return parser, mods
 
 
+def check_outputs_apart(args: argparse.Namespace) -> None:
+    """Refuse, before any work, an output path that is (or holds, or is inside) an input."""
+    inputs: list[object] = []
+    for dest in INPUT_DESTS:
+        value = getattr(args, dest, None)
+        inputs.extend(value if isinstance(value, list) else [] if value is None else [value])
+    for dest, flag in OUTPUT_FLAGS.items():
+        out = getattr(args, dest, None)
+        if out is not None and str(out) not in ("", "-"):
+            check_apart(out, [str(i) for i in inputs], flag, is_file=dest in FILE_DESTS)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted(signum)
+
+
+def _signals_interrupt() -> None:
+    """SIGTERM and SIGHUP stop a command the way Ctrl-C does: its ``finally`` blocks stop
+    the processes it started and keep what was written."""
+    if threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, _interrupt)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser, _ = build_parser()
     args = parser.parse_args(argv)
+    _signals_interrupt()
     try:
+        check_outputs_apart(args)
         return int(args.func(args))
     except UserError as e:
         if args.traceback:
@@ -84,9 +127,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    except KeyboardInterrupt:
-        print("overlapscope: interrupted", file=sys.stderr)
-        return 130
+    except MemoryError:
+        # Flags are bounded and inputs validated; should a file still not fit, one line.
+        if args.traceback:
+            raise
+        print(
+            "overlapscope: error: out of memory; give a smaller input or fewer ranks "
+            "(--traceback for details)",
+            file=sys.stderr,
+        )
+        return 2
+    except KeyboardInterrupt as e:
+        signum = e.signum if isinstance(e, Interrupted) else signal.SIGINT
+        print(f"overlapscope: interrupted ({signal.Signals(signum).name})", file=sys.stderr)
+        return 128 + signum
 
 
 if __name__ == "__main__":

@@ -8,12 +8,18 @@ that looks complete.
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
 import tempfile
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from overlapscope.errors import UserError
+
+_DEFERRED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
 def _existing_ancestor(path: Path) -> Path:
@@ -29,6 +35,8 @@ def check_file(path: str | Path, flag: str) -> Path:
     if p.is_dir():
         raise UserError(f"{flag} {p}: is a directory; give a file name")
     parent = p.absolute().parent
+    if parent.exists() and not parent.is_dir():
+        raise UserError(f"{flag} {p}: {parent} is a file, not a folder; pick another path")
     if not parent.is_dir():
         raise UserError(f"{flag} {p}: folder {parent} does not exist; create it or pick another")
     if not os.access(parent, os.W_OK):
@@ -69,13 +77,96 @@ def write_files(files: Iterable[tuple[str | Path, bytes | str, str]]) -> None:
         write_file(path, data, flag)
 
 
-def check_apart(out: str | Path, inputs: Iterable[str | Path], flag: str) -> None:
-    """``out`` may not be, contain or lie inside any of the command's ``inputs``."""
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a == b or (a.exists() and b.exists() and os.path.samefile(a, b))
+    except OSError:
+        return False
+
+
+def check_apart(
+    out: str | Path, inputs: Iterable[str | Path], flag: str, *, is_file: bool = False
+) -> None:
+    """``out`` may not be, contain or lie inside any of the command's ``inputs`` (a trace, a
+    ``run.json``, a directory it reads): refused in one line naming both paths. A file
+    output (``is_file``) holds nothing: a directory given for it is ``check_file``'s to
+    refuse."""
     o = Path(out).resolve()
     for p in inputs:
         i = Path(p).resolve()
-        if o == i or o in i.parents or i in o.parents:
-            raise UserError(f"{flag} {out}: overlaps the input {p}; write somewhere else")
+        holds = not is_file and o in i.parents
+        if _same(o, i) or holds or i in o.parents:
+            raise UserError(
+                f"{flag} {out}: would write over the input {p}; write the output elsewhere"
+            )
+
+
+def only_ours(path: Path, marker: str, entries: re.Pattern[str]) -> bool:
+    """``path`` holds ``marker`` and nothing whose name ``entries`` does not match: a folder
+    overlapscope wrote, with nothing of the user's in it."""
+    if not (path / marker).is_file():
+        return False
+    return all(entries.fullmatch(p.name) for p in path.iterdir())
+
+
+def fresh_name(path: Path) -> Path:
+    """``path``, or ``path-2``, ``path-3``, ...: the first that does not exist."""
+    candidate, n = path, 1
+    while candidate.exists() or candidate.is_symlink():
+        n += 1
+        candidate = path.with_name(f"{path.name}-{n}")
+    return candidate
+
+
+def check_replace(
+    out: Path, flag: str, *, force: bool, is_replaceable: Callable[[Path], bool]
+) -> None:
+    """An existing, non-empty ``out`` may be replaced only with ``force``, and only if it is
+    ours (``is_replaceable``): never a folder with the user's files in it."""
+    if out.exists() and any(out.iterdir()):
+        if not force:
+            raise UserError(
+                f"{flag} {out} already exists: pass --force to replace it, or pick another"
+            )
+        if not is_replaceable(out):
+            raise UserError(
+                f"{flag} {out} exists and is not ours to replace: it holds files overlapscope "
+                "did not write; refusing, pick another path"
+            )
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM/SIGHUP for the few renames that must not be cut in half."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _DEFERRED)
+
+
+def swap_in(tmp: Path, out: Path) -> None:
+    """Move the complete ``tmp`` to ``out``; an old ``out`` is removed only once ``tmp``
+    has taken its place."""
+    with signals_deferred():
+        old = None
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            os.replace(out, old / out.name)
+        os.replace(tmp, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def keep_failed(tmp: Path, out: Path) -> Path:
+    """Keep a failed build as a fresh ``<out>.failed`` (never over an earlier one)."""
+    with signals_deferred():
+        failed = fresh_name(out.with_name(out.name + ".failed"))
+        os.replace(tmp, failed)
+    return failed
 
 
 def replace_dir(
@@ -86,20 +177,18 @@ def replace_dir(
     force: bool,
     is_replaceable: Callable[[Path], bool],
     protect: Iterable[Path] = (),
+    keep_on_failure: bool = False,
 ) -> Path:
     """Build a directory in a temporary sibling, then move it to ``out``.
 
     An existing ``out`` is replaced only with ``force`` and only if ``is_replaceable(out)``;
     ``out`` may not be, contain or lie inside any ``protect`` path (the command's inputs).
-    A failure in ``build`` leaves ``out`` as it was.
+    A failure in ``build`` (an interruption included) leaves ``out`` as it was; with
+    ``keep_on_failure`` what was built is kept as a fresh ``<out>.failed``.
     """
     out = check_dir(out, flag)
     check_apart(out, protect, flag)
-    if out.exists() and any(out.iterdir()):
-        if not force:
-            raise UserError(f"{flag} {out} exists: pass --force to replace it, or pick another")
-        if not is_replaceable(out):
-            raise UserError(f"{flag} {out} exists and is not ours to replace; pick another")
+    check_replace(out, flag, force=force, is_replaceable=is_replaceable)
     parent = out.absolute().parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -113,17 +202,16 @@ def replace_dir(
         umask = os.umask(0)
         os.umask(umask)
         tmp.chmod(0o777 & ~umask)  # mkdtemp makes it 0700; a folder the user made would not be
-        old = None
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=parent))
-            os.replace(out, old / out.name)
-        os.replace(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except OSError as e:
+        swap_in(tmp, out.absolute())
+    except BaseException as e:
+        if keep_on_failure and tmp.exists():
+            failed = keep_failed(tmp, out.absolute())
+            if isinstance(e, UserError):
+                raise UserError(f"{e} (what was written: {failed})") from None
         shutil.rmtree(tmp, ignore_errors=True)
-        raise UserError(f"{flag} {out}: cannot write ({e.strerror}); pick another path") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError):
+            raise UserError(
+                f"{flag} {out}: cannot write ({e.strerror}); pick another path"
+            ) from None
         raise
     return out

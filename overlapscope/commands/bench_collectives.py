@@ -19,7 +19,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import overlapscope
-from overlapscope.commands.run import positive_float
+from overlapscope.commands.run import int_at_least, positive_float
 from overlapscope.errors import UserError
 from overlapscope.lab import TbfShape, shaped_network
 from overlapscope.lab.bench import (
@@ -36,6 +36,10 @@ from overlapscope.lab.bench import (
 from overlapscope.outputs import check_dir, check_file, write_file
 
 DEFAULT_SIZES = "1MB,4MB,16MB,64MB"
+# One network namespace, veth pair and process per rank: beyond this a typo, not a lab.
+MAX_LAB_RANKS = 64
+# Each rank holds the full buffer and its chunks: beyond this a typo, not a benchmark.
+MAX_SIZE_BYTES = 1 << 32
 TOLERANCE = 0.15  # the bar: large-message busbw within 15% of the link rate
 DEFINITIONS = {
     "size_bytes": "full buffer: all-gather output / reduce-scatter input (nccl-tests)",
@@ -68,7 +72,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "busbw / link rate.",
     )
     p.add_argument(
-        "--nproc", type=int, default=2, metavar="N", help="number of ranks, >= 2 (default: 2)"
+        "--nproc",
+        type=int_at_least(2, high=MAX_LAB_RANKS),
+        default=2,
+        metavar="N",
+        help="number of ranks, >= 2 (default: 2)",
     )
     p.add_argument(
         "--link-gbit",
@@ -84,10 +92,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         f"down to a multiple of 4 bytes x --nproc (default: {DEFAULT_SIZES})",
     )
     p.add_argument(
-        "--iters", type=int, default=5, metavar="K", help="timed iterations per size (default: 5)"
+        "--iters",
+        type=int_at_least(1, high=1 << 20),
+        default=5,
+        metavar="K",
+        help="timed iterations per size (default: 5)",
     )
     p.add_argument(
-        "--warmup", type=int, default=1, metavar="W", help="untimed iterations first (default: 1)"
+        "--warmup",
+        type=int_at_least(0, high=1 << 20),
+        default=1,
+        metavar="W",
+        help="untimed iterations first (default: 1)",
     )
     p.add_argument(
         "--json", metavar="FILE|-", help="also write results as JSON ('-': stdout; default: none)"
@@ -118,6 +134,8 @@ def _sizes(text: str, num_ranks: int) -> tuple[int, ...]:
             raise UserError(f"--sizes: {e}") from None
         if size <= 0:
             raise UserError(f"--sizes {token!r}: every size must be > 0; write e.g. 4MB")
+        if size > MAX_SIZE_BYTES:
+            raise UserError(f"--sizes {token!r}: every size must be at most 4G; write e.g. 64MB")
         try:
             sizes.append(aligned_size(size, num_ranks))
         except ValueError as e:

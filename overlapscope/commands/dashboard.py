@@ -11,7 +11,9 @@ import logging
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
+from overlapscope.commands.run import int_at_least
 from overlapscope.errors import UserError
 
 REPO_TRACES = Path(__file__).resolve().parents[2] / "traces"
@@ -32,7 +34,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="run directories, trace files, or folders holding runs (default: traces/)",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
+    p.add_argument(
+        "--port", type=int_at_least(1, high=65535), default=8050, help="port (default 8050)"
+    )
     p.add_argument("--debug", action="store_true", help="Dash debug mode (never on a shared host)")
     p.add_argument("--no-warm", action="store_true", help="do not analyse every run before serving")
     p.set_defaults(func=run)
@@ -50,22 +54,46 @@ def default_roots() -> list[Path]:
     )
 
 
-def check_port(host: str, port: int) -> None:
-    """Refuse, in one line and before any work, a port something already listens on (the
-    server's own error would come after the warm-up, as werkzeug's multi-line exit 1)."""
+def bind_port(host: str, port: int) -> socket.socket:
+    """Listen on ``host:port`` ourselves, before any work: a port in use is one line here,
+    and the server takes this socket, so nothing can take the port in between (werkzeug's
+    own bind failure is several lines and exit 1)."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as e:
         raise UserError(f"--host {host}: cannot resolve it ({e.strerror})") from None
     family, kind, proto, _, addr = infos[0]
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(addr)
-        except OSError as e:
-            raise UserError(
-                f"--port {port}: cannot serve on {host}:{port} ({e.strerror}); pick another --port"
-            ) from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(addr)
+        sock.listen(128)
+    except OSError as e:
+        sock.close()
+        raise UserError(
+            f"--port {port}: cannot serve on {host}:{port} ({e.strerror}); pick another --port"
+        ) from None
+    return sock
+
+
+def check_port(host: str, port: int) -> None:
+    """Refuse, in one line, a port something already listens on."""
+    bind_port(host, port).close()
+
+
+def serve(app: Any, sock: socket.socket, host: str, port: int, debug: bool) -> None:
+    """Serve ``app`` on the socket ``bind_port`` opened, until Ctrl-C or SIGTERM."""
+    if debug:  # Dash's dev tools come with its own runner (which binds again)
+        sock.close()
+        app.run(host=host, port=port, debug=True, use_reloader=False)
+        return
+    from werkzeug.serving import make_server
+
+    server = make_server(host, port, app.server, threaded=True, fd=sock.fileno())
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
 
 
 def url_for(host: str, port: int) -> str:
@@ -77,9 +105,7 @@ def run(args: argparse.Namespace) -> int:
     from dashboards import create_app, discover_runs  # Dash is imported only for this command
     from dashboards.app import registry_of
 
-    if not 0 < args.port < 65536:
-        raise UserError(f"--port {args.port}: pick a port between 1 and 65535")
-    check_port(args.host, args.port)
+    sock = bind_port(args.host, args.port)
     runs = discover_runs(args.paths or default_roots())
     app = create_app(runs)
     failed: list[UserError] = []
@@ -107,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("dash.dash").setLevel(logging.WARNING)
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
     try:
-        app.run(host=args.host, port=args.port, debug=args.debug, use_reloader=False)
+        serve(app, sock, args.host, args.port, args.debug)
     except OSError as e:
         raise UserError(
             f"cannot serve on {args.host}:{args.port}: {e.strerror or e} (try --port)"

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
-from collections.abc import Callable
 from pathlib import Path
 
+from overlapscope.commands.flags import MAX_RANKS, MAX_WIDTH, int_at_least, positive_float
 from overlapscope.engine.config import (
     EngineConfig,
     MixedPrecision,
@@ -28,43 +27,6 @@ from overlapscope.trace.files import RUN_MANIFEST
 
 def _values(e: type) -> list[str]:
     return [m.value for m in e]  # type: ignore[attr-defined]
-
-
-# argparse ``type=`` converters: a bad value is rejected while parsing, before anything is
-# created, as one line ``argument --FLAG: <message>``.
-
-
-def int_at_least(low: int, hint: str = "") -> Callable[[str], int]:
-    """An integer >= ``low``; ``hint`` (e.g. what 0 means) is added to the error."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{text!r} is not an integer; give an integer >= {low}{hint}"
-            ) from None
-        if value < low:
-            raise argparse.ArgumentTypeError(
-                f"{value} is too small: give an integer >= {low}{hint}"
-            )
-        return value
-
-    parse.__name__ = f"integer >= {low}"
-    return parse
-
-
-def positive_float(text: str) -> float:
-    """A finite number > 0 (no nan, no inf: they would not survive JSON)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a number; give a finite number > 0"
-        ) from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number > 0")
-    return value
 
 
 def checkpoint_units(text: str) -> str:
@@ -159,47 +121,66 @@ def add_engine_flags(p: argparse.ArgumentParser, *, with_policy: bool = True) ->
     )
     m.add_argument(
         "--layers",
-        type=int,
+        type=int_at_least(1, high=1024),
         default=4,
         metavar="N",
         help="blocks (gpt) or layers (mlp), one sharded unit each (default: %(default)s)",
     )
-    m.add_argument("--dim", type=int, default=256, metavar="D", help="width (default: %(default)s)")
+    m.add_argument(
+        "--dim",
+        type=int_at_least(1, high=MAX_WIDTH),
+        default=256,
+        metavar="D",
+        help="width (default: %(default)s)",
+    )
     m.add_argument(
         "--heads",
-        type=int,
+        type=int_at_least(1, high=MAX_WIDTH),
         default=4,
         metavar="H",
         help="attention heads (gpt), must divide --dim (default: %(default)s)",
     )
     m.add_argument(
         "--seq-len",
-        type=int,
+        type=int_at_least(1, high=1 << 20),
         default=128,
         metavar="T",
         help="tokens per sample (default: %(default)s)",
     )
     m.add_argument(
         "--vocab",
-        type=int,
+        type=int_at_least(2, high=1 << 24),
         default=1024,
         metavar="V",
         help="vocabulary size (default: %(default)s)",
     )
     t = p.add_argument_group("training and capture")
-    t.add_argument("--nproc", type=int, default=2, metavar="N", help="ranks (default: %(default)s)")
     t.add_argument(
-        "--steps", type=int, default=6, metavar="S", help="training steps (default: %(default)s)"
+        "--nproc",
+        type=int_at_least(1, high=MAX_RANKS),
+        default=2,
+        metavar="N",
+        help="ranks (default: %(default)s)",
+    )
+    t.add_argument(
+        "--steps",
+        type=int_at_least(1, high=1 << 20),
+        default=6,
+        metavar="S",
+        help="training steps (default: %(default)s)",
     )
     t.add_argument(
         "--global-batch",
-        type=int,
+        type=int_at_least(1, high=1 << 20),
         default=8,
         metavar="B",
         help="samples per step, split evenly across ranks (default: %(default)s)",
     )
     t.add_argument(
-        "--seed", type=int, default=0, help="seed of weights and data (default: %(default)s)"
+        "--seed",
+        type=int_at_least(0, high=(1 << 63) - 1),
+        default=0,
+        help="seed of weights and data (default: %(default)s)",
     )
     t.add_argument(
         "--lr",
@@ -209,21 +190,21 @@ def add_engine_flags(p: argparse.ArgumentParser, *, with_policy: bool = True) ->
     )
     t.add_argument(
         "--profile-wait",
-        type=int,
+        type=int_at_least(0, high=1 << 20),
         default=1,
         metavar="N",
         help="steps before the profiler starts (default: %(default)s)",
     )
     t.add_argument(
         "--profile-warmup",
-        type=int,
+        type=int_at_least(0, high=1 << 20),
         default=1,
         metavar="N",
         help="profiler warm-up steps, not recorded (default: %(default)s)",
     )
     t.add_argument(
         "--profile-active",
-        type=int,
+        type=int_at_least(1, high=1 << 20),
         default=2,
         metavar="N",
         help="profiled (recorded) steps (default: %(default)s)",
@@ -242,7 +223,7 @@ def add_engine_flags(p: argparse.ArgumentParser, *, with_policy: bool = True) ->
     )
     t.add_argument(
         "--threads-per-rank",
-        type=int_at_least(0, " (0 = auto: cores / --nproc)"),
+        type=int_at_least(0, " (0 = auto: cores / --nproc)", high=4096),
         default=0,
         metavar="N",
         help="torch threads per rank; 0 = auto: CPU cores / --nproc, at least 1 "

@@ -8,8 +8,8 @@ Every configuration runs the same model, seed and batch through the same launche
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from rich.table import Table
 from overlapscope.commands.run import add_engine_flags, config_from_args, int_at_least
 from overlapscope.engine.recipe import DEFAULT_LIMIT_WINDOW, RunConfig
 from overlapscope.errors import UserError
-from overlapscope.outputs import check_dir
+from overlapscope.outputs import check_dir, check_replace, only_ours, replace_dir
 from overlapscope.sweep import (
     RunEvent,
     parse_points,
@@ -70,16 +70,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
-def _prepare_out(out: Path, force: bool) -> None:
-    check_dir(out, "--out")
-    if out.exists():
-        is_sweep = (out / SUMMARY_JSON).exists() or (out / "runs").is_dir()
-        if not force:
-            raise UserError(f"--out {out} already exists: pick a new directory or add --force")
-        if not is_sweep and any(out.iterdir()):
-            raise UserError(f"--out {out} exists and is not an overlapscope sweep: refusing")
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+# Everything a sweep directory holds; a folder with anything else is the user's.
+SWEEP_ENTRIES = re.compile(r"summary\.(json|csv|md)|tradeoff\.html|runs")
+
+
+def is_sweep_dir(path: Path) -> bool:
+    """``path`` is a sweep overlapscope wrote: ``summary.json`` and nothing but sweep files."""
+    return only_ours(path, SUMMARY_JSON, SWEEP_ENTRIES)
 
 
 def _meta(base: RunConfig, repeats: int) -> dict[str, Any]:
@@ -121,6 +118,27 @@ def _table(summary: Any) -> Table:
     return t
 
 
+def _run_all(base: RunConfig, points: list[Any], repeats: int, out: Path) -> Any:
+    """Every (point, repeat) into ``out``, with a progress bar on stderr."""
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} runs"),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
+        task = progress.add_task("sweep", total=len(points) * repeats)
+
+        def on_event(e: RunEvent) -> None:
+            what = {"run": "running", "analyze": "analysing", "done": "done"}[e.stage]
+            progress.update(task, description=f"{e.point.label} rep {e.repeat}: {what}")
+            if e.stage == "done":
+                progress.advance(task)
+
+        return run_sweep(base, points, repeats, out, on_event)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         # --forward-prefetch applies to every point; --limit-all-gathers K is the window of a
@@ -140,26 +158,24 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise UserError(str(e)) from None
     out = args.out.resolve()
-    _prepare_out(out, args.force)
-    console = Console(stderr=True)
-    with Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} runs"),
-        TimeElapsedColumn(),
-        console=console,
-    ) as progress:
-        task = progress.add_task("sweep", total=len(points) * args.repeats)
+    check_replace(out, "--out", force=args.force, is_replaceable=is_sweep_dir)
+    result: dict[str, Any] = {}
 
-        def on_event(e: RunEvent) -> None:
-            what = {"run": "running", "analyze": "analysing", "done": "done"}[e.stage]
-            progress.update(task, description=f"{e.point.label} rep {e.repeat}: {what}")
-            if e.stage == "done":
-                progress.advance(task)
+    def build(tmp: Path) -> None:  # the old sweep stays until this one is complete
+        runs = _run_all(base, points, args.repeats, tmp)
+        result["summary"] = summary = summarize(runs, points_table(points))
+        result["paths"] = write_outputs(tmp, summary, runs, _meta(base, args.repeats))
 
-        runs = run_sweep(base, points, args.repeats, out, on_event)
-    summary = summarize(runs, points_table(points))
-    paths = write_outputs(out, summary, runs, _meta(base, args.repeats))
+    replace_dir(
+        out,
+        build,
+        flag="--out",
+        force=args.force,
+        is_replaceable=is_sweep_dir,
+        keep_on_failure=True,
+    )
+    summary = result["summary"]
+    paths = [out / p.name for p in result["paths"]]
     Console().print(_table(summary))
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0

@@ -2,24 +2,47 @@
 
 The ranks write into a hidden staging directory beside ``--out``; only a run whose every
 rank succeeded (``run.json`` written) is renamed to ``--out`` (replacing an old run only
-then, with ``--force``). A failed run is kept as ``<out>.failed/`` with every rank's log, and
-the error names the first rank that failed and its log.
+then, with ``--force``, and only a folder overlapscope wrote). A failed or interrupted run is
+kept as a fresh ``<out>.failed/`` (``.failed-2``, ... beside an earlier one) with every rank's
+log, and the error names the first rank that failed and its log. An interruption (Ctrl-C,
+SIGTERM) stops torchrun and every worker it started before the command exits.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
+import re
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 from overlapscope.engine.recipe import RunConfig
 from overlapscope.errors import UserError
+from overlapscope.outputs import (
+    check_dir,
+    check_replace,
+    keep_failed,
+    only_ours,
+    signals_deferred,
+    swap_in,
+    write_file,
+)
 from overlapscope.trace.files import RUN_MANIFEST
 
 WORKER = "overlapscope.engine.worker"
+# Everything a run directory holds; a folder with anything else is the user's, never replaced.
+RUN_ENTRIES = re.compile(r"run\.json|config\.json|logs|rank-\d+\.pt\.trace\.json(\.gz)?")
+STOP_GRACE_S = 5.0
+
+
+def is_run_dir(path: Path) -> bool:
+    """``path`` is a run overlapscope wrote: ``run.json`` and nothing but run files."""
+    return only_ours(path, RUN_MANIFEST, RUN_ENTRIES)
 
 
 def torchrun_argv(run_dir: Path, launcher_args: list[str]) -> list[str]:
@@ -52,11 +75,55 @@ def _first_failure(run_dir: Path) -> str:
     return f"rank {rank} failed: {first.read_text().strip()}"
 
 
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (torchrun puts each worker in its own session, so a
+    process group does not reach them)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def _signal_all(pids: list[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+def stop_tree(proc: subprocess.Popen[bytes]) -> None:
+    """Stop ``proc`` and every process below it: SIGTERM, then SIGKILL after a grace."""
+    with signals_deferred():
+        pids = [proc.pid, *descendants(proc.pid)]
+        _signal_all(pids, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        _signal_all([proc.pid, *descendants(proc.pid), *pids[1:]], signal.SIGKILL)
+        proc.wait()
+
+
 def _run_local(cfg: RunConfig, staging: Path) -> int:
     with (staging / "logs" / "launcher.log").open("wb") as log:
         local = ["--standalone", "--nnodes", "1", "--nproc-per-node", str(cfg.nproc)]
-        proc = subprocess.run(torchrun_argv(staging, local), stderr=log, env=_env(cfg))
-    return proc.returncode
+        # Its own session: a Ctrl-C or a signal to our group reaches us, and we stop the tree.
+        proc = subprocess.Popen(
+            torchrun_argv(staging, local), stderr=log, env=_env(cfg), start_new_session=True
+        )
+        try:
+            return proc.wait()
+        finally:
+            if proc.poll() is None or descendants(proc.pid):
+                stop_tree(proc)
 
 
 def _run_in_lab(cfg: RunConfig, staging: Path) -> int:
@@ -78,36 +145,23 @@ def _run_in_lab(cfg: RunConfig, staging: Path) -> int:
 
 def launch(cfg: RunConfig, out: Path, *, force: bool = False) -> Path:
     """Run ``cfg`` and return the completed run directory (``out``)."""
-    out = out.resolve()
-    if out.exists() and not force:
-        raise UserError(f"--out {out} already exists: pick a new directory or add --force")
-    if out.exists() and not (out / RUN_MANIFEST).exists() and any(out.iterdir()):
-        raise UserError(
-            f"--out {out} exists and is not an overlapscope run: refusing to replace it"
-        )
+    out = check_dir(out, "--out").resolve()
+    check_replace(out, "--out", force=force, is_replaceable=is_run_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = out.with_name(f".{out.name}.partial-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    (staging / "logs").mkdir(parents=True)
-    (staging / "config.json").write_text(json.dumps(cfg.to_dict(), indent=1) + "\n")
-    rc = 1
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    staging.chmod(0o755)
+    (staging / "logs").mkdir()
+    write_file(staging / "config.json", json.dumps(cfg.to_dict(), indent=1) + "\n", "--out")
+    ok = False
     try:
         rc = _run_in_lab(cfg, staging) if cfg.link_gbit is not None else _run_local(cfg, staging)
-    finally:
         ok = rc == 0 and (staging / RUN_MANIFEST).exists()
+    finally:
         if not ok:
-            failed = out.with_name(out.name + ".failed")
-            shutil.rmtree(failed, ignore_errors=True)
-            staging.rename(failed)
+            failed = keep_failed(staging, out)
     if not ok:
         raise UserError(
             f"{_first_failure(failed)} (logs: {failed}/logs/; the run was not written to {out})"
         )
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        out.rename(old)
-        staging.rename(out)
-        shutil.rmtree(old)
-    else:
-        staging.rename(out)
+    swap_in(staging, out)
     return out

@@ -1,0 +1,90 @@
+"""Shared helpers of the reliability tests: run a command the way a user does and check that
+it ended cleanly (exit 0, or exit 2 with one ``overlapscope: error:`` line), and that no file
+it was given changed."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from overlapscope.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE_RUN = REPO / "traces" / "none"
+TINY_RUN = [
+    *("--layers", "1", "--dim", "32", "--heads", "2", "--seq-len", "8", "--vocab", "64"),
+    *("--global-batch", "2", "--profile-wait", "0", "--profile-warmup", "0"),
+    *("--profile-active", "1"),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    code: int
+    out: str
+    err: str
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> Outcome:
+    """``overlapscope ARGS`` in this process; any exception but the clean exits propagates
+    (it would be a traceback for the user)."""
+    try:
+        code = main([str(a) for a in args])
+    except SystemExit as e:  # argparse's usage errors
+        code = int(e.code or 0)
+    captured = capsys.readouterr()
+    return Outcome(code, captured.out, captured.err)
+
+
+def assert_one_line_error(result: Outcome, *needles: str) -> str:
+    assert result.code == 2, result
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1, result.err
+    assert "error:" in lines[0] and "Traceback" not in result.err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def digest(path: Path) -> dict[str, str]:
+    """Content hash of every file under ``path`` (or of ``path`` itself), by relative name."""
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    return {
+        str(p.relative_to(path) if p != path else p.name): hashlib.sha256(
+            p.read_bytes()
+        ).hexdigest()
+        for p in files
+    }
+
+
+def copy_sample_run(dest: Path) -> Path:
+    shutil.copytree(SAMPLE_RUN, dest)
+    return dest
+
+
+def hidden_entries(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+
+
+def live_descendants(pid: int) -> list[int]:
+    """Processes below ``pid`` that are alive (not zombies)."""
+    from overlapscope.engine.launch import descendants
+
+    return descendants(pid)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def env_with_repo() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO)}

@@ -1,0 +1,46 @@
+"""Seeded fuzz of real inputs (issue #21, point 7): every mutated trace or ``run.json`` ends
+cleanly, exit 0 or one ``overlapscope: error:`` line, never a traceback or MemoryError, and
+the input is never changed. A longer run: ``python scripts/fuzz_traces.py --seeds 2000``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.reliability.fuzz import available_sources, run_case
+
+TRACE_SEEDS = list(range(24))
+# even seeds: analyze, odd: whatif; 11 and 13 are known failures (below), kept as regressions
+MANIFEST_SEEDS = [*range(8), 11, 13]
+LOADER = "loader validation lands with the truth branch"
+# Known on this branch; remove the marks once the branches named are merged.
+TRACE_XFAIL = {5: LOADER}  # an event's name retyped to a dict reaches pandas
+MANIFEST_XFAIL = {
+    11: LOADER,  # world_size a list: int() in load_run
+    13: "whatif calibration reads run.json untyped (sim/calibrate.py; whatif branch)",
+}
+
+
+def _params(seeds: list[int], xfail: dict[int, str]) -> list[object]:
+    return [
+        pytest.param(
+            s,
+            id=f"seed-{s}",
+            marks=[pytest.mark.xfail(strict=False, reason=xfail[s])] if s in xfail else [],
+        )
+        for s in seeds
+    ]
+
+
+@pytest.mark.skipif(not available_sources(), reason="no source traces (traces/ or shared)")
+@pytest.mark.parametrize("seed", _params(TRACE_SEEDS, TRACE_XFAIL))
+def test_mutated_trace_ends_cleanly(seed: int, tmp_path: Path) -> None:
+    result = run_case(seed, tmp_path)
+    assert result.clean, f"{result.source}: {result.mutation}: {result.outcome} {result.detail}"
+
+
+@pytest.mark.parametrize("seed", _params(MANIFEST_SEEDS, MANIFEST_XFAIL))
+def test_mutated_manifest_ends_cleanly(seed: int, tmp_path: Path) -> None:
+    result = run_case(seed, tmp_path, manifest=True)
+    assert result.clean, f"{result.source}: {result.mutation}: {result.outcome} {result.detail}"

@@ -1,0 +1,85 @@
+"""SIGINT or SIGTERM to ``overlapscope run`` / ``sweep``, to the process or to its group,
+stops every process it started and leaves a complete result or a ``DIR.failed/`` with what
+was written: no orphan workers, no hidden partial folders (issue #21, point 5).
+
+Real processes: the command runs in its own process group; the signal is sent once every
+rank has written to its log. Deadlines here only guard against a hang."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.reliability.helpers import (
+    TINY_RUN,
+    env_with_repo,
+    hidden_entries,
+    live_descendants,
+    pid_alive,
+)
+
+HANG_GUARD_S = 240.0
+
+
+def _wait_for(predicate: object, what: str) -> None:
+    deadline = time.monotonic() + HANG_GUARD_S
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"hang guard: {what}"
+        time.sleep(0.2)
+
+
+def _ranks_running(folder: Path, num_ranks: int) -> bool:
+    logs = [p for p in folder.rglob("rank-*.log") if p.stat().st_size > 0]
+    return len(logs) >= num_ranks
+
+
+CASES = {
+    "run-SIGINT-process": (["run"], signal.SIGINT, False),
+    "run-SIGTERM-group": (["run"], signal.SIGTERM, True),
+    "sweep-SIGTERM-process": (["sweep", "--policies", "none", "--repeats", "1"], signal.SIGTERM, False),
+}  # fmt: skip
+
+
+@pytest.mark.multirank
+@pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
+def test_signal_stops_every_process_and_keeps_what_was_written(case: str, tmp_path: Path) -> None:
+    command, sig, to_group = CASES[case]
+    out = tmp_path / "R"
+    argv = [sys.executable, "-m", "overlapscope", *command, *TINY_RUN, "--steps", "400"]
+    proc = subprocess.Popen(
+        [*argv, "--out", str(out)],
+        env=env_with_repo(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own group, as a shell job would be
+    )
+    try:
+        _wait_for(lambda: _ranks_running(tmp_path, 2) or proc.poll() is not None, "ranks")
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        started = live_descendants(proc.pid)
+        assert started, "the command started no process"
+        if to_group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+        _, err = proc.communicate(timeout=HANG_GUARD_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + sig, err
+    assert "Traceback" not in err and "interrupted" in err
+    # every process it started is gone (torchrun gives each worker its own session, so this
+    # looks at the processes themselves, not only the group)
+    _wait_for(lambda: not any(pid_alive(p) for p in started), "workers stopped")
+    assert hidden_entries(tmp_path) == []
+    assert not out.exists()
+    failed = tmp_path / "R.failed"
+    assert failed.is_dir()
+    assert list(failed.rglob("rank-*.log")), "the logs written so far are kept"
