@@ -13,13 +13,11 @@ from tests.reliability.fuzz import available_sources, run_case
 TRACE_SEEDS = list(range(24))
 # even seeds: analyze, odd: whatif; 11 and 13 are known failures (below), kept as regressions
 MANIFEST_SEEDS = [*range(8), 11, 13]
-LOADER = "loader validation lands with the truth branch"
-# Known on this branch; remove the marks once the branches named are merged.
-TRACE_XFAIL = {5: LOADER}  # an event's name retyped to a dict reaches pandas
-MANIFEST_XFAIL = {
-    11: LOADER,  # world_size a list: int() in load_run
-    13: "whatif calibration reads run.json untyped (sim/calibrate.py; whatif branch)",
-}
+# Seeds that once failed, kept as regressions: 5 (an event's name retyped to a dict), 11
+# (run.json world_size a list), 13 (whatif reading run.json untyped). Known failures go here,
+# seed -> reason, marked xfail; none are known today.
+TRACE_XFAIL: dict[int, str] = {}
+MANIFEST_XFAIL: dict[int, str] = {}
 
 
 def _params(seeds: list[int], xfail: dict[int, str]) -> list[object]:
