@@ -111,6 +111,8 @@ def train(cfg: RunConfig, run_dir: Path) -> None:
         "max_alive_units": sharded.stats.max_alive_units,
         "max_alive_in_backward": sharded.stats.max_alive_in_backward,
         "deferred_prefetches": sharded.stats.deferred_prefetches,
+        # one per rank: ranks of one host read one clock (analysis/clocks.py::shared_host)
+        "hosts": socket.gethostname(),
     }
     per_rank: list[Any] = [None] * world
     dist.all_gather_object(per_rank, mine)

@@ -209,3 +209,17 @@ def test_no_align_reports_offsets_but_keeps_clocks() -> None:
     b = analyze(run)
     assert b.to_json_dict()["clocks"]["applied"] is True
     assert not a.timeline.equals(b.timeline)
+
+
+def test_a_fresh_run_names_each_ranks_host_and_keeps_one_clock(four_rank_run: Path) -> None:
+    """run.json names each rank's host; on one host the clocks are one and stay as recorded
+    (an estimated offset under 5 ms there is end-time noise)."""
+    import socket
+
+    run = load_run(four_rank_run)
+    assert run.run_meta is not None
+    assert run.run_meta["hosts"] == [socket.gethostname()] * 4
+    a = analyze(run)
+    assert a.clocks_shared_host == socket.gethostname()
+    small = a.clocks["offset_us"].abs() < 5000  # type: ignore[index]
+    assert not a.clocks.loc[small, "aligned"].any()  # type: ignore[union-attr]
