@@ -57,6 +57,18 @@ def _model_bytes(coll: pd.DataFrame, full: dict[str, int]) -> tuple[dict[str, in
 
 
 def ovs_facts(meta: dict[str, Any], coll: pd.DataFrame, where: str) -> Facts:
+    """The run's facts from its run.json; a field missing or of the wrong type (a damaged
+    manifest: the loader checks only what the analysis reads) is one line naming it."""
+    try:
+        return _ovs_facts(meta, coll, where)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise UserError(
+            f"{where}/run.json: a field what-if reads is missing or of the wrong type ({e!r}); "
+            "repair it from the run's copy, or run `overlapscope run` again"
+        ) from None
+
+
+def _ovs_facts(meta: dict[str, Any], coll: pd.DataFrame, where: str) -> Facts:
     cfg = meta["config"]
     sharding = cfg["engine"].get("sharding", "full_shard")
     if sharding != "full_shard":
