@@ -51,7 +51,15 @@ CASES = {
 def test_signal_stops_every_process_and_keeps_what_was_written(case: str, tmp_path: Path) -> None:
     command, sig, to_group = CASES[case]
     out = tmp_path / "R"
-    argv = [sys.executable, "-m", "overlapscope", *command, *TINY_RUN, "--steps", "400"]
+    argv = [
+        sys.executable,
+        "-m",
+        "overlapscope",
+        *command,
+        *TINY_RUN,
+        "--steps",
+        "1000000",
+    ]  # never ends by itself
     proc = subprocess.Popen(
         [*argv, "--out", str(out)],
         env=env_with_repo(),
