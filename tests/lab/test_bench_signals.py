@@ -16,7 +16,12 @@ from pathlib import Path
 import pytest
 
 from tests.lab.support import needs_lab, root_state
-from tests.reliability.helpers import env_with_repo, live_descendants, pid_alive
+from tests.reliability.helpers import (
+    env_with_repo,
+    live_descendants,
+    pid_alive,
+    sigint_as_a_terminal_gives_it,
+)
 
 HANG_GUARD_S = 240.0
 
@@ -49,6 +54,7 @@ def test_signal_stops_the_benchmark_and_its_lab(
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=sigint_as_a_terminal_gives_it,
     )  # fmt: skip
     try:
         _wait_for(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,3 +89,11 @@ def pid_alive(pid: int) -> bool:
 
 def env_with_repo() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def sigint_as_a_terminal_gives_it() -> None:
+    """``preexec_fn`` for a command the tests interrupt with SIGINT: restore its default
+    action. A non-interactive shell starts background jobs (a CI runner's, say) with SIGINT
+    ignored; the child inherits that, and Python then installs no KeyboardInterrupt handler,
+    so the SIGINT that Ctrl-C would send never arrives."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -22,6 +22,7 @@ from tests.reliability.helpers import (
     hidden_entries,
     live_descendants,
     pid_alive,
+    sigint_as_a_terminal_gives_it,
 )
 
 HANG_GUARD_S = 240.0
@@ -67,6 +68,7 @@ def test_signal_stops_every_process_and_keeps_what_was_written(case: str, tmp_pa
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own group, as a shell job would be
+        preexec_fn=sigint_as_a_terminal_gives_it,
     )
     try:
         _wait_for(lambda: _ranks_running(tmp_path, 2) or proc.poll() is not None, "ranks")
