@@ -10,27 +10,19 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.lab.support import needs_lab, root_state
 from tests.reliability.helpers import (
+    HANG_GUARD_S,
     env_with_repo,
     live_descendants,
     pid_alive,
     sigint_as_a_terminal_gives_it,
+    wait_for,
 )
-
-HANG_GUARD_S = 240.0
-
-
-def _wait_for(predicate: object, what: str) -> None:
-    deadline = time.monotonic() + HANG_GUARD_S
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"hang guard: {what}"
-        time.sleep(0.2)
 
 
 @pytest.mark.root
@@ -57,7 +49,7 @@ def test_signal_stops_the_benchmark_and_its_lab(
         preexec_fn=sigint_as_a_terminal_gives_it,
     )  # fmt: skip
     try:
-        _wait_for(
+        wait_for(
             lambda: len(list(logs.glob("rank-*.log"))) == 2 or proc.poll() is not None, "ranks"
         )
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
@@ -73,7 +65,7 @@ def test_signal_stops_the_benchmark_and_its_lab(
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 128 + sig, err
     assert "Traceback" not in err
-    _wait_for(lambda: not any(pid_alive(p) for p in started), "ranks stopped")
+    wait_for(lambda: not any(pid_alive(p) for p in started), "ranks stopped")
     assert not out.exists(), "an interrupted benchmark wrote a result"
     assert list(logs.glob("rank-*.log")), "the logs written so far are kept"
     namespaces, _ = root_state()

@@ -8,6 +8,8 @@ import hashlib
 import os
 import shutil
 import signal
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,3 +99,14 @@ def sigint_as_a_terminal_gives_it() -> None:
     ignored; the child inherits that, and Python then installs no KeyboardInterrupt handler,
     so the SIGINT that Ctrl-C would send never arrives."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+HANG_GUARD_S = 240.0  # only against a hang: a signalled command stops in seconds
+
+
+def wait_for(predicate: Callable[[], bool], what: str) -> None:
+    """Poll ``predicate`` until true; fail after :data:`HANG_GUARD_S` (a hang, not speed)."""
+    deadline = time.monotonic() + HANG_GUARD_S
+    while not predicate():
+        assert time.monotonic() < deadline, f"hang guard: {what}"
+        time.sleep(0.2)

@@ -11,28 +11,20 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.reliability.helpers import (
+    HANG_GUARD_S,
     TINY_RUN,
     env_with_repo,
     hidden_entries,
     live_descendants,
     pid_alive,
     sigint_as_a_terminal_gives_it,
+    wait_for,
 )
-
-HANG_GUARD_S = 240.0
-
-
-def _wait_for(predicate: object, what: str) -> None:
-    deadline = time.monotonic() + HANG_GUARD_S
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"hang guard: {what}"
-        time.sleep(0.2)
 
 
 def _ranks_running(folder: Path, num_ranks: int) -> bool:
@@ -71,7 +63,7 @@ def test_signal_stops_every_process_and_keeps_what_was_written(case: str, tmp_pa
         preexec_fn=sigint_as_a_terminal_gives_it,
     )
     try:
-        _wait_for(lambda: _ranks_running(tmp_path, 2) or proc.poll() is not None, "ranks")
+        wait_for(lambda: _ranks_running(tmp_path, 2) or proc.poll() is not None, "ranks")
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         started = live_descendants(proc.pid)
         assert started, "the command started no process"
@@ -87,7 +79,7 @@ def test_signal_stops_every_process_and_keeps_what_was_written(case: str, tmp_pa
     assert "Traceback" not in err and "interrupted" in err
     # every process it started is gone (torchrun gives each worker its own session, so this
     # looks at the processes themselves, not only the group)
-    _wait_for(lambda: not any(pid_alive(p) for p in started), "workers stopped")
+    wait_for(lambda: not any(pid_alive(p) for p in started), "workers stopped")
     assert hidden_entries(tmp_path) == []
     assert not out.exists()
     failed = tmp_path / "R.failed"
