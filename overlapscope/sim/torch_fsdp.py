@@ -8,21 +8,21 @@ torch's own ranges; from those this module gets what ``overlapscope run`` would 
   order (:func:`infer_scenario`: torch FSDP1 ``BACKWARD_PRE`` and FSDP2's default implicit
   prefetch both issue the next unit's all-gather before the current unit's gradient
   compute, as the engine's ``backward_pre`` does);
-- compute per unit and phase (:func:`attribute_compute`). The analysis does not yet give
-  torch compute a unit; until it does, compute is assigned by time windows between the
-  measured collectives: the compute between collective k and k+1 belongs to the compute op
-  that the measured schedule runs between issuing them. Swap this one function for the
-  analysis' attribution when it exists.
+- compute per unit and phase (:func:`attribute_compute`): a unit's forward and gradient
+  compute as the analysis attributes it from torch's hook ranges; the compute outside every
+  unit (embedding, loss, optimizer: the root's pieces) by where it runs, between the
+  measured collectives and the units' own compute.
 """
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from overlapscope.analysis.intervals import covered, union
+from overlapscope.analysis.intervals import Intervals, covered, subtract, union, union_of
 from overlapscope.engine.config import Policy
 from overlapscope.errors import UserError
 from overlapscope.sim.schedule import OpKind, Program, Scenario, StepModel, build_program
@@ -72,29 +72,122 @@ def infer_scenario(coll: pd.DataFrame, model: StepModel) -> Scenario:
     )
 
 
-def _targets(program: Program) -> dict[int, tuple[str, str, int]]:
-    """Gap g (compute between issuing collective g-1 and g) -> the compute op it feeds:
-    the unit's own compute where the gap has one, else the gap's last op."""
-    gaps: dict[int, list[tuple[str, str, int]]] = {}
+Op3 = tuple[str, str, int]  # (phase, unit, piece) of a compute op
+
+
+def _gap_ops(program: Program) -> dict[int, list[Op3]]:
+    """Gap g (between issuing collective g-1 and g) -> its compute ops, in program order."""
+    gaps: dict[int, list[Op3]] = {}
     issued = 0
     for op in program.ops:
         if op.kind is OpKind.ISSUE:
             issued += 1
         elif op.kind is OpKind.COMPUTE:
             gaps.setdefault(issued, []).append((op.phase.value, op.unit, op.piece))
-    out = {}
-    for g, ops in gaps.items():
-        own = [o for o in ops if o[1] not in (ROOT_UNIT, OPTIM_UNIT)]
-        out[g] = own[0] if own else ops[-1]
-    return out
+    return gaps
+
+
+def _is_unit(op: Op3) -> bool:
+    return op[1] not in (ROOT_UNIT, OPTIM_UNIT)
+
+
+# torch's autograd engine runs every backward node inside a range of this name: the first
+# one opens the step's backward, the last one's end closes it (the optimizer follows).
+AUTOGRAD_NODE = "autograd::engine::evaluate_function"
+
+
+@dataclass(frozen=True, slots=True)
+class _StepCompute:
+    """One rank-step's compute: each unit's (phase, unit) busy time from the analysis'
+    attribution, the busy time no unit region holds, and where backward runs."""
+
+    units: dict[tuple[str, str], Intervals]
+    free: Intervals
+    backward_from_us: float  # nan: no autograd node ranges in the step
+    backward_until_us: float
+
+    @staticmethod
+    def of(comp: pd.DataFrame) -> _StepCompute:
+        own = comp["unit"].notna() & comp["phase"].notna()
+        units: dict[tuple[str, str], Intervals] = {}
+        for (phase, unit), g in comp[own].groupby(["phase", "unit"], observed=True):
+            units[(str(phase), str(unit))] = union(g["start_us"], g["end_us"])
+        held = union_of(*units.values()) if units else Intervals.empty()
+        rest = comp[~own]
+        nodes = comp[comp["name"].astype(str).str.startswith(AUTOGRAD_NODE)]
+        return _StepCompute(
+            units,
+            subtract(union(rest["start_us"], rest["end_us"]), held),
+            float(nodes["start_us"].min()) if len(nodes) else float("nan"),
+            float(nodes["end_us"].max()) if len(nodes) else float("nan"),
+        )
+
+    def cut_us(self, before: Op3, after: Op3) -> float:
+        """Where the free time of two adjacent root ops divides: forward | backward at the
+        first autograd node, backward | optimizer after the last (nan: not known)."""
+        match (before[0], after[0]):
+            case ("fwd", "bwd"):
+                return self.backward_from_us
+            case ("bwd", "optim"):
+                return self.backward_until_us
+        return float("nan")
+
+
+class _Gap:
+    """Hands out one gap's free compute, left to right, to the gap's ops."""
+
+    def __init__(self, ops: list[Op3], sc: _StepCompute, lo: float, hi: float) -> None:
+        self.sc, self.hi, self.cursor = sc, hi, lo
+        self.out: dict[Op3, list[float]] = {op: [lo, hi, 0.0] for op in ops}
+
+    def give(self, op: Op3, until: float, window: bool) -> None:
+        """The free time from the cursor to ``until`` (clamped to the gap) to ``op``."""
+        until = min(max(until, self.cursor), self.hi)
+        self.out[op][2] += float(covered(self.sc.free, [self.cursor], [until])[0])
+        if window:
+            self.out[op][:2] = [self.cursor, until]
+        self.cursor = until
+
+
+def _split_gap(
+    ops: list[Op3], sc: _StepCompute, lo: float, hi: float
+) -> list[tuple[Op3, float, float, float]]:
+    """(op, start, end, busy µs) for a gap's ops: a unit op gets its attributed compute and
+    the free time within its own span (e.g. inside its hooks); the rest of the gap's free
+    time goes to the root / optimizer op between the same unit ops (adjacent root ops
+    divided where backward begins or ends, else all to the later one), or to the
+    neighbouring unit op where the gap has no root op."""
+    gap = _Gap(ops, sc, lo, hi)
+    root: Op3 | None = None
+    last_unit: Op3 | None = None
+    for op in ops:
+        if not _is_unit(op):
+            if root is not None:
+                cut = sc.cut_us(root, op)
+                gap.give(root, gap.cursor if np.isnan(cut) else cut, window=True)
+            root = op
+            continue
+        busy = sc.units.get((op[0], op[1]), Intervals.empty())
+        first = float(busy.starts[0]) if len(busy) else gap.cursor
+        gap.give(root or op, first, window=root is not None)
+        end = float(busy.ends[-1]) if len(busy) else gap.cursor
+        gap.out[op][:2] = [first, end]
+        gap.out[op][2] += busy.total
+        gap.give(op, end, window=False)
+        root, last_unit = None, op
+    gap.give(root or last_unit or ops[-1], hi, window=root is not None)
+    return [(op, *gap.out[op]) for op in ops]  # type: ignore[misc]
 
 
 def attribute_compute(
     timeline: pd.DataFrame, steps: pd.DataFrame, program: Program
 ) -> pd.DataFrame:
-    """Compute per (rank, step, compute op) by the windows between the measured collectives
-    (the rank's compute rows, unioned so nested CPU ops count once)."""
-    targets = _targets(program)
+    """Compute per (rank, step, compute op): each unit's forward and gradient compute as
+    the analysis attributes it (overlapscope/trace/compute_units.py), and the compute
+    outside every unit (root, loss, optimizer) by where it runs between the measured
+    collectives and the units' compute. Nested CPU ops count once; the rows of a step add
+    up to its compute time."""
+    gap_ops = _gap_ops(program)
     num = len(program.collectives)
     rows = []
     for (rank, step), st in steps.groupby(["rank", "step"]):
@@ -108,9 +201,8 @@ def attribute_compute(
         bounds = np.concatenate(
             [[float(st["start_us"].iloc[0])], comm["start_us"].to_numpy(), [float(st["end_us"].iloc[0])]]
         )  # fmt: skip
-        comp = tl[tl["lane"] == "compute"]
-        busy = union(comp["start_us"].to_numpy(), comp["end_us"].to_numpy())
-        per_gap = covered(busy, bounds[:-1], bounds[1:])
-        for g, (phase, unit, piece) in targets.items():
-            rows.append((rank, step, phase, unit, piece, bounds[g], bounds[g + 1], per_gap[g]))
+        sc = _StepCompute.of(tl[tl["lane"] == "compute"])
+        for g, ops in gap_ops.items():
+            for (phase, unit, piece), lo, hi, us in _split_gap(ops, sc, bounds[g], bounds[g + 1]):
+                rows.append((rank, step, phase, unit, piece, lo, hi, us))
     return pd.DataFrame(rows, columns=COMPUTE_COLUMNS).assign(busy_frac=0.0)
