@@ -14,6 +14,8 @@ pieces of one kind and one event merge into a segment. The segments tile the win
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
@@ -24,6 +26,26 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 SEGMENT_KINDS = ("compute", "comm", "wait", "idle")
 _LANES = (EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value)
+
+
+def column_in(column: pd.Series, values: Iterable[object]) -> npt.NDArray[np.bool_]:
+    """Which rows of an event-table column hold one of ``values``, as a numpy mask; on a
+    categorical column (the loader's) from its integer codes, without comparing strings."""
+    wanted = list(values)
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.categories.get_indexer(wanted)
+        return np.isin(column.cat.codes.to_numpy(), codes[codes >= 0])
+    return column.isin(wanted).to_numpy(bool)
+
+
+def column_values(column: pd.Series, rows: IntArray) -> npt.NDArray[np.object_]:
+    """The values of ``column`` at positions ``rows`` as objects (NaN where missing), as
+    ``column.iloc[rows].astype(object)`` gives them, from the codes of a categorical."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        names = np.append(column.cat.categories.to_numpy(dtype=object), np.nan)
+        codes = column.cat.codes.to_numpy()[rows]
+        return names[np.where(codes >= 0, codes, len(names) - 1)]
+    return column.iloc[rows].astype(object).to_numpy()
 
 
 def covering(starts: FloatArray, ends: FloatArray, points: FloatArray) -> IntArray:
