@@ -12,14 +12,19 @@ An arrival recorded after the collective's end (clock noise) is dropped.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from overlapscope.analysis.segments import SEGMENT_KINDS, segment_arrays
-from overlapscope.trace.schema import EventLane
+from overlapscope.analysis.segments import (
+    SEGMENT_KINDS,
+    column_values,
+    lane_codes,
+    segment_arrays,
+)
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -28,6 +33,7 @@ COMM = SEGMENT_KINDS.index("comm")
 
 
 ObjArray = npt.NDArray[np.object_]
+BoolArray = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +44,7 @@ class Events:
     step: IntArray
     ts: FloatArray
     end: FloatArray
-    lane: ObjArray
+    lane: IntArray  # code into SEGMENT_KINDS (3: any other lane), segments.lane_codes
     unit: ObjArray
     phase: ObjArray
     group: ObjArray
@@ -46,22 +52,31 @@ class Events:
     seq: IntArray
 
     @staticmethod
-    def of(table: pd.DataFrame) -> Events:
-        """From event-table rows, sorted by step (stable)."""
-        t = table.sort_values("step", kind="stable")
-        group = t["group"].astype(object).to_numpy()
+    def of(table: pd.DataFrame, rows: IntArray | None = None) -> Events:
+        """From the event-table rows at positions ``rows`` (all: None), sorted by step
+        (stable)."""
+        if rows is None:
+            rows = np.arange(len(table))
+        rows = rows[np.argsort(table["step"].to_numpy(np.int64)[rows], kind="stable")]
+        group = column_values(table["group"], rows)
         return Events(
-            rank=t["rank"].to_numpy(np.int64),
-            step=t["step"].to_numpy(np.int64),
-            ts=t["ts_us"].to_numpy(np.float64),
-            end=t["end_us"].to_numpy(np.float64),
-            lane=t["lane"].astype(object).to_numpy(),
-            unit=t["unit"].astype(object).to_numpy(),
-            phase=t["phase"].astype(object).to_numpy(),
+            rank=table["rank"].to_numpy(np.int64)[rows],
+            step=table["step"].to_numpy(np.int64)[rows],
+            ts=table["ts_us"].to_numpy(np.float64)[rows],
+            end=table["end_us"].to_numpy(np.float64)[rows],
+            lane=lane_codes(table["lane"], rows),
+            unit=column_values(table["unit"], rows),
+            phase=column_values(table["phase"], rows),
             group=group,
             group_code=pd.factorize(group)[0].astype(np.int64),
-            seq=t["seq"].to_numpy(np.int64),
+            seq=table["seq"].to_numpy(np.int64)[rows],
         )
+
+    def rows_where(self, keep: BoolArray) -> Events:
+        """The rows where ``keep``, in order, their groups coded afresh."""
+        picked = Events(*(getattr(self, f)[keep] for f in self.__slots__))
+        code = pd.factorize(picked.group)[0].astype(np.int64)
+        return dataclasses.replace(picked, group_code=code)
 
     def rows(self, lo: int, hi: int) -> Events:
         return Events(*(getattr(self, f)[lo:hi] for f in self.__slots__))
@@ -168,7 +183,7 @@ def build_graph(rows: Events, windows: Windows) -> StepGraph:
 
 def _collective_keys(rows: Events) -> IntArray:
     """One code per collective (group, seq) for transfer rows; -1 for the other rows."""
-    comm = (rows.lane == EventLane.COMM.value) & (rows.seq >= 0) & (rows.group_code >= 0)
+    comm = (rows.lane == COMM) & (rows.seq >= 0) & (rows.group_code >= 0)
     if not comm.any():
         return np.full(len(comm), -1, dtype=np.int64)
     return np.where(comm, rows.group_code * (int(rows.seq.max()) + 2) + rows.seq, -1)
@@ -251,3 +266,30 @@ def replay(graph: StepGraph, weight: FloatArray) -> tuple[FloatArray, IntArray]:
     at = np.empty(len(weight))
     at[anchors] = ends
     return at[anchor] + cum - cum[anchor], chosen
+
+
+def replay_ends(graph: StepGraph, weights: FloatArray) -> FloatArray:
+    """The step's end (the latest node end) for each row of ``weights`` (what-ifs, shape
+    ``(num_whatifs, num_nodes)``): :func:`replay` of every row at once, one walk over the
+    anchors with a vector per anchor, every chain recomputed (nothing subtracted)."""
+    cum = np.cumsum(weights.T, axis=0)  # (node, what-if): the same sums as replay's
+    anchor, anchors = graph.anchor, graph.anchors
+    pred = graph.pred[anchors]
+    refs = np.concatenate([np.maximum(pred, 0), graph.arr_idx])
+    ref_anchor = anchor[refs]
+    ref_off = cum[refs] - cum[ref_anchor]
+    num = len(anchors)
+    a_end = np.full(cum.shape, -np.inf)  # rows of anchors, filled in topological order
+    w = weights.T[anchors]
+    lo, hi = graph.arr_ptr[anchors].tolist(), graph.arr_ptr[anchors + 1].tolist()
+    for k, (i, p) in enumerate(zip(anchors.tolist(), pred.tolist(), strict=True)):
+        if p < 0:
+            a_end[i] = graph.base[i]
+            continue
+        best = a_end[ref_anchor[k]] + ref_off[k]
+        if hi[k] > lo[k]:
+            at = slice(num + lo[k], num + hi[k])
+            best = np.maximum(best, (a_end[ref_anchor[at]] + ref_off[at]).max(axis=0))
+        a_end[i] = best + w[k]
+    ends: FloatArray = (a_end[anchor] + cum - cum[anchor]).max(axis=0)
+    return ends

@@ -48,6 +48,20 @@ def column_values(column: pd.Series, rows: IntArray) -> npt.NDArray[np.object_]:
     return column.iloc[rows].astype(object).to_numpy()
 
 
+def lane_codes(column: pd.Series, rows: IntArray) -> IntArray:
+    """The lane of each row at ``rows`` as a code into :data:`SEGMENT_KINDS` (compute 0, comm
+    1, wait 2); every other lane (step, issue, ...) is 3."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        found = column.cat.categories.get_indexer(list(_LANES))
+        lookup = np.full(len(column.cat.categories) + 1, 3, dtype=np.int64)  # [-1]: missing
+        lookup[found[found >= 0]] = np.flatnonzero(found >= 0)
+        return lookup[column.cat.codes.to_numpy()[rows]]
+    out = np.full(len(rows), 3, dtype=np.int64)
+    for code, name in enumerate(_LANES):
+        out[column_in(column, [name])[rows]] = code
+    return out
+
+
 def covering(starts: FloatArray, ends: FloatArray, points: FloatArray) -> IntArray:
     """For each point, the index of an interval covering it (the one reaching furthest
     among those started at or before it), or -1."""
@@ -66,12 +80,13 @@ def covering(starts: FloatArray, ends: FloatArray, points: FloatArray) -> IntArr
 
 
 def segment_arrays(
-    lane: npt.NDArray[np.object_], s: FloatArray, e: FloatArray, window: tuple[float, float]
+    lane: IntArray, s: FloatArray, e: FloatArray, window: tuple[float, float]
 ) -> tuple[FloatArray, FloatArray, IntArray, IntArray]:
     """``(starts, ends, kind codes into SEGMENT_KINDS, event positions or -1)`` tiling
-    ``window``, from one rank's events of one step (their lanes, starts and ends)."""
+    ``window``, from one rank's events of one step (their lane codes (:func:`lane_codes`),
+    starts and ends)."""
     lo, hi = window
-    use = np.isin(lane, _LANES)
+    use = lane < 3
     bounds = np.unique(np.clip(np.concatenate([[lo, hi], s[use], e[use]]), lo, hi))
     if len(bounds) < 2:
         n = int(hi > lo)
@@ -85,8 +100,8 @@ def segment_arrays(
     kind = np.full(len(mids), 3, dtype=np.int64)
     event = np.full(len(mids), -1, dtype=np.int64)
     # Lowest priority first, so compute overwrites comm overwrites wait.
-    for code, name in ((2, EventLane.WAIT.value), (1, EventLane.COMM.value), (0, _LANES[0])):
-        idx = np.flatnonzero(lane == name)
+    for code in (2, 1, 0):
+        idx = np.flatnonzero(lane == code)
         cov = covering(s[idx], e[idx], mids)
         hit = cov >= 0
         kind[hit] = code
@@ -102,7 +117,7 @@ def segments(rows: pd.DataFrame, window: tuple[float, float]) -> pd.DataFrame:
     """Segments tiling ``window``: ``start_us, end_us, kind, event`` (``event``: the position
     in ``rows`` of the covering event, -1 for idle)."""
     start, end, kind, event = segment_arrays(
-        rows["lane"].astype(object).to_numpy(),
+        lane_codes(rows["lane"], np.arange(len(rows))),
         rows["ts_us"].to_numpy(np.float64),
         rows["end_us"].to_numpy(np.float64),
         window,
