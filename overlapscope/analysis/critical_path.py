@@ -121,7 +121,7 @@ def critical_path(events: pd.DataFrame) -> CriticalPath:
     multi = steps[num_ranks >= 2]
     if len(multi) == 0:
         return CriticalPath.empty()
-    rows = rows.rows_where(np.isin(rows.step, multi))
+    rows = rows.rows_where(np.isin(rows.step, multi, kind="table"))
     link_frames, step_records = [], []
     for step in multi.tolist():
         lo, hi = np.searchsorted(rows.step, [step, step + 1])
@@ -198,14 +198,14 @@ def _savings(graph: StepGraph, keep: np.ndarray, step_end: float, num_links: int
     top = np.argsort(-graph.weight[keep], kind="stable")[:WHATIF_LINKS]
     if len(top) == 0:
         return out
-    # one row of weights per what-if, all replayed together
-    weights = np.tile(graph.weight, (len(top), 1))
-    for row, pos in enumerate(top.tolist()):
+    # one column of weights per what-if, all replayed together
+    weights = np.repeat(graph.weight[:, None], len(top), axis=1)
+    for col, pos in enumerate(top.tolist()):
         i = keep[pos]
         if graph.key[i] >= 0:
-            weights[row, graph.key == graph.key[i]] *= 1.0 - SHORTEN
+            weights[graph.key == graph.key[i], col] *= 1.0 - SHORTEN
         else:
-            weights[row, i] *= 1.0 - SHORTEN
+            weights[i, col] *= 1.0 - SHORTEN
     out[top] = step_end - replay_ends(graph, weights)
     return out
 

@@ -269,27 +269,33 @@ def replay(graph: StepGraph, weight: FloatArray) -> tuple[FloatArray, IntArray]:
 
 
 def replay_ends(graph: StepGraph, weights: FloatArray) -> FloatArray:
-    """The step's end (the latest node end) for each row of ``weights`` (what-ifs, shape
-    ``(num_whatifs, num_nodes)``): :func:`replay` of every row at once, one walk over the
+    """The step's end (the latest node end) for each column of ``weights`` (what-ifs, shape
+    ``(num_nodes, num_whatifs)``): :func:`replay` of every column at once, one walk over the
     anchors with a vector per anchor, every chain recomputed (nothing subtracted)."""
-    cum = np.cumsum(weights.T, axis=0)  # (node, what-if): the same sums as replay's
+    cum = np.cumsum(weights, axis=0)  # the same sums as replay's, column by column
     anchor, anchors = graph.anchor, graph.anchors
+    slot = np.full(len(anchor), -1, dtype=np.int64)  # node -> row of a_end (anchors only)
+    slot[anchors] = np.arange(len(anchors))
     pred = graph.pred[anchors]
     refs = np.concatenate([np.maximum(pred, 0), graph.arr_idx])
-    ref_anchor = anchor[refs]
-    ref_off = cum[refs] - cum[ref_anchor]
+    ref_slot = slot[anchor[refs]]
+    ref_off = cum[refs] - cum[anchor[refs]]
     num = len(anchors)
-    a_end = np.full(cum.shape, -np.inf)  # rows of anchors, filled in topological order
-    w = weights.T[anchors]
+    a_end = np.full((num, weights.shape[1]), -np.inf)  # filled in topological order
+    w = weights[anchors]
     lo, hi = graph.arr_ptr[anchors].tolist(), graph.arr_ptr[anchors + 1].tolist()
     for k, (i, p) in enumerate(zip(anchors.tolist(), pred.tolist(), strict=True)):
         if p < 0:
-            a_end[i] = graph.base[i]
+            a_end[k] = graph.base[i]
             continue
-        best = a_end[ref_anchor[k]] + ref_off[k]
+        best = a_end[ref_slot[k]] + ref_off[k]
         if hi[k] > lo[k]:
             at = slice(num + lo[k], num + hi[k])
-            best = np.maximum(best, (a_end[ref_anchor[at]] + ref_off[at]).max(axis=0))
-        a_end[i] = best + w[k]
-    ends: FloatArray = (a_end[anchor] + cum - cum[anchor]).max(axis=0)
+            best = np.maximum(best, (a_end[ref_slot[at]] + ref_off[at]).max(axis=0))
+        a_end[k] = best + w[k]
+    # Weights are >= 0, so after each anchor a rank's ends grow (rounding is monotone too):
+    # the latest end is that of a node just before an anchor, or of the last node.
+    first = np.sort(anchors)
+    last = np.append(first[1:] - 1, len(anchor) - 1)
+    ends: FloatArray = (a_end[slot[first]] + cum[last] - cum[first]).max(axis=0)
     return ends

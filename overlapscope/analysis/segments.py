@@ -33,8 +33,10 @@ def column_in(column: pd.Series, values: Iterable[object]) -> npt.NDArray[np.boo
     categorical column (the loader's) from its integer codes, without comparing strings."""
     wanted = list(values)
     if isinstance(column.dtype, pd.CategoricalDtype):
-        codes = column.cat.categories.get_indexer(wanted)
-        return np.isin(column.cat.codes.to_numpy(), codes[codes >= 0])
+        found = column.cat.categories.get_indexer(wanted)
+        lookup = np.zeros(len(column.cat.categories) + 1, dtype=bool)  # [-1]: missing
+        lookup[found[found >= 0]] = True
+        return lookup[column.cat.codes.to_numpy()]
     return column.isin(wanted).to_numpy(bool)
 
 
