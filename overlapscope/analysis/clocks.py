@@ -87,9 +87,10 @@ def _sync_rows(events: pd.DataFrame) -> npt.NDArray[np.int64]:
     """Positions of the transfers of synchronising collectives that carry a group and a seq
     (compared on the categorical codes: no string comparison over the whole table)."""
     seq = events["seq"].to_numpy()
-    keep = column_in(events["lane"], [EventLane.COMM.value]) & (seq >= 0)
-    keep &= column_in(events["kind"], SYNC_KINDS) & events["group"].notna().to_numpy()
-    return np.flatnonzero(keep)
+    rows = np.flatnonzero(column_in(events["lane"], [EventLane.COMM.value]) & (seq >= 0))
+    keep = column_in(events["kind"], SYNC_KINDS, rows)
+    keep &= pd.notna(column_values(events["group"], rows))
+    return rows[keep]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

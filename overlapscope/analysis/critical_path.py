@@ -121,17 +121,24 @@ def critical_path(events: pd.DataFrame) -> CriticalPath:
     multi = steps[num_ranks >= 2]
     if len(multi) == 0:
         return CriticalPath.empty()
-    rows = rows.rows_where(np.isin(rows.step, multi, kind="table"))
+    rows = rows.take(np.isin(rows.step, multi, kind="table"))
     link_frames, step_records = [], []
     for step in multi.tolist():
         lo, hi = np.searchsorted(rows.step, [step, step + 1])
         a, b = np.searchsorted(w_step, [step, step + 1])
         windows = (w_rank[a:b], w_start[a:b], w_end[a:b])
-        graph = build_graph(rows.rows(int(lo), int(hi)), windows)
+        graph = build_graph(rows.take(slice(int(lo), int(hi))), windows)
         links = _path_links(graph, step)
         link_frames.append(links)
         step_records.append(_step_record(graph, links, step))
-    links = pd.DataFrame({c: np.concatenate([f[c] for f in link_frames]) for c in LINK_COLUMNS})
+    columns: dict[str, object] = {
+        c: np.concatenate([f[c] for f in link_frames]) for c in LINK_COLUMNS
+    }
+    kinds = np.asarray(SEGMENT_KINDS, dtype=object)
+    names = {"kind": kinds, "unit": rows.labels.unit, "phase": rows.labels.phase}
+    for c, n in {**names, "group": rows.labels.group}.items():
+        columns[c] = _label_column(np.concatenate([f[c] for f in link_frames]), n)
+    links = pd.DataFrame(columns)
     steps = pd.DataFrame(
         {
             c: np.asarray([r[c] for r in step_records], dtype=np.int64 if c in INT else np.float64)
@@ -157,6 +164,8 @@ def _path_links(graph: StepGraph, step: int) -> dict[str, np.ndarray]:
         out[~has] = fill
         return np.append(out, np.asarray([fill] * extra, dtype=out.dtype))
 
+    no_event = -2  # the code of a link without an event (None, where a missing value is NaN)
+
     ends = np.append(end[keep], [graph.start_us + lead] * extra)
     kind_code = np.append(graph.kind[keep], np.full(extra, SEGMENT_KINDS.index("idle")))
     durs = np.append(graph.weight[keep], [lead] * extra)
@@ -165,17 +174,25 @@ def _path_links(graph: StepGraph, step: int) -> dict[str, np.ndarray]:
         "step": np.full(num, step, dtype=np.int64),
         "order": np.arange(num),
         "rank": np.append(graph.rank[keep], [graph.rank[idx[-1]]] * extra),
-        "kind": np.asarray(SEGMENT_KINDS, dtype=object)[kind_code],
-        "kind_code": kind_code,  # not a column: what _step_record sums by
-        "unit": col(rows.unit[at], None),
-        "phase": col(rows.phase[at], None),
-        "group": col(rows.group[at], None),
+        "kind": kind_code,  # codes until critical_path names them (_label_column)
+        "unit": col(rows.unit[at], no_event),
+        "phase": col(rows.phase[at], no_event),
+        "group": col(rows.group[at], no_event),
         "seq": col(rows.seq[at].astype(np.float64), np.nan),
         "start_us": ends - durs,
         "end_us": ends,
         "dur_us": durs,
         "saving_us": _savings(graph, keep, float(end.max()), num),
     }
+
+
+def _label_column(codes: IntArray, names: np.ndarray) -> object:
+    """The column of names of ``codes`` (-1: NaN, -2: None) as pandas would infer it from
+    those objects: strings with a missing value become its string type, built here from
+    the few names rather than from one Python string per link."""
+    if (codes >= 0).any() and pd.api.types.infer_dtype(names, skipna=True) == "string":
+        return pd.array(names, dtype="str").take(np.where(codes >= 0, codes, -1), allow_fill=True)
+    return np.concatenate([names, np.asarray([None, np.nan], dtype=object)])[codes]
 
 
 def _walk(graph: StepGraph, chosen: IntArray, last: int) -> IntArray:
@@ -211,7 +228,7 @@ def _savings(graph: StepGraph, keep: np.ndarray, step_end: float, num_links: int
 
 
 def _step_record(graph: StepGraph, links: dict[str, np.ndarray], step: int) -> dict[str, object]:
-    kinds, durs, ranks = links["kind_code"], links["dur_us"], links["rank"]
+    kinds, durs, ranks = links["kind"], links["dur_us"], links["rank"]
     return {
         "step": step,
         "start_us": graph.start_us,

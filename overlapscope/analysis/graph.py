@@ -21,7 +21,7 @@ import pandas as pd
 
 from overlapscope.analysis.segments import (
     SEGMENT_KINDS,
-    column_values,
+    column_codes,
     lane_codes,
     segment_arrays,
 )
@@ -37,49 +37,54 @@ BoolArray = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True, slots=True)
+class Labels:
+    """What the codes of :class:`Events` name: ``unit[code]`` etc. (code -1: none)."""
+
+    unit: ObjArray
+    phase: ObjArray
+    group: ObjArray
+
+
+@dataclass(frozen=True, slots=True)
 class Events:
-    """The event-table columns the graph reads, as arrays (one step, or all sorted by step)."""
+    """The event-table columns the graph reads, as arrays (one step, or all sorted by step);
+    units, phases and groups as codes into ``labels``."""
 
     rank: IntArray
     step: IntArray
     ts: FloatArray
     end: FloatArray
     lane: IntArray  # code into SEGMENT_KINDS (3: any other lane), segments.lane_codes
-    unit: ObjArray
-    phase: ObjArray
-    group: ObjArray
-    group_code: IntArray  # pd.factorize of group (-1: none)
+    unit: IntArray
+    phase: IntArray
+    group: IntArray  # -1: none
     seq: IntArray
+    labels: Labels
 
     @staticmethod
-    def of(table: pd.DataFrame, rows: IntArray | None = None) -> Events:
-        """From the event-table rows at positions ``rows`` (all: None), sorted by step
-        (stable)."""
-        if rows is None:
-            rows = np.arange(len(table))
+    def of(table: pd.DataFrame, rows: IntArray) -> Events:
+        """From the event-table rows at positions ``rows``, sorted by step (stable)."""
         rows = rows[np.argsort(table["step"].to_numpy(np.int64)[rows], kind="stable")]
-        group = column_values(table["group"], rows)
+        unit, unit_names = column_codes(table["unit"], rows)
+        phase, phase_names = column_codes(table["phase"], rows)
+        group, group_names = column_codes(table["group"], rows)
         return Events(
             rank=table["rank"].to_numpy(np.int64)[rows],
             step=table["step"].to_numpy(np.int64)[rows],
             ts=table["ts_us"].to_numpy(np.float64)[rows],
             end=table["end_us"].to_numpy(np.float64)[rows],
             lane=lane_codes(table["lane"], rows),
-            unit=column_values(table["unit"], rows),
-            phase=column_values(table["phase"], rows),
+            unit=unit,
+            phase=phase,
             group=group,
-            group_code=pd.factorize(group)[0].astype(np.int64),
             seq=table["seq"].to_numpy(np.int64)[rows],
+            labels=Labels(unit_names, phase_names, group_names),
         )
 
-    def rows_where(self, keep: BoolArray) -> Events:
-        """The rows where ``keep``, in order, their groups coded afresh."""
-        picked = Events(*(getattr(self, f)[keep] for f in self.__slots__))
-        code = pd.factorize(picked.group)[0].astype(np.int64)
-        return dataclasses.replace(picked, group_code=code)
-
-    def rows(self, lo: int, hi: int) -> Events:
-        return Events(*(getattr(self, f)[lo:hi] for f in self.__slots__))
+    def take(self, at: IntArray | BoolArray | slice) -> Events:
+        """The rows at ``at`` (positions, a mask or a slice), in order."""
+        rows = {f: getattr(self, f)[at] for f in self.__slots__ if f != "labels"}
+        return dataclasses.replace(self, **rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,10 +188,10 @@ def build_graph(rows: Events, windows: Windows) -> StepGraph:
 
 def _collective_keys(rows: Events) -> IntArray:
     """One code per collective (group, seq) for transfer rows; -1 for the other rows."""
-    comm = (rows.lane == COMM) & (rows.seq >= 0) & (rows.group_code >= 0)
+    comm = (rows.lane == COMM) & (rows.seq >= 0) & (rows.group >= 0)
     if not comm.any():
         return np.full(len(comm), -1, dtype=np.int64)
-    return np.where(comm, rows.group_code * (int(rows.seq.max()) + 2) + rows.seq, -1)
+    return np.where(comm, rows.group * (int(rows.seq.max()) + 2) + rows.seq, -1)
 
 
 def _sync_edges(

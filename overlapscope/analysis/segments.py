@@ -28,16 +28,25 @@ SEGMENT_KINDS = ("compute", "comm", "wait", "idle")
 _LANES = (EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value)
 
 
-def column_in(column: pd.Series, values: Iterable[object]) -> npt.NDArray[np.bool_]:
-    """Which rows of an event-table column hold one of ``values``, as a numpy mask; on a
-    categorical column (the loader's) from its integer codes, without comparing strings."""
+def column_in(
+    column: pd.Series, values: Iterable[object], rows: IntArray | None = None
+) -> npt.NDArray[np.bool_]:
+    """Which rows of an event-table column (those at positions ``rows``; all: None) hold one
+    of ``values``, as a numpy mask; on a categorical column (the loader's) from its integer
+    codes, without comparing strings."""
     wanted = list(values)
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        found = column.cat.categories.get_indexer(wanted)
-        lookup = np.zeros(len(column.cat.categories) + 1, dtype=bool)  # [-1]: missing
-        lookup[found[found >= 0]] = True
-        return lookup[column.cat.codes.to_numpy()]
-    return column.isin(wanted).to_numpy(bool)
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        found = column.isin(wanted).to_numpy(bool)
+        return found if rows is None else found[rows]
+    codes = column.cat.codes.to_numpy()
+    codes = codes if rows is None else codes[rows]
+    found = column.cat.categories.get_indexer(wanted)
+    found = found[found >= 0]
+    if len(found) == 1:
+        return np.asarray(codes == found[0])
+    lookup = np.zeros(len(column.cat.categories) + 1, dtype=bool)  # [-1]: missing
+    lookup[found] = True
+    return lookup[codes]
 
 
 def column_values(column: pd.Series, rows: IntArray) -> npt.NDArray[np.object_]:
@@ -48,6 +57,16 @@ def column_values(column: pd.Series, rows: IntArray) -> npt.NDArray[np.object_]:
         codes = column.cat.codes.to_numpy()[rows]
         return names[np.where(codes >= 0, codes, len(names) - 1)]
     return column.iloc[rows].astype(object).to_numpy()
+
+
+def column_codes(column: pd.Series, rows: IntArray) -> tuple[IntArray, npt.NDArray[np.object_]]:
+    """``(codes, names)`` of the values at positions ``rows``: ``names[codes]`` are the
+    values, code -1 where missing (a categorical's own codes and categories)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        names = column.cat.categories.to_numpy(dtype=object)
+        return column.cat.codes.to_numpy()[rows].astype(np.int64), names
+    codes, uniques = pd.factorize(column.iloc[rows].astype(object).to_numpy())
+    return codes.astype(np.int64), np.asarray(uniques, dtype=object)
 
 
 def lane_codes(column: pd.Series, rows: IntArray) -> IntArray:
