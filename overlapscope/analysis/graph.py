@@ -281,26 +281,33 @@ def replay_ends(graph: StepGraph, weights: FloatArray) -> FloatArray:
     anchor, anchors = graph.anchor, graph.anchors
     slot = np.full(len(anchor), -1, dtype=np.int64)  # node -> row of a_end (anchors only)
     slot[anchors] = np.arange(len(anchors))
-    pred = graph.pred[anchors]
-    refs = np.concatenate([np.maximum(pred, 0), graph.arr_idx])
+    # What each anchor reads, contiguous per anchor: its predecessor, then its arrivals.
+    lo, hi = graph.arr_ptr[anchors], graph.arr_ptr[anchors + 1]
+    size = hi - lo + 1
+    ptr = np.concatenate([[0], np.cumsum(size)]).tolist()
+    first = np.repeat(np.cumsum(size) - size, size)
+    arrival = np.arange(len(first)) - first - 1  # -1: the predecessor
+    owner = np.repeat(np.arange(len(anchors)), size)
+    arrivals = np.append(graph.arr_idx, 0)  # [-1]: a placeholder where none is read
+    refs = np.where(
+        arrival < 0,
+        np.maximum(graph.pred[anchors][owner], 0),
+        arrivals[np.where(arrival < 0, -1, lo[owner] + arrival)],
+    )
     ref_slot = slot[anchor[refs]]
     ref_off = cum[refs] - cum[anchor[refs]]
-    num = len(anchors)
-    a_end = np.full((num, weights.shape[1]), -np.inf)  # filled in topological order
+    a_end = np.full((len(anchors), weights.shape[1]), -np.inf)  # filled in topological order
     w = weights[anchors]
-    lo, hi = graph.arr_ptr[anchors].tolist(), graph.arr_ptr[anchors + 1].tolist()
-    for k, (i, p) in enumerate(zip(anchors.tolist(), pred.tolist(), strict=True)):
-        if p < 0:
+    is_source = graph.pred[anchors] < 0
+    for k, i in enumerate(anchors.tolist()):
+        if is_source[k]:
             a_end[k] = graph.base[i]
             continue
-        best = a_end[ref_slot[k]] + ref_off[k]
-        if hi[k] > lo[k]:
-            at = slice(num + lo[k], num + hi[k])
-            best = np.maximum(best, (a_end[ref_slot[at]] + ref_off[at]).max(axis=0))
-        a_end[k] = best + w[k]
+        at = slice(ptr[k], ptr[k + 1])
+        a_end[k] = (a_end[ref_slot[at]] + ref_off[at]).max(axis=0) + w[k]
     # Weights are >= 0, so after each anchor a rank's ends grow (rounding is monotone too):
     # the latest end is that of a node just before an anchor, or of the last node.
-    first = np.sort(anchors)
-    last = np.append(first[1:] - 1, len(anchor) - 1)
-    ends: FloatArray = (a_end[slot[first]] + cum[last] - cum[first]).max(axis=0)
+    start = np.sort(anchors)
+    last = np.append(start[1:] - 1, len(anchor) - 1)
+    ends: FloatArray = (a_end[slot[start]] + cum[last] - cum[start]).max(axis=0)
     return ends
