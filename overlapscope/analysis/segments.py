@@ -28,6 +28,19 @@ SEGMENT_KINDS = ("compute", "comm", "wait", "idle")
 _LANES = (EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value)
 
 
+def _categorical(column: pd.Series) -> pd.Categorical | None:
+    """The column's categorical array (its codes and categories, no copies), or None."""
+    array = column.array
+    return array if isinstance(array, pd.Categorical) else None
+
+
+def _positions(cat: pd.Categorical, wanted: list[object]) -> list[int]:
+    """The codes of those of ``wanted`` that are categories of ``cat`` (a short list:
+    cheaper than an index lookup)."""
+    names = cat.categories.tolist()
+    return [names.index(w) for w in wanted if w in names]
+
+
 def column_in(
     column: pd.Series, values: Iterable[object], rows: IntArray | None = None
 ) -> npt.NDArray[np.bool_]:
@@ -35,26 +48,24 @@ def column_in(
     of ``values``, as a numpy mask; on a categorical column (the loader's) from its integer
     codes, without comparing strings."""
     wanted = list(values)
-    if not isinstance(column.dtype, pd.CategoricalDtype):
+    cat = _categorical(column)
+    if cat is None:
         found = column.isin(wanted).to_numpy(bool)
         return found if rows is None else found[rows]
-    codes = column.cat.codes.to_numpy()
-    codes = codes if rows is None else codes[rows]
-    found = column.cat.categories.get_indexer(wanted)
-    found = found[found >= 0]
-    if len(found) == 1:
-        return np.asarray(codes == found[0])
-    lookup = np.zeros(len(column.cat.categories) + 1, dtype=bool)  # [-1]: missing
-    lookup[found] = True
-    return lookup[codes]
+    codes = cat.codes if rows is None else cat.codes[rows]
+    mask = np.zeros(len(codes), dtype=bool)
+    for code in _positions(cat, wanted):  # a few values: compares beat a lookup table
+        mask |= codes == code
+    return mask
 
 
 def column_values(column: pd.Series, rows: IntArray) -> npt.NDArray[np.object_]:
     """The values of ``column`` at positions ``rows`` as objects (NaN where missing), as
     ``column.iloc[rows].astype(object)`` gives them, from the codes of a categorical."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        names = np.append(column.cat.categories.to_numpy(dtype=object), np.nan)
-        codes = column.cat.codes.to_numpy()[rows]
+    cat = _categorical(column)
+    if cat is not None:
+        names = np.append(cat.categories.to_numpy(dtype=object), np.nan)
+        codes = cat.codes[rows]
         return names[np.where(codes >= 0, codes, len(names) - 1)]
     return column.iloc[rows].astype(object).to_numpy()
 
@@ -62,9 +73,9 @@ def column_values(column: pd.Series, rows: IntArray) -> npt.NDArray[np.object_]:
 def column_codes(column: pd.Series, rows: IntArray) -> tuple[IntArray, npt.NDArray[np.object_]]:
     """``(codes, names)`` of the values at positions ``rows``: ``names[codes]`` are the
     values, code -1 where missing (a categorical's own codes and categories)."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        names = column.cat.categories.to_numpy(dtype=object)
-        return column.cat.codes.to_numpy()[rows].astype(np.int64), names
+    cat = _categorical(column)
+    if cat is not None:
+        return cat.codes[rows].astype(np.int64), cat.categories.to_numpy(dtype=object)
     codes, uniques = pd.factorize(column.iloc[rows].astype(object).to_numpy())
     return codes.astype(np.int64), np.asarray(uniques, dtype=object)
 
@@ -72,11 +83,12 @@ def column_codes(column: pd.Series, rows: IntArray) -> tuple[IntArray, npt.NDArr
 def lane_codes(column: pd.Series, rows: IntArray) -> IntArray:
     """The lane of each row at ``rows`` as a code into :data:`SEGMENT_KINDS` (compute 0, comm
     1, wait 2); every other lane (step, issue, ...) is 3."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        found = column.cat.categories.get_indexer(list(_LANES))
-        lookup = np.full(len(column.cat.categories) + 1, 3, dtype=np.int64)  # [-1]: missing
-        lookup[found[found >= 0]] = np.flatnonzero(found >= 0)
-        return lookup[column.cat.codes.to_numpy()[rows]]
+    cat = _categorical(column)
+    if cat is not None:
+        lookup = np.full(len(cat.categories) + 1, 3, dtype=np.int64)  # [-1]: missing
+        for code, name in enumerate(_LANES):
+            lookup[_positions(cat, [name])] = code
+        return lookup[cat.codes[rows]]
     out = np.full(len(rows), 3, dtype=np.int64)
     for code, name in enumerate(_LANES):
         out[column_in(column, [name])[rows]] = code
