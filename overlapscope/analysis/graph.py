@@ -165,7 +165,9 @@ def build_graph(rows: Events, windows: Windows) -> StepGraph:
     is_sync = np.zeros(n, dtype=bool)
     is_sync[sync] = True
     is_anchor = is_src | is_sync
-    topo = np.lexsort((np.arange(n), is_sync, end))
+    # the anchors in a topological order: by end, a source before a sync node ending with it
+    at = np.flatnonzero(is_anchor)
+    topo = at[np.lexsort((at, is_sync[at], end[at]))]
     return StepGraph(
         rows=rows,
         rank=rank,
@@ -179,7 +181,7 @@ def build_graph(rows: Events, windows: Windows) -> StepGraph:
         base=base,
         arr_ptr=arr_ptr,
         arr_idx=arr.astype(np.int64),
-        anchors=topo[is_anchor[topo]].astype(np.int64),
+        anchors=topo.astype(np.int64),
         anchor=np.maximum.accumulate(np.where(is_anchor, np.arange(n), 0)).astype(np.int64),
         start_us=float(windows[1].min()),
         end_us=float(windows[2].max()),
