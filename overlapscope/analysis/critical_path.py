@@ -190,9 +190,12 @@ def _label_column(codes: IntArray, names: np.ndarray) -> object:
     """The column of names of ``codes`` (-1: NaN, -2: None) as pandas would infer it from
     those objects: strings with a missing value become its string type, built here from
     the few names rather than from one Python string per link."""
-    if (codes >= 0).any() and pd.api.types.infer_dtype(names, skipna=True) == "string":
+    named = (codes >= 0).any()
+    if named and pd.api.types.infer_dtype(names, skipna=True) == "string":
         return pd.array(names, dtype="str").take(np.where(codes >= 0, codes, -1), allow_fill=True)
-    return np.concatenate([names, np.asarray([None, np.nan], dtype=object)])[codes]
+    values = np.concatenate([names, np.asarray([None, np.nan], dtype=object)])[codes]
+    # nothing named: pandas would keep the objects (None, NaN) after scanning them all
+    return values if named else pd.Series(values, dtype=object, copy=False)
 
 
 def _walk(graph: StepGraph, chosen: IntArray, last: int) -> IntArray:
