@@ -24,6 +24,7 @@ replayed step's change, not 10% of the link.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,8 @@ from overlapscope.analysis.graph import (
     FloatArray,
     IntArray,
     StepGraph,
+    Windows,
+    all_nodes,
     build_graph,
     replay,
     replay_ends,
@@ -110,6 +113,22 @@ def _windows(rows: Events) -> tuple[IntArray, FloatArray, FloatArray, IntArray]:
     return keys % span, start, end, keys // span
 
 
+def step_graphs(
+    rows: Events, windows: Windows, window_step: IntArray
+) -> Iterator[tuple[int, StepGraph]]:
+    """The graph of each step of ``windows`` (sorted by step then rank; ``rows`` sorted by
+    step), the segments of every step cut in one pass."""
+    (start, end, kind, event, rank), offset = all_nodes(rows, windows, window_step)
+    for step in np.unique(window_step).tolist():
+        lo, hi = np.searchsorted(rows.step, [step, step + 1])
+        a, b = np.searchsorted(window_step, [step, step + 1])
+        n0, n1 = offset[a], offset[b]
+        ev = event[n0:n1]
+        nodes = (start[n0:n1], end[n0:n1], kind[n0:n1], np.where(ev >= 0, ev - lo, -1), rank[n0:n1])
+        step_windows = (windows[0][a:b], windows[1][a:b], windows[2][a:b])
+        yield int(step), build_graph(rows.take(slice(int(lo), int(hi))), step_windows, nodes)
+
+
 def critical_path(events: pd.DataFrame) -> CriticalPath:
     """The critical path of every step seen on at least two ranks (pure)."""
     lanes = [EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value]
@@ -122,12 +141,10 @@ def critical_path(events: pd.DataFrame) -> CriticalPath:
     if len(multi) == 0:
         return CriticalPath.empty()
     rows = rows.take(np.isin(rows.step, multi, kind="table"))
+    in_multi = np.isin(w_step, multi, kind="table")
+    windows = (w_rank[in_multi], w_start[in_multi], w_end[in_multi])
     link_frames, step_records = [], []
-    for step in multi.tolist():
-        lo, hi = np.searchsorted(rows.step, [step, step + 1])
-        a, b = np.searchsorted(w_step, [step, step + 1])
-        windows = (w_rank[a:b], w_start[a:b], w_end[a:b])
-        graph = build_graph(rows.take(slice(int(lo), int(hi))), windows)
+    for step, graph in step_graphs(rows, windows, w_step[in_multi]):
         links = _path_links(graph, step)
         link_frames.append(links)
         step_records.append(_step_record(graph, links, step))

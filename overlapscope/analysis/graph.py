@@ -1,7 +1,7 @@
 """The dependency graph of one step across ranks, and its replay (longest path).
 
 Nodes: per rank a source (the rank's step start) followed by its segments in time order
-(:func:`overlapscope.analysis.segments.segment_arrays`). A node starts when its predecessor on
+(:func:`overlapscope.analysis.segments.segment_groups`). A node starts when its predecessor on
 the same rank ends; a *sync* node (the last exposed segment of a collective on a rank, which
 ends when the collective ends) also waits for the arrival of every other rank at that
 collective: the node of that rank that ends where its transfer starts. Weights are set so the
@@ -13,6 +13,7 @@ An arrival recorded after the collective's end (clock noise) is dropped.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,12 +25,15 @@ from overlapscope.analysis.segments import (
     column_codes,
     lane_codes,
     segment_arrays,
+    segment_groups,
 )
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 SOURCE = len(SEGMENT_KINDS)  # kind code of a source node
 COMM = SEGMENT_KINDS.index("comm")
+# Windows are segmented together up to about this many events (graph._segment_batches).
+BATCH_EVENTS = 1024
 
 
 ObjArray = npt.NDArray[np.object_]
@@ -108,41 +112,64 @@ class StepGraph:
 
 
 Windows = tuple[IntArray, FloatArray, FloatArray]  # rank, start_us, end_us; sorted by rank
+Nodes = tuple[FloatArray, FloatArray, IntArray, IntArray, IntArray]  # start end kind event rank
 
 
-def _nodes(
-    rows: Events, windows: Windows
+def all_nodes(rows: Events, windows: Windows, window_step: IntArray) -> tuple[Nodes, IntArray]:
+    """The nodes of every window at once (``windows`` of several steps, ``window_step`` each
+    one's step, sorted by step then rank): per window its source, then its segments in time
+    order (one :func:`segment_groups` pass over every rank and step). Also where each
+    window's nodes begin (one more entry: the end). ``event``: positions in ``rows``."""
+    w_rank, w_start, w_end = windows
+    span = int(max(rows.rank.max(initial=0), w_rank.max(initial=0))) + 1
+    w_key = window_step * span + w_rank
+    key = rows.step * span + rows.rank
+    at = np.minimum(np.searchsorted(w_key, key), max(len(w_key) - 1, 0))
+    group = np.where(w_key[at] == key, at, -1) if len(w_key) else np.full(len(key), -1)
+    s, e, k, ev, g = _segment_batches(group, rows, (w_start, w_end))
+    counts = np.bincount(g, minlength=len(w_key)) + 1  # its segments and its source
+    offset = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    is_seg = np.ones(int(offset[-1]), dtype=bool)
+    is_seg[offset[:-1]] = False
+    start, end = np.empty(len(is_seg)), np.empty(len(is_seg))
+    kind, event = np.full(len(is_seg), SOURCE, dtype=np.int64), np.full(len(is_seg), -1)
+    start[~is_seg], end[~is_seg] = w_start, w_start
+    start[is_seg], end[is_seg], kind[is_seg], event[is_seg] = s, e, k, ev
+    rank = np.repeat(w_rank.astype(np.int64), counts)
+    return (start, end, kind, event.astype(np.int64), rank), offset
+
+
+def _segment_batches(
+    group: IntArray, rows: Events, bounds: tuple[FloatArray, FloatArray]
 ) -> tuple[FloatArray, FloatArray, IntArray, IntArray, IntArray]:
-    """``(start, end, kind, event, rank)`` of every node, rank by rank."""
-    lane, ts, te, rank_of = rows.lane, rows.ts, rows.end, rows.rank
-    parts: list[tuple[FloatArray, FloatArray, IntArray, IntArray, IntArray]] = []
-    for r, ws, we in zip(*(w.tolist() for w in windows), strict=True):
-        pos = np.flatnonzero(rank_of == r)
-        s, e, k, ev = segment_arrays(lane[pos], ts[pos], te[pos], (float(ws), float(we)))
-        ev = np.where(ev >= 0, pos[np.maximum(ev, 0)], -1)
-        parts.append(
-            (
-                np.append(ws, s),
-                np.append(ws, e),
-                np.append(SOURCE, k),
-                np.append(-1, ev),
-                np.full(len(s) + 1, int(r), dtype=np.int64),
-            )
-        )
-    start, end, kind, event, rank = (np.concatenate([p[i] for p in parts]) for i in range(5))
-    return (
-        start.astype(np.float64),
-        end.astype(np.float64),
-        kind.astype(np.int64),
-        event.astype(np.int64),
-        rank.astype(np.int64),
-    )
+    """Consecutive windows holding fewer than :data:`BATCH_EVENTS` events together are cut in
+    one :func:`segment_groups` pass (a pass costs mostly per call); a larger window is cut
+    alone by :func:`segment_arrays`, whose sorts are cheaper at that size."""
+    held = np.bincount(group[group >= 0], minlength=len(bounds[0]))
+    batch = (np.cumsum(held) - held) // BATCH_EVENTS
+    cuts = [*np.flatnonzero(np.diff(batch, prepend=-1)).tolist(), len(held)]
+    parts = []
+    for a, b in itertools.pairwise(cuts):
+        mine = np.flatnonzero((group >= a) & (group < b))
+        lane, ts, te = rows.lane[mine], rows.ts[mine], rows.end[mine]
+        if b - a == 1:
+            s, e, k, ev = segment_arrays(lane, ts, te, (bounds[0][a], bounds[1][a]))
+            g = np.zeros(len(s), dtype=np.int64)
+        else:
+            window = (bounds[0][a:b], bounds[1][a:b])
+            s, e, k, ev, g = segment_groups(group[mine] - a, lane, ts, te, window)
+        parts.append((s, e, k, np.where(ev >= 0, mine[np.maximum(ev, 0)], -1), g + a))
+    if not parts:
+        return np.empty(0), np.empty(0), *(np.empty(0, dtype=np.int64),) * 3
+    s, e, k, ev, g = (np.concatenate([p[i] for p in parts]) for i in range(5))
+    return s, e, k, ev, g
 
 
-def build_graph(rows: Events, windows: Windows) -> StepGraph:
+def build_graph(rows: Events, windows: Windows, nodes: Nodes) -> StepGraph:
     """``rows``: the events of one step, every rank; ``windows``: ``rank, start_us, end_us``
-    of that step per rank, sorted by rank."""
-    start, end, kind, event, rank = _nodes(rows, windows)
+    of that step per rank, sorted by rank; ``nodes``: theirs (:func:`all_nodes`, ``event``
+    positions in ``rows``)."""
+    start, end, kind, event, rank = nodes
     n = len(start)
     is_src = kind == SOURCE
     pred = np.arange(n, dtype=np.int64) - 1

@@ -95,7 +95,15 @@ def lane_codes(column: pd.Series, rows: IntArray) -> IntArray:
     return out
 
 
-def covering(starts: FloatArray, ends: FloatArray, points: FloatArray) -> IntArray:
+def _dense(values: FloatArray, *more: FloatArray) -> list[IntArray]:
+    """Each array's values as their rank among all of them (equal values, equal ranks): order
+    kept, so (group, value) pairs pack exactly into one sortable integer."""
+    ranks = np.unique(np.concatenate([values, *more]), return_inverse=True)[1]
+    cuts = np.cumsum([len(values), *(len(m) for m in more)])[:-1]
+    return list(np.split(ranks.astype(np.int64), cuts))
+
+
+def _covering_one(starts: FloatArray, ends: FloatArray, points: FloatArray) -> IntArray:
     """For each point, the index of an interval covering it (the one reaching furthest
     among those started at or before it), or -1."""
     if len(starts) == 0:
@@ -110,6 +118,64 @@ def covering(starts: FloatArray, ends: FloatArray, points: FloatArray) -> IntArr
     jj = np.maximum(j, 0)
     hit = (j >= 0) & (reach[jj] > points)
     return np.where(hit, order[holder[jj]], -1).astype(np.int64)
+
+
+def covering(
+    group: IntArray, starts: FloatArray, ends: FloatArray, p_group: IntArray, points: FloatArray
+) -> IntArray:
+    """For each point, the index of an interval of its group covering it (the one reaching
+    furthest among those started at or before it; ties: the latest in start order, stable),
+    or -1. ``p_group`` sorted; every group at once."""
+    if len(starts) == 0:
+        return np.full(len(points), -1, dtype=np.int64)
+    order = np.lexsort((starts, group))
+    g, s, e = group[order], starts[order], ends[order]
+    e_rank, s_rank, p_rank = _dense(e, s, points)
+    span = int(max(e_rank.max(), s_rank.max(), p_rank.max())) + 1
+    # Running maximum of the ends within each group: the group leads the packed key.
+    reach_rank = np.maximum.accumulate(g * span + e_rank) - g * span
+    holds = e_rank >= reach_rank  # the interval holds its group's running maximum
+    holder = np.maximum.accumulate(np.where(holds, np.arange(len(e)), 0))
+    j = np.searchsorted(g * span + s_rank, p_group * span + p_rank, side="right") - 1
+    jj = np.maximum(j, 0)
+    hit = (j >= 0) & (g[jj] == p_group) & (reach_rank[jj] > p_rank)
+    return np.where(hit, order[holder[jj]], -1).astype(np.int64)
+
+
+def segment_groups(
+    group: IntArray, lane: IntArray, s: FloatArray, e: FloatArray, windows: tuple[FloatArray, ...]
+) -> tuple[FloatArray, FloatArray, IntArray, IntArray, IntArray]:
+    """:func:`segment_arrays` of many windows at once: ``group`` is each event's window
+    (index into ``windows = (lo, hi)``; -1: none). Returns ``(starts, ends, kinds, events,
+    groups)``, the segments of window 0 first, each window's in time order."""
+    lo, hi = windows
+    use = (lane < 3) & (group >= 0)
+    g_use = group[use]
+    values = np.concatenate([lo, hi, s[use], e[use]])
+    b_group = np.concatenate([np.arange(len(lo)), np.arange(len(lo)), g_use, g_use])
+    values = np.clip(values, lo[b_group], hi[b_group])
+    order = np.lexsort((values, b_group))
+    bounds, b_group = values[order], b_group[order]
+    fresh = np.ones(len(bounds), dtype=bool)  # np.unique per window
+    fresh[1:] = (b_group[1:] != b_group[:-1]) | (bounds[1:] != bounds[:-1])
+    bounds, b_group = bounds[fresh], b_group[fresh]
+    left = np.flatnonzero(b_group[:-1] == b_group[1:])  # each piece: bounds[left], next
+    mids, m_group = (bounds[left] + bounds[left + 1]) / 2, b_group[left]
+    kind = np.full(len(mids), 3, dtype=np.int64)
+    event = np.full(len(mids), -1, dtype=np.int64)
+    # Lowest priority first, so compute overwrites comm overwrites wait.
+    for code in (2, 1, 0):
+        idx = np.flatnonzero((lane == code) & (group >= 0))
+        cov = covering(group[idx], s[idx], e[idx], m_group, mids)
+        hit = cov >= 0
+        kind[hit] = code
+        event[hit] = idx[cov[hit]]
+    new = np.ones(len(mids), dtype=bool)
+    new[1:] = (kind[1:] != kind[:-1]) | (event[1:] != event[:-1]) | (m_group[1:] != m_group[:-1])
+    first = np.flatnonzero(new)
+    last = np.append(first[1:], len(mids)) - 1
+    start, end = bounds[left[first]], bounds[left[last] + 1]
+    return start, end, kind[first], event[first], m_group[first]
 
 
 def segment_arrays(
@@ -135,7 +201,7 @@ def segment_arrays(
     # Lowest priority first, so compute overwrites comm overwrites wait.
     for code in (2, 1, 0):
         idx = np.flatnonzero(lane == code)
-        cov = covering(s[idx], e[idx], mids)
+        cov = _covering_one(s[idx], e[idx], mids)
         hit = cov >= 0
         kind[hit] = code
         event[hit] = idx[cov[hit]]

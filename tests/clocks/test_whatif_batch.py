@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from overlapscope.analysis import critical_path
 from overlapscope.analysis.critical_path import _windows
-from overlapscope.analysis.graph import Events, StepGraph, build_graph, replay, replay_ends
+from overlapscope.analysis.graph import Events, StepGraph, replay, replay_ends
 from overlapscope.trace.loader import load_run
 from tests.clocks.conftest import table
 from tests.conftest import REPO
@@ -18,13 +19,7 @@ from tests.conftest import REPO
 def step_graphs(events: object) -> list[StepGraph]:
     rows = Events.of(events, np.arange(len(events)))  # type: ignore[arg-type]
     rank, start, end, step = _windows(rows)
-    graphs = []
-    for s in np.unique(step).tolist():
-        lo, hi = np.searchsorted(rows.step, [s, s + 1])
-        a, b = np.searchsorted(step, [s, s + 1])
-        windows = (rank[a:b], start[a:b], end[a:b])
-        graphs.append(build_graph(rows.take(slice(int(lo), int(hi))), windows))
-    return graphs
+    return [graph for _, graph in critical_path.step_graphs(rows, (rank, start, end), step)]
 
 
 def check(graph: StepGraph, seed: int) -> None:
