@@ -1,6 +1,7 @@
 """Clock alignment and critical path: recovery error vs injected offset and drift, and cost.
 
-    python benchmarks/clock_alignment.py [--out FILE.json] [--repeat 3]
+    python benchmarks/clock_alignment.py [--out FILE.json] [--repeat 3] [--only-cost]
+        [--runs-dir DIR]
 
 Recovery: whole ranks of real runs get a known clock offset and drift (``t -> t + offset +
 drift * t``); the recovered offset is the shifted run's estimate minus the recorded run's, at
@@ -11,9 +12,11 @@ tiny torch FSDP2 run (both made here, one host), and a 2-rank GPU run assembled 
 its NCCL kernels end at the same instants on both, which is the ideal case; the shared
 traces hold one rank per run, so no real multi-rank GPU run is available).
 
-Cost: best of ``--repeat`` wall times of ``analyze`` (alignment and critical path included),
-and of ``align_run`` and ``critical_path`` alone, per run; their share of ``analyze`` alone and
-of load + ``analyze`` (what the ``analyze`` command waits for; one load). Printed as JSON.
+Cost: best of ``--repeat`` wall times and, separately, best of ``--repeat`` CPU times (this
+process's) of ``analyze`` (alignment and critical path included), and of ``align_run`` and
+``critical_path`` alone, per run; their share of ``analyze`` alone (wall and CPU) and of load +
+``analyze`` (wall: what the ``analyze`` command waits for; one load). ``--only-cost`` skips
+the recovery sweep. Printed as JSON.
 """
 
 from __future__ import annotations
@@ -96,20 +99,23 @@ def gpu_pair() -> RunTraces:
     return dataclasses.replace(one, events=events, ranks=ranks, world_size=2)
 
 
-def best(fn: Callable[[], object], repeat: int) -> float:
-    times = []
+def best(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """Best of ``repeat`` runs: ``(wall seconds, CPU seconds of this process)``, each the
+    minimum over the runs (on a shared, loaded machine the CPU time is the steadier)."""
+    walls, cpus = [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        w0, c0 = time.perf_counter(), time.process_time()
         fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+        cpus.append(time.process_time() - c0)
+        walls.append(time.perf_counter() - w0)
+    return min(walls), min(cpus)
 
 
 def cost(run: RunTraces, repeat: int, load_s: float) -> dict[str, float]:
     aligned, _ = align_run(run)
-    total = best(lambda: analyze(run), repeat)
-    t_align = best(lambda: align_run(run), repeat)
-    t_path = best(lambda: critical_path(aligned.events), repeat)
+    total, total_cpu = best(lambda: analyze(run), repeat)
+    t_align, t_align_cpu = best(lambda: align_run(run), repeat)
+    t_path, t_path_cpu = best(lambda: critical_path(aligned.events), repeat)
     return {
         "num_ranks": len(run.ranks),
         "num_events": len(run.events),
@@ -117,13 +123,21 @@ def cost(run: RunTraces, repeat: int, load_s: float) -> dict[str, float]:
         "align_s": t_align,
         "critical_path_s": t_path,
         "share_of_analyze": (t_align + t_path) / total,
+        "analyze_cpu_s": total_cpu,
+        "align_cpu_s": t_align_cpu,
+        "critical_path_cpu_s": t_path_cpu,
+        "share_of_analyze_cpu": (t_align_cpu + t_path_cpu) / total_cpu,
         "load_s": load_s,
         "share_of_load_and_analyze": (t_align + t_path) / (total + load_s),
     }
 
 
-def make(cmd: list[str]) -> None:
-    subprocess.run(cmd, check=True, capture_output=True, timeout=600)
+def make(cmd: list[str], out: Path) -> None:
+    """Record a run into ``out`` unless it is already there (``--runs-dir``: two versions of
+    the code are then timed on the same recorded runs)."""
+    if out.exists():
+        return
+    subprocess.run([*cmd, str(out)], check=True, capture_output=True, timeout=600)
 
 
 def timed_load(path: Path) -> tuple[RunTraces, float]:
@@ -135,12 +149,12 @@ def timed_load(path: Path) -> tuple[RunTraces, float]:
 def runs(tmp: Path) -> dict[str, tuple[RunTraces, float]]:
     """Every run with its load time (the load the ``analyze`` command does first)."""
     out = {n: timed_load(REPO / "traces" / n) for n in ("backward_pre", "none", "backward_post")}
-    make([sys.executable, "-m", "overlapscope", "run", *TINY_4, "--out", str(tmp / "r4")])
+    make([sys.executable, "-m", "overlapscope", "run", *TINY_4, "--out"], tmp / "r4")
     out["ours-4-ranks"] = timed_load(tmp / "r4")
-    make([sys.executable, "-m", "overlapscope", "run", *LONGER, "--out", str(tmp / "long")])
+    make([sys.executable, "-m", "overlapscope", "run", *LONGER, "--out"], tmp / "long")
     out["ours-2-ranks-12-steps"] = timed_load(tmp / "long")
     script = REPO / "tests" / "trace" / "torch_fsdp_run.py"
-    make([sys.executable, str(script), "fsdp2", str(tmp / "fsdp2")])
+    make([sys.executable, str(script), "fsdp2"], tmp / "fsdp2")
     out["torch-fsdp2"] = timed_load(tmp / "fsdp2")
     if EXTERNAL.is_file():
         t0 = time.perf_counter()
@@ -153,15 +167,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only-cost", action="store_true", help="skip the recovery sweep")
+    ap.add_argument(
+        "--runs-dir", type=Path, help="keep the recorded runs here and reuse them (default: temp)"
+    )
     args = ap.parse_args()
     result: dict[str, Any] = {"recovery": [], "cost": {}, "same_host_offsets": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        loaded = runs(Path(tmp))
+        if args.runs_dir:
+            args.runs_dir.mkdir(parents=True, exist_ok=True)
+        loaded = runs(args.runs_dir or Path(tmp))
         for name, (run, load_s) in loaded.items():
             off = estimate_offsets(run.events)
             result["same_host_offsets"][name] = json.loads(off.to_json(orient="records"))
             rank = max(r.rank for r in run.ranks)
-            for o in OFFSETS_US:
+            for o in () if args.only_cost else OFFSETS_US:
                 for ppm in DRIFTS_PPM:
                     err, ok = recovery_error(run, rank, o, ppm)
                     result["recovery"].append(

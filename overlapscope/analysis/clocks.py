@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from overlapscope.analysis.segments import column_in, column_values
 from overlapscope.trace.loader import RunTraces
 from overlapscope.trace.schema import CollectiveKind, EventLane
 
@@ -82,34 +83,67 @@ OFFSET_COLUMNS = [
 FloatArray = npt.NDArray[np.float64]
 
 
+def _sync_rows(events: pd.DataFrame) -> npt.NDArray[np.int64]:
+    """Positions of the transfers of synchronising collectives that carry a group and a seq
+    (compared on the categorical codes: no string comparison over the whole table)."""
+    seq = events["seq"].to_numpy()
+    rows = np.flatnonzero(column_in(events["lane"], [EventLane.COMM.value]) & (seq >= 0))
+    keep = column_in(events["kind"], SYNC_KINDS, rows)
+    keep &= pd.notna(column_values(events["group"], rows))
+    return rows[keep]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Matched:
+    """End times per (collective, rank) as a matrix, with what names its rows: row ``i`` is
+    the collective ``keys[i]`` (group code, step + 1, seq packed), column ``j`` rank
+    ``ranks[j]``."""
+
+    ends: FloatArray
+    ranks: npt.NDArray[np.int64]
+    keys: npt.NDArray[np.int64]
+    groups: npt.NDArray[np.object_]
+    step_span: int
+    seq_span: int
+
+    @staticmethod
+    def of(events: pd.DataFrame) -> _Matched | None:
+        rows = _sync_rows(events)
+        if len(rows) == 0:
+            return None
+        group, groups = pd.factorize(column_values(events["group"], rows))
+        step = events["step"].to_numpy(np.int64)[rows] + 1  # -1 (outside every step): 0
+        seq = events["seq"].to_numpy(np.int64)[rows]
+        step_span, seq_span = int(step.max()) + 1, int(seq.max()) + 1
+        key = (group.astype(np.int64) * step_span + step) * seq_span + seq
+        keys, row = np.unique(key, return_inverse=True)
+        ranks, col = np.unique(events["rank"].to_numpy(np.int64)[rows], return_inverse=True)
+        ends = np.full((len(keys), len(ranks)), -np.inf)
+        # One transfer per rank and collective; should a rank hold several, its last end
+        # counts.
+        np.maximum.at(ends, (row, col), events["end_us"].to_numpy(np.float64)[rows])
+        ends[np.isinf(ends)] = np.nan
+        return _Matched(ends, ranks, keys, np.asarray(groups), step_span, seq_span)
+
+    def frame(self) -> pd.DataFrame:
+        rest = self.keys // self.seq_span
+        index = pd.MultiIndex.from_arrays(
+            [
+                pd.Index(self.groups[rest // self.step_span], dtype=object),
+                rest % self.step_span - 1,
+                self.keys % self.seq_span,
+            ],
+            names=KEY,
+        )
+        columns = pd.Index(self.ranks.tolist(), name="rank")
+        return pd.DataFrame(self.ends, index=index, columns=columns)
+
+
 def matched_ends(events: pd.DataFrame) -> pd.DataFrame:
     """End time of every synchronising collective per rank: one row per (group, step, seq),
     one column per rank (NaN where the rank lacks it)."""
-    comm = events[
-        (events["lane"] == EventLane.COMM.value)
-        & (events["seq"] >= 0)
-        & events["kind"].isin(list(SYNC_KINDS))
-        & events["group"].notna()
-    ]
-    if comm.empty:
-        return pd.DataFrame()
-    group, groups = pd.factorize(comm["group"].astype(object))
-    step = comm["step"].to_numpy(np.int64) + 1  # -1 (outside every step) becomes 0
-    seq = comm["seq"].to_numpy(np.int64)
-    key = (group.astype(np.int64) * (int(step.max()) + 1) + step) * (int(seq.max()) + 1) + seq
-    keys, row = np.unique(key, return_inverse=True)
-    ranks, col = np.unique(comm["rank"].to_numpy(np.int64), return_inverse=True)
-    ends = np.full((len(keys), len(ranks)), -np.inf)
-    # One transfer per rank and collective; should a rank hold several, its last end counts.
-    np.maximum.at(ends, (row, col), comm["end_us"].to_numpy(np.float64))
-    ends[np.isinf(ends)] = np.nan
-    seq_of = keys % (int(seq.max()) + 1)
-    rest = keys // (int(seq.max()) + 1)
-    index = pd.MultiIndex.from_arrays(
-        [groups[rest // (int(step.max()) + 1)], rest % (int(step.max()) + 1) - 1, seq_of],
-        names=KEY,
-    )
-    return pd.DataFrame(ends, index=index, columns=pd.Index(ranks.tolist(), name="rank"))
+    matched = _Matched.of(events)
+    return pd.DataFrame() if matched is None else matched.frame()
 
 
 def _theil_sen(x: FloatArray, y: FloatArray) -> float:
@@ -153,37 +187,35 @@ def fit_offset(x: FloatArray, d: FloatArray) -> tuple[float, float, float, float
     return offset, 0.0, center, spread
 
 
-def _reference(ends: pd.DataFrame) -> int:
-    counts = ends.notna().sum(axis=0)
-    best = counts[counts == counts.max()]
-    return int(min(best.index))
-
-
 def estimate_offsets(events: pd.DataFrame) -> pd.DataFrame:
     """One row per rank of ``events`` (columns :data:`OFFSET_COLUMNS`). ``aligned`` is False
     for the reference and for ranks with too few matched collectives (offset NaN)."""
-    ranks = sorted(int(r) for r in events["rank"].unique())
-    ends = matched_ends(events)
-    if ends.empty or ends.shape[1] < 2:
+    ranks = sorted(int(r) for r in pd.unique(events["rank"].to_numpy()))
+    matched = _Matched.of(events)
+    if matched is None or matched.ends.shape[1] < 2:
         ref = ranks[0] if ranks else -1
         return _table([_row(r, ref, np.nan, 0.0, np.nan, np.nan, 0, False) for r in ranks])
-    ref = _reference(ends)
+    has = ~np.isnan(matched.ends)
+    counts = has.sum(axis=0)
+    # the rank that matches the most collectives (ties: the lowest; ranks are sorted)
+    col_ref = int(np.argmax(counts))
+    ref = int(matched.ranks[col_ref])
+    col_of = {int(r): j for j, r in enumerate(matched.ranks)}
     records = []
     for r in ranks:
         if r == ref:
-            n = int(ends[ref].notna().sum())
-            records.append(_row(r, ref, 0.0, 0.0, np.nan, 0.0, n, False))
+            records.append(_row(r, ref, 0.0, 0.0, np.nan, 0.0, int(counts[col_ref]), False))
             continue
-        if r not in ends.columns:
+        if r not in col_of:
             records.append(_row(r, ref, np.nan, 0.0, np.nan, np.nan, 0, False))
             continue
-        both = ends[[r, ref]].dropna()
-        n = len(both)
+        both = has[:, col_of[r]] & has[:, col_ref]
+        n = int(both.sum())
         if n < MIN_COLLECTIVES:
             records.append(_row(r, ref, np.nan, 0.0, np.nan, np.nan, n, False))
             continue
-        x = both[r].to_numpy(np.float64)
-        offset, slope, center, spread = fit_offset(x, x - both[ref].to_numpy(np.float64))
+        x = matched.ends[both, col_of[r]]
+        offset, slope, center, spread = fit_offset(x, x - matched.ends[both, col_ref])
         records.append(_row(r, ref, offset, slope * 1e6, center, spread, n, True))
     return _table(records)
 
@@ -197,31 +229,42 @@ def _row(
     spread: float,
     n: int,
     aligned: bool,
-) -> dict[str, object]:
+) -> tuple[object, ...]:
     # Standard error of a median: 1.2533 sd / sqrt(n).
     stderr = 1.2533 * spread / np.sqrt(n) if n > 0 else np.nan
-    values = [rank, ref, offset, drift_ppm, center, spread, stderr, n, aligned]
-    return dict(zip(OFFSET_COLUMNS, values, strict=True))
+    return (rank, ref, offset, drift_ppm, center, spread, stderr, n, aligned)
 
 
-def _table(records: list[dict[str, object]]) -> pd.DataFrame:
-    df = pd.DataFrame.from_records(records, columns=OFFSET_COLUMNS)
-    return df.astype({"rank": "int64", "reference_rank": "int64", "num_collectives": "int64"})
+_DTYPES = (np.int64, np.int64, *[np.float64] * 5, np.int64, np.bool_)
+
+
+def _table(records: list[tuple[object, ...]]) -> pd.DataFrame:
+    columns = zip(*records, strict=True) if records else [()] * len(OFFSET_COLUMNS)
+    return pd.DataFrame(
+        {
+            name: np.asarray(values, dtype=dtype)
+            for name, values, dtype in zip(OFFSET_COLUMNS, columns, _DTYPES, strict=True)
+        }
+    )
 
 
 def offset_at(offsets: pd.DataFrame, rank: npt.ArrayLike, ts_us: npt.ArrayLike) -> FloatArray:
     """The clock offset to subtract from each (rank, time); 0 where the rank is not aligned."""
     rank_a = np.asarray(rank, dtype=np.int64)
     ts = np.asarray(ts_us, dtype=np.float64)
-    used = offsets[offsets["aligned"]].set_index("rank")
-    if used.empty:
+    used = offsets["aligned"].to_numpy(bool)
+    if not used.any():
         return np.zeros(len(ts))
-    idx = pd.Index(used.index).get_indexer(rank_a)
-    hit = idx >= 0
-    safe = np.where(hit, idx, 0)
-    a = used["offset_us"].to_numpy(np.float64)[safe]
-    b = used["drift_ppm"].to_numpy(np.float64)[safe] * 1e-6
-    c = used["center_us"].to_numpy(np.float64)[safe]
+    # the aligned ranks, sorted, and each (rank, time)'s position among them (-1: none)
+    used_ranks = offsets["rank"].to_numpy(np.int64)[used]
+    order = np.argsort(used_ranks, kind="stable")
+    sorted_ranks = used_ranks[order]
+    pos = np.minimum(np.searchsorted(sorted_ranks, rank_a), len(order) - 1)
+    hit = sorted_ranks[pos] == rank_a
+    safe = order[pos]
+    a = offsets["offset_us"].to_numpy(np.float64)[used][safe]
+    b = offsets["drift_ppm"].to_numpy(np.float64)[used][safe] * 1e-6
+    c = offsets["center_us"].to_numpy(np.float64)[used][safe]
     return np.where(hit, a + b * (ts - c), 0.0)
 
 
@@ -232,24 +275,28 @@ def align(
     is not changed. A rank without enough matched collectives keeps its clock (one warning);
     so does one whose offset is under ``min_offset_us`` (no warning: that is noise)."""
     offsets = estimate_offsets(events)
+    columns = ("rank", "reference_rank", "num_collectives", "aligned")
+    rank, ref, num, aligned = (offsets[c].tolist() for c in columns)
     warnings = tuple(
-        f"rank {r.rank}: clock not aligned: {r.num_collectives} collectives matched with rank "
-        f"{r.reference_rank}, {MIN_COLLECTIVES} needed; its timestamps are compared as recorded"
-        for r in offsets.itertuples(index=False)
-        if not r.aligned and r.rank != r.reference_rank and len(offsets) > 1
+        f"rank {r}: clock not aligned: {n} collectives matched with rank "
+        f"{f}, {MIN_COLLECTIVES} needed; its timestamps are compared as recorded"
+        for r, f, n, ok in zip(rank, ref, num, aligned, strict=True)
+        if not ok and r != f and len(offsets) > 1
     )
     if min_offset_us > 0:
         offsets = offsets.assign(
             aligned=offsets["aligned"] & (offsets["offset_us"].abs() >= min_offset_us)
         )
+    if not offsets["aligned"].any():
+        return events, offsets, warnings
     shift = offset_at(offsets, events["rank"].to_numpy(), events["ts_us"].to_numpy())
     if not np.any(shift):
         return events, offsets, warnings
     # A shallow copy with two new columns: the other columns are shared, ``events`` unchanged.
-    aligned = events.copy(deep=False)
-    aligned["ts_us"] = events["ts_us"].to_numpy() - shift
-    aligned["end_us"] = events["end_us"].to_numpy() - shift
-    return aligned, offsets, warnings
+    aligned_events = events.copy(deep=False)
+    aligned_events["ts_us"] = events["ts_us"].to_numpy() - shift
+    aligned_events["end_us"] = events["end_us"].to_numpy() - shift
+    return aligned_events, offsets, warnings
 
 
 def shared_host(run_meta: dict[str, Any] | None) -> str | None:

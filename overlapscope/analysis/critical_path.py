@@ -24,15 +24,27 @@ replayed step's change, not 10% of the link.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from overlapscope.analysis.graph import Events, StepGraph, build_graph, replay
-from overlapscope.analysis.segments import SEGMENT_KINDS
+from overlapscope.analysis.graph import (
+    Events,
+    FloatArray,
+    IntArray,
+    StepGraph,
+    Windows,
+    all_nodes,
+    build_graph,
+    replay,
+    replay_ends,
+)
+from overlapscope.analysis.segments import SEGMENT_KINDS, column_in
 from overlapscope.trace.schema import EventLane
 
+OTHER_LANE = len(SEGMENT_KINDS) - 1  # lane code of every lane but compute, comm and wait
 SHORTEN = 0.10
 # Links per step whose shortening is replayed (the longest ones).
 WHATIF_LINKS = 8
@@ -65,6 +77,9 @@ STEP_COLUMNS = [
 ]
 
 
+INT = frozenset(("step", "num_links", "num_hops"))  # the integer columns of STEP_COLUMNS
+
+
 @dataclass(frozen=True, slots=True)
 class CriticalPath:
     """``links``: the path of every step, latest link first (``order`` 0), with
@@ -79,64 +94,81 @@ class CriticalPath:
         return CriticalPath(pd.DataFrame(columns=LINK_COLUMNS), pd.DataFrame(columns=STEP_COLUMNS))
 
 
-def step_windows(events: pd.DataFrame) -> pd.DataFrame:
-    """Per (rank, step): ``start_us`` (its ProfilerStep start) and ``end_us`` (the later of
-    its ProfilerStep end and its step's last event). ``events``: rows with ``step >= 0``."""
-    rank = events["rank"].to_numpy(np.int64)
-    step = events["step"].to_numpy(np.int64)
-    span = int(step.max()) + 2 if len(step) else 1
-    key = rank * span + step
-    is_step = (events["lane"] == EventLane.STEP.value).to_numpy()
+def _windows(rows: Events) -> tuple[IntArray, FloatArray, FloatArray, IntArray]:
+    """Per (rank, step), sorted by step then rank: ``(rank, start_us, end_us, step)``, from
+    its ProfilerStep's start to the later of its ProfilerStep's end and its step's last
+    event. ``rows``: the path's lanes and ProfilerSteps, ``step >= 0``."""
+    span = int(rows.rank.max()) + 1 if len(rows.rank) else 1
+    key = rows.step * span + rows.rank
+    is_step = rows.lane == OTHER_LANE  # the only other lane among the path's rows
     keys, inv = np.unique(key[is_step], return_inverse=True)
     start = np.full(len(keys), np.inf)
     end = np.full(len(keys), -np.inf)
-    np.minimum.at(start, inv, events["ts_us"].to_numpy()[is_step])
+    np.minimum.at(start, inv, rows.ts[is_step])
     # every event of the step may end after its ProfilerStep (GPU work runs behind)
     pos = np.searchsorted(keys, key)
     hit = pos < len(keys)
     hit[hit] = keys[pos[hit]] == key[hit]
-    np.maximum.at(end, pos[hit], events["end_us"].to_numpy()[hit])
-    return pd.DataFrame(
-        {"rank": keys // span, "step": keys % span, "start_us": start, "end_us": end}
-    )
+    np.maximum.at(end, pos[hit], rows.end[hit])
+    return keys % span, start, end, keys // span
+
+
+def step_graphs(
+    rows: Events, windows: Windows, window_step: IntArray
+) -> Iterator[tuple[int, StepGraph]]:
+    """The graph of each step of ``windows`` (sorted by step then rank; ``rows`` sorted by
+    step), the segments of every step cut in one pass."""
+    (start, end, kind, event, rank), offset = all_nodes(rows, windows, window_step)
+    for step in np.unique(window_step).tolist():
+        lo, hi = np.searchsorted(rows.step, [step, step + 1])
+        a, b = np.searchsorted(window_step, [step, step + 1])
+        n0, n1 = offset[a], offset[b]
+        ev = event[n0:n1]
+        nodes = (start[n0:n1], end[n0:n1], kind[n0:n1], np.where(ev >= 0, ev - lo, -1), rank[n0:n1])
+        step_windows = (windows[0][a:b], windows[1][a:b], windows[2][a:b])
+        yield int(step), build_graph(rows.take(slice(int(lo), int(hi))), step_windows, nodes)
 
 
 def critical_path(events: pd.DataFrame) -> CriticalPath:
     """The critical path of every step seen on at least two ranks (pure)."""
     lanes = [EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value]
-    used = events[events["lane"].isin([*lanes, EventLane.STEP.value]) & (events["step"] >= 0)]
-    events = used[["rank", "step", "ts_us", "end_us", "lane", "unit", "phase", "group", "seq"]]
-    win = step_windows(events)
-    counts = win.groupby("step")["rank"].nunique()
-    multi = counts[counts >= 2].index
+    used = column_in(events["lane"], [*lanes, EventLane.STEP.value])
+    used &= events["step"].to_numpy() >= 0
+    rows = Events.of(events, np.flatnonzero(used))
+    w_rank, w_start, w_end, w_step = _windows(rows)
+    steps, num_ranks = np.unique(w_step, return_counts=True)
+    multi = steps[num_ranks >= 2]
     if len(multi) == 0:
         return CriticalPath.empty()
-    rows = Events.of(events[events["step"].isin(multi)])
-    win = win.sort_values(["step", "rank"])
-    w_step = win["step"].to_numpy(np.int64)
-    w_cols = [win[c].to_numpy() for c in ("rank", "start_us", "end_us")]
+    rows = rows.take(np.isin(rows.step, multi, kind="table"))
+    in_multi = np.isin(w_step, multi, kind="table")
+    windows = (w_rank[in_multi], w_start[in_multi], w_end[in_multi])
     link_frames, step_records = [], []
-    for step in sorted(int(s) for s in multi):
-        lo, hi = np.searchsorted(rows.step, [step, step + 1])
-        a, b = np.searchsorted(w_step, [step, step + 1])
-        windows = (w_cols[0][a:b].astype(np.int64), w_cols[1][a:b], w_cols[2][a:b])
-        graph = build_graph(rows.rows(int(lo), int(hi)), windows)
+    for step, graph in step_graphs(rows, windows, w_step[in_multi]):
         links = _path_links(graph, step)
         link_frames.append(links)
         step_records.append(_step_record(graph, links, step))
-    links = pd.DataFrame({c: np.concatenate([f[c] for f in link_frames]) for c in LINK_COLUMNS})
-    return CriticalPath(links, pd.DataFrame.from_records(step_records, columns=STEP_COLUMNS))
+    columns: dict[str, object] = {
+        c: np.concatenate([f[c] for f in link_frames]) for c in LINK_COLUMNS
+    }
+    kinds = np.asarray(SEGMENT_KINDS, dtype=object)
+    names = {"kind": kinds, "unit": rows.labels.unit, "phase": rows.labels.phase}
+    for c, n in {**names, "group": rows.labels.group}.items():
+        columns[c] = _label_column(np.concatenate([f[c] for f in link_frames]), n)
+    links = pd.DataFrame(columns)
+    steps = pd.DataFrame(
+        {
+            c: np.asarray([r[c] for r in step_records], dtype=np.int64 if c in INT else np.float64)
+            for c in STEP_COLUMNS
+        }
+    )
+    return CriticalPath(links, steps)
 
 
 def _path_links(graph: StepGraph, step: int) -> dict[str, np.ndarray]:
     """The step's path as columns (LINK_COLUMNS), latest link first."""
     end, chosen = replay(graph, graph.weight)
-    i = int(np.argmax(end))
-    path: list[int] = []
-    while i >= 0:
-        path.append(i)
-        i = int(chosen[i])
-    idx = np.asarray(path, dtype=np.int64)
+    idx = _walk(graph, chosen, int(np.argmax(end)))
     keep = idx[graph.weight[idx] > 0]
     ev = graph.event[keep]
     at, has = np.maximum(ev, 0), ev >= 0
@@ -149,19 +181,20 @@ def _path_links(graph: StepGraph, step: int) -> dict[str, np.ndarray]:
         out[~has] = fill
         return np.append(out, np.asarray([fill] * extra, dtype=out.dtype))
 
+    no_event = -2  # the code of a link without an event (None, where a missing value is NaN)
+
     ends = np.append(end[keep], [graph.start_us + lead] * extra)
+    kind_code = np.append(graph.kind[keep], np.full(extra, SEGMENT_KINDS.index("idle")))
     durs = np.append(graph.weight[keep], [lead] * extra)
     num = len(ends)
     return {
         "step": np.full(num, step, dtype=np.int64),
         "order": np.arange(num),
         "rank": np.append(graph.rank[keep], [graph.rank[idx[-1]]] * extra),
-        "kind": np.append(
-            np.asarray(SEGMENT_KINDS, dtype=object)[graph.kind[keep]], ["idle"] * extra
-        ),
-        "unit": col(rows.unit[at], None),
-        "phase": col(rows.phase[at], None),
-        "group": col(rows.group[at], None),
+        "kind": kind_code,  # codes until critical_path names them (_label_column)
+        "unit": col(rows.unit[at], no_event),
+        "phase": col(rows.phase[at], no_event),
+        "group": col(rows.group[at], no_event),
         "seq": col(rows.seq[at].astype(np.float64), np.nan),
         "start_us": ends - durs,
         "end_us": ends,
@@ -170,19 +203,47 @@ def _path_links(graph: StepGraph, step: int) -> dict[str, np.ndarray]:
     }
 
 
+def _label_column(codes: IntArray, names: np.ndarray) -> object:
+    """The column of names of ``codes`` (-1: NaN, -2: None) as pandas would infer it from
+    those objects: strings with a missing value become its string type, built here from
+    the few names rather than from one Python string per link."""
+    named = (codes >= 0).any()
+    if named and pd.api.types.infer_dtype(names, skipna=True) == "string":
+        return pd.array(names, dtype="str").take(np.where(codes >= 0, codes, -1), allow_fill=True)
+    values = np.concatenate([names, np.asarray([None, np.nan], dtype=object)])[codes]
+    # nothing named: pandas would keep the objects (None, NaN) after scanning them all
+    return values if named else pd.Series(values, dtype=object, copy=False)
+
+
+def _walk(graph: StepGraph, chosen: IntArray, last: int) -> IntArray:
+    """The nodes of the path ending at node ``last``, latest first. Between two anchors a
+    rank's nodes follow each other (a node's predecessor is the one before it), so the walk
+    jumps from anchor to anchor, taking the run of nodes in between whole."""
+    runs: list[IntArray] = []
+    i = last
+    while i >= 0:
+        a = int(graph.anchor[i])
+        runs.append(np.arange(i, a - 1, -1, dtype=np.int64))
+        i = int(chosen[a])
+    return np.concatenate(runs)
+
+
 def _savings(graph: StepGraph, keep: np.ndarray, step_end: float, num_links: int) -> np.ndarray:
     """Replayed saving of the longest links shortened by 10%. A collective is shortened on
     every rank (all its comm nodes); compute, waits and idle on the link's rank only."""
     out = np.full(num_links, np.nan)
     top = np.argsort(-graph.weight[keep], kind="stable")[:WHATIF_LINKS]
-    for pos in top:
+    if len(top) == 0:
+        return out
+    # one column of weights per what-if, all replayed together
+    weights = np.repeat(graph.weight[:, None], len(top), axis=1)
+    for col, pos in enumerate(top.tolist()):
         i = keep[pos]
-        w = graph.weight.copy()
         if graph.key[i] >= 0:
-            w[graph.key == graph.key[i]] *= 1.0 - SHORTEN
+            weights[graph.key == graph.key[i], col] *= 1.0 - SHORTEN
         else:
-            w[i] *= 1.0 - SHORTEN
-        out[pos] = step_end - float(replay(graph, w)[0].max())
+            weights[i, col] *= 1.0 - SHORTEN
+    out[top] = step_end - replay_ends(graph, weights)
     return out
 
 
@@ -194,7 +255,7 @@ def _step_record(graph: StepGraph, links: dict[str, np.ndarray], step: int) -> d
         "end_us": graph.end_us,
         "step_us": graph.end_us - graph.start_us,
         "path_us": float(durs.sum()),
-        **{f"{k}_us": float(durs[kinds == k].sum()) for k in ("compute", "comm", "wait", "idle")},
+        **{f"{k}_us": float(durs[kinds == code].sum()) for code, k in enumerate(SEGMENT_KINDS)},
         "num_links": len(durs),
         "num_hops": int((ranks[1:] != ranks[:-1]).sum()),
     }

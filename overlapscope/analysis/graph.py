@@ -1,7 +1,7 @@
 """The dependency graph of one step across ranks, and its replay (longest path).
 
 Nodes: per rank a source (the rank's step start) followed by its segments in time order
-(:func:`overlapscope.analysis.segments.segment_arrays`). A node starts when its predecessor on
+(:func:`overlapscope.analysis.segments.segment_groups`). A node starts when its predecessor on
 the same rank ends; a *sync* node (the last exposed segment of a collective on a rank, which
 ends when the collective ends) also waits for the arrival of every other rank at that
 collective: the node of that rank that ends where its transfer starts. Weights are set so the
@@ -12,59 +12,83 @@ An arrival recorded after the collective's end (clock noise) is dropped.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from overlapscope.analysis.segments import SEGMENT_KINDS, segment_arrays
-from overlapscope.trace.schema import EventLane
+from overlapscope.analysis.segments import (
+    SEGMENT_KINDS,
+    column_codes,
+    lane_codes,
+    segment_arrays,
+    segment_groups,
+)
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 SOURCE = len(SEGMENT_KINDS)  # kind code of a source node
 COMM = SEGMENT_KINDS.index("comm")
+# Windows are segmented together up to about this many events (graph._segment_batches).
+BATCH_EVENTS = 1024
 
 
 ObjArray = npt.NDArray[np.object_]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, slots=True)
+class Labels:
+    """What the codes of :class:`Events` name: ``unit[code]`` etc. (code -1: none)."""
+
+    unit: ObjArray
+    phase: ObjArray
+    group: ObjArray
 
 
 @dataclass(frozen=True, slots=True)
 class Events:
-    """The event-table columns the graph reads, as arrays (one step, or all sorted by step)."""
+    """The event-table columns the graph reads, as arrays (one step, or all sorted by step);
+    units, phases and groups as codes into ``labels``."""
 
     rank: IntArray
     step: IntArray
     ts: FloatArray
     end: FloatArray
-    lane: ObjArray
-    unit: ObjArray
-    phase: ObjArray
-    group: ObjArray
-    group_code: IntArray  # pd.factorize of group (-1: none)
+    lane: IntArray  # code into SEGMENT_KINDS (3: any other lane), segments.lane_codes
+    unit: IntArray
+    phase: IntArray
+    group: IntArray  # -1: none
     seq: IntArray
+    labels: Labels
 
     @staticmethod
-    def of(table: pd.DataFrame) -> Events:
-        """From event-table rows, sorted by step (stable)."""
-        t = table.sort_values("step", kind="stable")
-        group = t["group"].astype(object).to_numpy()
+    def of(table: pd.DataFrame, rows: IntArray) -> Events:
+        """From the event-table rows at positions ``rows``, sorted by step (stable)."""
+        rows = rows[np.argsort(table["step"].to_numpy(np.int64)[rows], kind="stable")]
+        unit, unit_names = column_codes(table["unit"], rows)
+        phase, phase_names = column_codes(table["phase"], rows)
+        group, group_names = column_codes(table["group"], rows)
         return Events(
-            rank=t["rank"].to_numpy(np.int64),
-            step=t["step"].to_numpy(np.int64),
-            ts=t["ts_us"].to_numpy(np.float64),
-            end=t["end_us"].to_numpy(np.float64),
-            lane=t["lane"].astype(object).to_numpy(),
-            unit=t["unit"].astype(object).to_numpy(),
-            phase=t["phase"].astype(object).to_numpy(),
+            rank=table["rank"].to_numpy(np.int64)[rows],
+            step=table["step"].to_numpy(np.int64)[rows],
+            ts=table["ts_us"].to_numpy(np.float64)[rows],
+            end=table["end_us"].to_numpy(np.float64)[rows],
+            lane=lane_codes(table["lane"], rows),
+            unit=unit,
+            phase=phase,
             group=group,
-            group_code=pd.factorize(group)[0].astype(np.int64),
-            seq=t["seq"].to_numpy(np.int64),
+            seq=table["seq"].to_numpy(np.int64)[rows],
+            labels=Labels(unit_names, phase_names, group_names),
         )
 
-    def rows(self, lo: int, hi: int) -> Events:
-        return Events(*(getattr(self, f)[lo:hi] for f in self.__slots__))
+    def take(self, at: IntArray | BoolArray | slice) -> Events:
+        """The rows at ``at`` (positions, a mask or a slice), in order."""
+        rows = {f: getattr(self, f)[at] for f in self.__slots__ if f != "labels"}
+        return dataclasses.replace(self, **rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,41 +112,64 @@ class StepGraph:
 
 
 Windows = tuple[IntArray, FloatArray, FloatArray]  # rank, start_us, end_us; sorted by rank
+Nodes = tuple[FloatArray, FloatArray, IntArray, IntArray, IntArray]  # start end kind event rank
 
 
-def _nodes(
-    rows: Events, windows: Windows
+def all_nodes(rows: Events, windows: Windows, window_step: IntArray) -> tuple[Nodes, IntArray]:
+    """The nodes of every window at once (``windows`` of several steps, ``window_step`` each
+    one's step, sorted by step then rank): per window its source, then its segments in time
+    order (one :func:`segment_groups` pass over every rank and step). Also where each
+    window's nodes begin (one more entry: the end). ``event``: positions in ``rows``."""
+    w_rank, w_start, w_end = windows
+    span = int(max(rows.rank.max(initial=0), w_rank.max(initial=0))) + 1
+    w_key = window_step * span + w_rank
+    key = rows.step * span + rows.rank
+    at = np.minimum(np.searchsorted(w_key, key), max(len(w_key) - 1, 0))
+    group = np.where(w_key[at] == key, at, -1) if len(w_key) else np.full(len(key), -1)
+    s, e, k, ev, g = _segment_batches(group, rows, (w_start, w_end))
+    counts = np.bincount(g, minlength=len(w_key)) + 1  # its segments and its source
+    offset = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    is_seg = np.ones(int(offset[-1]), dtype=bool)
+    is_seg[offset[:-1]] = False
+    start, end = np.empty(len(is_seg)), np.empty(len(is_seg))
+    kind, event = np.full(len(is_seg), SOURCE, dtype=np.int64), np.full(len(is_seg), -1)
+    start[~is_seg], end[~is_seg] = w_start, w_start
+    start[is_seg], end[is_seg], kind[is_seg], event[is_seg] = s, e, k, ev
+    rank = np.repeat(w_rank.astype(np.int64), counts)
+    return (start, end, kind, event.astype(np.int64), rank), offset
+
+
+def _segment_batches(
+    group: IntArray, rows: Events, bounds: tuple[FloatArray, FloatArray]
 ) -> tuple[FloatArray, FloatArray, IntArray, IntArray, IntArray]:
-    """``(start, end, kind, event, rank)`` of every node, rank by rank."""
-    lane, ts, te, rank_of = rows.lane, rows.ts, rows.end, rows.rank
-    parts: list[tuple[FloatArray, FloatArray, IntArray, IntArray, IntArray]] = []
-    for r, ws, we in zip(*(w.tolist() for w in windows), strict=True):
-        pos = np.flatnonzero(rank_of == r)
-        s, e, k, ev = segment_arrays(lane[pos], ts[pos], te[pos], (float(ws), float(we)))
-        ev = np.where(ev >= 0, pos[np.maximum(ev, 0)], -1)
-        parts.append(
-            (
-                np.append(ws, s),
-                np.append(ws, e),
-                np.append(SOURCE, k),
-                np.append(-1, ev),
-                np.full(len(s) + 1, int(r), dtype=np.int64),
-            )
-        )
-    start, end, kind, event, rank = (np.concatenate([p[i] for p in parts]) for i in range(5))
-    return (
-        start.astype(np.float64),
-        end.astype(np.float64),
-        kind.astype(np.int64),
-        event.astype(np.int64),
-        rank.astype(np.int64),
-    )
+    """Consecutive windows holding fewer than :data:`BATCH_EVENTS` events together are cut in
+    one :func:`segment_groups` pass (a pass costs mostly per call); a larger window is cut
+    alone by :func:`segment_arrays`, whose sorts are cheaper at that size."""
+    held = np.bincount(group[group >= 0], minlength=len(bounds[0]))
+    batch = (np.cumsum(held) - held) // BATCH_EVENTS
+    cuts = [*np.flatnonzero(np.diff(batch, prepend=-1)).tolist(), len(held)]
+    parts = []
+    for a, b in itertools.pairwise(cuts):
+        mine = np.flatnonzero((group >= a) & (group < b))
+        lane, ts, te = rows.lane[mine], rows.ts[mine], rows.end[mine]
+        if b - a == 1:
+            s, e, k, ev = segment_arrays(lane, ts, te, (bounds[0][a], bounds[1][a]))
+            g = np.zeros(len(s), dtype=np.int64)
+        else:
+            window = (bounds[0][a:b], bounds[1][a:b])
+            s, e, k, ev, g = segment_groups(group[mine] - a, lane, ts, te, window)
+        parts.append((s, e, k, np.where(ev >= 0, mine[np.maximum(ev, 0)], -1), g + a))
+    if not parts:
+        return np.empty(0), np.empty(0), *(np.empty(0, dtype=np.int64),) * 3
+    s, e, k, ev, g = (np.concatenate([p[i] for p in parts]) for i in range(5))
+    return s, e, k, ev, g
 
 
-def build_graph(rows: Events, windows: Windows) -> StepGraph:
+def build_graph(rows: Events, windows: Windows, nodes: Nodes) -> StepGraph:
     """``rows``: the events of one step, every rank; ``windows``: ``rank, start_us, end_us``
-    of that step per rank, sorted by rank."""
-    start, end, kind, event, rank = _nodes(rows, windows)
+    of that step per rank, sorted by rank; ``nodes``: theirs (:func:`all_nodes`, ``event``
+    positions in ``rows``)."""
+    start, end, kind, event, rank = nodes
     n = len(start)
     is_src = kind == SOURCE
     pred = np.arange(n, dtype=np.int64) - 1
@@ -145,7 +192,9 @@ def build_graph(rows: Events, windows: Windows) -> StepGraph:
     is_sync = np.zeros(n, dtype=bool)
     is_sync[sync] = True
     is_anchor = is_src | is_sync
-    topo = np.lexsort((np.arange(n), is_sync, end))
+    # the anchors in a topological order: by end, a source before a sync node ending with it
+    at = np.flatnonzero(is_anchor)
+    topo = at[np.lexsort((at, is_sync[at], end[at]))]
     return StepGraph(
         rows=rows,
         rank=rank,
@@ -159,7 +208,7 @@ def build_graph(rows: Events, windows: Windows) -> StepGraph:
         base=base,
         arr_ptr=arr_ptr,
         arr_idx=arr.astype(np.int64),
-        anchors=topo[is_anchor[topo]].astype(np.int64),
+        anchors=topo.astype(np.int64),
         anchor=np.maximum.accumulate(np.where(is_anchor, np.arange(n), 0)).astype(np.int64),
         start_us=float(windows[1].min()),
         end_us=float(windows[2].max()),
@@ -168,10 +217,10 @@ def build_graph(rows: Events, windows: Windows) -> StepGraph:
 
 def _collective_keys(rows: Events) -> IntArray:
     """One code per collective (group, seq) for transfer rows; -1 for the other rows."""
-    comm = (rows.lane == EventLane.COMM.value) & (rows.seq >= 0) & (rows.group_code >= 0)
+    comm = (rows.lane == COMM) & (rows.seq >= 0) & (rows.group >= 0)
     if not comm.any():
         return np.full(len(comm), -1, dtype=np.int64)
-    return np.where(comm, rows.group_code * (int(rows.seq.max()) + 2) + rows.seq, -1)
+    return np.where(comm, rows.group * (int(rows.seq.max()) + 2) + rows.seq, -1)
 
 
 def _sync_edges(
@@ -251,3 +300,43 @@ def replay(graph: StepGraph, weight: FloatArray) -> tuple[FloatArray, IntArray]:
     at = np.empty(len(weight))
     at[anchors] = ends
     return at[anchor] + cum - cum[anchor], chosen
+
+
+def replay_ends(graph: StepGraph, weights: FloatArray) -> FloatArray:
+    """The step's end (the latest node end) for each column of ``weights`` (what-ifs, shape
+    ``(num_nodes, num_whatifs)``): :func:`replay` of every column at once, one walk over the
+    anchors with a vector per anchor, every chain recomputed (nothing subtracted)."""
+    cum = np.cumsum(weights, axis=0)  # the same sums as replay's, column by column
+    anchor, anchors = graph.anchor, graph.anchors
+    slot = np.full(len(anchor), -1, dtype=np.int64)  # node -> row of a_end (anchors only)
+    slot[anchors] = np.arange(len(anchors))
+    # What each anchor reads, contiguous per anchor: its predecessor, then its arrivals.
+    lo, hi = graph.arr_ptr[anchors], graph.arr_ptr[anchors + 1]
+    size = hi - lo + 1
+    ptr = np.concatenate([[0], np.cumsum(size)]).tolist()
+    first = np.repeat(np.cumsum(size) - size, size)
+    arrival = np.arange(len(first)) - first - 1  # -1: the predecessor
+    owner = np.repeat(np.arange(len(anchors)), size)
+    arrivals = np.append(graph.arr_idx, 0)  # [-1]: a placeholder where none is read
+    refs = np.where(
+        arrival < 0,
+        np.maximum(graph.pred[anchors][owner], 0),
+        arrivals[np.where(arrival < 0, -1, lo[owner] + arrival)],
+    )
+    ref_slot = slot[anchor[refs]]
+    ref_off = cum[refs] - cum[anchor[refs]]
+    a_end = np.full((len(anchors), weights.shape[1]), -np.inf)  # filled in topological order
+    w = weights[anchors]
+    is_source = graph.pred[anchors] < 0
+    for k, i in enumerate(anchors.tolist()):
+        if is_source[k]:
+            a_end[k] = graph.base[i]
+            continue
+        at = slice(ptr[k], ptr[k + 1])
+        a_end[k] = (a_end[ref_slot[at]] + ref_off[at]).max(axis=0) + w[k]
+    # Weights are >= 0, so after each anchor a rank's ends grow (rounding is monotone too):
+    # the latest end is that of a node just before an anchor, or of the last node.
+    start = np.sort(anchors)
+    last = np.append(start[1:] - 1, len(anchor) - 1)
+    ends: FloatArray = (a_end[slot[start]] + cum[last] - cum[start]).max(axis=0)
+    return ends
