@@ -37,6 +37,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from overlapscope.analysis.segments import column_in, column_values
+from overlapscope.arrays import FloatArray
 from overlapscope.trace.loader import RunTraces
 from overlapscope.trace.schema import CollectiveKind, EventLane
 
@@ -79,8 +80,6 @@ OFFSET_COLUMNS = [
     "num_collectives",
     "aligned",
 ]
-
-FloatArray = npt.NDArray[np.float64]
 
 
 def _sync_rows(events: pd.DataFrame) -> npt.NDArray[np.int64]:

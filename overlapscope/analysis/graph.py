@@ -17,7 +17,6 @@ import itertools
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 import pandas as pd
 
 from overlapscope.analysis.segments import (
@@ -27,17 +26,12 @@ from overlapscope.analysis.segments import (
     segment_arrays,
     segment_groups,
 )
+from overlapscope.arrays import BoolArray, FloatArray, IntArray, ObjArray
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 SOURCE = len(SEGMENT_KINDS)  # kind code of a source node
 COMM = SEGMENT_KINDS.index("comm")
 # Windows are segmented together up to about this many events (graph._segment_batches).
 BATCH_EVENTS = 1024
-
-
-ObjArray = npt.NDArray[np.object_]
-BoolArray = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,10 +20,9 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from overlapscope.arrays import FloatArray, IntArray
 from overlapscope.trace.schema import EventLane
 
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 SEGMENT_KINDS = ("compute", "comm", "wait", "idle")
 _LANES = (EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value)
 

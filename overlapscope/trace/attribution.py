@@ -13,12 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
-ObjArray = npt.NDArray[np.object_]
+from overlapscope.arrays import BoolArray, FloatArray, IntArray, ObjArray
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,17 +7,13 @@ import re
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import pandas as pd
 
+from overlapscope.arrays import BoolArray, FloatArray, IntArray, ObjArray
 from overlapscope.trace.attribution import Labels
 from overlapscope.trace.labels import collective_kind
 from overlapscope.trace.schema import CollectiveKind
 
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
-ObjArray = npt.NDArray[np.object_]
 GLOO_GROUP = "gloo"
 NCCL_GROUP = "nccl"
 

@@ -23,14 +23,10 @@ module holds what they share.
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 import pandas as pd
 
 from overlapscope.trace.attribution import Labels, RowContext, innermost_containing
 from overlapscope.trace.schema import EventLane
-
-IntArray = npt.NDArray[np.int64]
-ObjArray = npt.NDArray[np.object_]
 
 # Hook roles (per row, "" for other rows).
 OPEN_FWD, CLOSE_FWD, OPEN_BWD, CLOSE_BWD = "open_fwd", "close_fwd", "open_bwd", "close_bwd"

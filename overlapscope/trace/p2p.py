@@ -29,9 +29,9 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import numpy.typing as npt
 import pandas as pd
 
+from overlapscope.arrays import FloatArray, IntArray
 from overlapscope.trace.attribution import innermost_containing
 from overlapscope.trace.labels import expected_kinds
 from overlapscope.trace.names import COMM_PHASES, parse_range
@@ -39,10 +39,6 @@ from overlapscope.trace.parse import RawTrace
 
 P2P_NAMES = ("gloo:send", "gloo:recv")
 P2P_CAT = "gloo_p2p"
-
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 
 
 def _kind_by_category(categories: pd.Index) -> list[str | None]:

@@ -10,9 +10,9 @@ import enum
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 import pandas as pd
 
+from overlapscope.arrays import BoolArray, FloatArray, IntArray, ObjArray
 from overlapscope.trace.attribution import Labels, RowContext, innermost_containing
 from overlapscope.trace.comm_args import collective_columns, sequence
 from overlapscope.trace.labels import (
@@ -36,11 +36,6 @@ from overlapscope.trace.schema import (
     EventLane,
     Framework,
 )
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
-ObjArray = npt.NDArray[np.object_]
 
 PHASE_CATEGORIES = [p.value for p in Phase]
 

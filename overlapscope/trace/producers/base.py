@@ -5,14 +5,10 @@ from __future__ import annotations
 from typing import Protocol
 
 import numpy as np
-import numpy.typing as npt
 
+from overlapscope.arrays import BoolArray, IntArray, ObjArray
 from overlapscope.trace.attribution import Labels, RowContext
 from overlapscope.trace.schema import Framework
-
-ObjArray = npt.NDArray[np.object_]
-BoolArray = npt.NDArray[np.bool_]
-IntArray = npt.NDArray[np.int64]
 
 
 class Producer(Protocol):

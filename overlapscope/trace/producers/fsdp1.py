@@ -9,9 +9,9 @@ Compute: between ``_pre_forward`` / ``_post_forward`` (matched by nesting) and
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 import pandas as pd
 
+from overlapscope.arrays import BoolArray, IntArray, ObjArray
 from overlapscope.trace.attribution import Labels, RowContext, holder
 from overlapscope.trace.compute_units import (
     CLOSE_BWD,
@@ -24,10 +24,6 @@ from overlapscope.trace.labels import LabelRole, parse_fsdp1
 from overlapscope.trace.names import Phase
 from overlapscope.trace.producers.base import cpu_only
 from overlapscope.trace.schema import Framework
-
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
-ObjArray = npt.NDArray[np.object_]
 
 FSDP1_HOOKS = {
     "_pre_forward": OPEN_FWD,

@@ -9,9 +9,9 @@ range around it). Compute: between ``pre_forward`` / ``post_forward`` and ``pre_
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 import pandas as pd
 
+from overlapscope.arrays import BoolArray, IntArray, ObjArray
 from overlapscope.trace.attribution import Labels, RowContext, holder, innermost_containing
 from overlapscope.trace.compute_units import (
     CLOSE_BWD,
@@ -25,10 +25,6 @@ from overlapscope.trace.labels import LabelRole, parse_fsdp2
 from overlapscope.trace.names import Phase
 from overlapscope.trace.producers.base import cpu_only
 from overlapscope.trace.schema import Framework
-
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
-ObjArray = npt.NDArray[np.object_]
 
 FSDP2_HOOKS = {
     "pre_forward": OPEN_FWD,

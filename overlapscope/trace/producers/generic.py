@@ -3,14 +3,9 @@ no unit or phase is known."""
 
 from __future__ import annotations
 
-import numpy as np
-import numpy.typing as npt
-
+from overlapscope.arrays import BoolArray, IntArray
 from overlapscope.trace.attribution import Labels, RowContext
 from overlapscope.trace.schema import Framework
-
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
 
 
 class Generic:

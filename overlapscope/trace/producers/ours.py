@@ -7,15 +7,12 @@ too); CPU gloo ops by issue order on the comm thread (the k-th op is the k-th is
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 
+from overlapscope.arrays import BoolArray, IntArray
 from overlapscope.trace.attribution import Labels, RowContext, innermost_containing
 from overlapscope.trace.labels import expected_kinds
 from overlapscope.trace.names import COPY_PHASES, Phase, parse_range
 from overlapscope.trace.schema import CollectiveKind, EventLane, Framework
-
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
 
 OVS_COMM_GROUP = "ovs-comm"
 ISSUE_PHASES = (Phase.AG_FWD, Phase.AG_BWD, Phase.RS, Phase.AR)
