@@ -2,7 +2,7 @@
 
     python benchmarks/cluster_rank_cpu.py FILE... [--repeat 3] [--profile]
 
-Ours is the task a Dask worker runs per rank file (``overlapscope.cluster.run.parse_to_cache``:
+Ours is the task a Dask worker runs per rank file (``overlapscope.cluster.tasks.parse_to_cache``:
 the loader's per-file parse and recognition, then the Parquet cache write). HTA's is
 ``TraceAnalysis(trace_files={rank: FILE})`` + ``get_comm_comp_overlap(visualize=False)``.
 Each runs in a fresh process; the CPU time (user + sys, children included) of the work alone
@@ -34,7 +34,8 @@ OURS = (
     CPU
     + """
 import sys
-from overlapscope.cluster.run import parse_to_cache, parser_digest
+from overlapscope.cluster.cache import parser_digest
+from overlapscope.cluster.tasks import parse_to_cache
 import pyarrow, pandas
 digest = parser_digest()
 t0 = cpu_s()
@@ -59,7 +60,8 @@ print(cpu_s() - t0)
 
 PROFILE = """
 import cProfile, pstats, sys
-from overlapscope.cluster.run import parse_to_cache, parser_digest
+from overlapscope.cluster.cache import parser_digest
+from overlapscope.cluster.tasks import parse_to_cache
 import pyarrow, pandas
 digest = parser_digest()
 cProfile.run("parse_to_cache(sys.argv[1], 0, sys.argv[2], 'bench', digest)", sys.argv[2] + "/prof")

@@ -76,3 +76,18 @@ def test_diagnose_identical_on_scheduler(
     on_dask = capsys.readouterr()
     assert main(["diagnose", run]) == 0
     assert capsys.readouterr() == on_dask
+
+
+def test_no_align_and_csv_identical(
+    dask_two_workers: DaskProcesses, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--no-align`` (offsets estimated, not applied) and ``--csv`` (which gathers every
+    rank's timeline rows) give the local tables too."""
+    run = [SHIPPED[0]]
+    flags = ("--dask", dask_two_workers.address, "--cache", str(tmp_path / "cache"))
+    on_dask = report(capsys, tmp_path, run, "--no-align", "--csv", str(tmp_path / "d"), *flags)
+    assert on_dask == report(capsys, tmp_path, run, "--no-align", "--csv", str(tmp_path / "l"))
+    names = sorted(p.name for p in (tmp_path / "l").iterdir())
+    assert "timeline.csv" in names and "critical_path_links.csv" in names
+    for name in names:
+        assert (tmp_path / "d" / name).read_bytes() == (tmp_path / "l" / name).read_bytes(), name
