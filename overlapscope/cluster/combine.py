@@ -24,6 +24,7 @@ from overlapscope.analysis.findings import find
 from overlapscope.analysis.metrics import TIMELINE_LANES
 from overlapscope.analysis.path_report import path_findings
 from overlapscope.cluster.cache import read_table
+from overlapscope.cluster.tasks import SMALL_TABLES, read_summary
 from overlapscope.trace.loader import RunTraces
 
 
@@ -48,8 +49,19 @@ def join_paths(parts: Sequence[CriticalPath]) -> CriticalPath:
     return CriticalPath(links, pd.DataFrame.from_records(records, columns=STEP_COLUMNS))
 
 
-def _concat(root: Path, folders: Sequence[str], name: str) -> pd.DataFrame:
-    return pd.concat([read_table(root / f / f"{name}.parquet") for f in folders], ignore_index=True)
+def _concat(root: Path, folders: Sequence[str]) -> dict[str, pd.DataFrame]:
+    """Each small table of every rank, concatenated in rank order."""
+    parts: dict[str, list[pd.DataFrame]] = {n: [] for n in SMALL_TABLES}
+    for f in folders:
+        tables = read_summary(root / f)["tables"]
+        for n in SMALL_TABLES:
+            parts[n].append(tables[n])
+    return {n: pd.concat(frames, ignore_index=True) for n, frames in parts.items()}
+
+
+def _timeline(root: Path, folders: Sequence[str]) -> pd.DataFrame:
+    frames = [read_table(root / f / "timeline.parquet") for f in folders]
+    return pd.concat(frames, ignore_index=True)
 
 
 def _empty_timeline(root: Path, folder: str) -> pd.DataFrame:
@@ -71,10 +83,8 @@ def combine(
     rank of ``run.ranks``, in order). ``run``: the loaded run without events, its warnings
     those of the loader and the clock alignment. ``timeline=False``: an empty timeline (it
     holds every drawable event, so it grows with the traces; only ``--csv`` writes it)."""
-    t = {n: _concat(root, folders, n) for n in ("ranks", "steps", "units", "comm", "compute")}
-    t["levers"] = _concat(root, folders, "levers")
-    t["exposed"] = _concat(root, folders, "exposed")
-    tl = _concat(root, folders, "timeline") if timeline else _empty_timeline(root, folders[0])
+    t = _concat(root, folders)
+    tl = _timeline(root, folders) if timeline else _empty_timeline(root, folders[0])
     collectives, collective_ranks = collective_tables(t["comm"], run.world_size)
     bound = bound_table(t["units"], t["compute"], t["ranks"])
     ranks = t["ranks"]

@@ -10,7 +10,8 @@ Three rounds of tasks, each cached, so the client never holds an event::
     client   collectives matched across ranks, bound, findings (cluster/combine.py)
 
 The report equals ``analyze(load_run(...))``, figure for figure. Whatever the cache holds
-starts no task; a run wholly in the cache needs no cluster. A worker lost mid-run has its
+starts no task; a run wholly in the cache needs no cluster, and an analysis already made
+(same files, sizes and mtimes, same flags, same code) is read back whole. A worker lost mid-run has its
 tasks retried by the scheduler; a rank file that still fails is an error naming every file
 not analysed (with ``--allow-missing-ranks``, a parse that fails is a warning each).
 """
@@ -209,18 +210,59 @@ def analyze_on_dask(
     ``timeline``: gather every rank's timeline rows (only ``--csv`` writes them)."""
     cache = RankCache(cache_dir if cache_dir is not None else default_cache_dir())
     cache.prepare()
-    metas: Metas = {}
+    flags = (allow_missing_ranks, rank_from_names, align_clocks, timeline)
+    entry = cache.root / f"result-{result_token(paths, flags)}.pkl"
+    if entry.is_file():
+        cached: RunAnalysis = pickle.loads(entry.read_bytes())
+        return cached
     with LazyClient(address) as client:
-        run = load_run(
-            list(paths),
-            allow_missing_ranks=allow_missing_ranks,
-            rank_from_names=rank_from_names,
-            parse_files=parse_hook(client, cache, not allow_missing_ranks, metas),
+        run, clocks, jobs = plan(
+            paths, client, cache, allow_missing_ranks, rank_from_names, align_clocks
         )
-        run = _fill_infos(run, metas)
-        shifts = _shifts(run, metas)
-        run, clocks = _clocks(run, metas, shifts, align_clocks)
-        reduced = _reduce(client, cache, _jobs(run, metas, shifts, clocks))
+        reduced = _reduce(client, cache, jobs)
         path = _path(client, cache, reduced)
     folders = [f for f, _ in reduced]
-    return combine(run, cache.root, folders, clocks, path, timeline=timeline)
+    result = combine(run, cache.root, folders, clocks, path, timeline=timeline)
+    data = pickle.dumps(result)
+    atomic(entry, lambda t: t.write_bytes(data))
+    return result
+
+
+def result_token(paths: Sequence[Path], flags: tuple[object, ...]) -> str:
+    """Names a whole analysis in the cache: the analysis code, the flags, and the name,
+    size and mtime of every path given and of every entry of a directory given (its traces,
+    run.json, a ``*.partial`` marker, another tool's file the loader skips)."""
+    h = hashlib.sha256(f"{analysis_digest()}|{flags}".encode())
+    for p in paths:
+        entries = sorted(Path(p).iterdir()) if Path(p).is_dir() else [Path(p)]
+        for e in entries:
+            try:
+                st = e.stat()
+            except OSError:
+                h.update(f"{e.resolve()}|missing".encode())
+                continue
+            h.update(f"{e.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:24]
+
+
+def plan(
+    paths: Sequence[Path],
+    client: LazyClient,
+    cache: RankCache,
+    allow_missing_ranks: bool = False,
+    rank_from_names: bool = False,
+    align_clocks: bool = True,
+) -> tuple[RunTraces, Clocks, list[RankJob]]:
+    """Parse (tasks for what the cache lacks) and load the run without events: the loaded
+    run (its warnings those of ``analyze``), the clock estimate, and one job per rank."""
+    metas: Metas = {}
+    run = load_run(
+        list(paths),
+        allow_missing_ranks=allow_missing_ranks,
+        rank_from_names=rank_from_names,
+        parse_files=parse_hook(client, cache, not allow_missing_ranks, metas),
+    )
+    run = _fill_infos(run, metas)
+    shifts = _shifts(run, metas)
+    run, clocks = _clocks(run, metas, shifts, align_clocks)
+    return run, clocks, _jobs(run, metas, shifts, clocks)

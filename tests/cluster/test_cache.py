@@ -71,7 +71,7 @@ def test_client_never_reads_an_event_table(
 ) -> None:
     """The client works from the summaries only: reading a rank's events here fails the run
     (the workers, other processes, read them), and a re-analysis after the event tables are
-    deleted gives the same report."""
+    deleted gives the same report, read whole from the cache or redone from the summaries."""
     local = report(capsys, tmp_path, [SHIPPED[0]])
 
     def refuse(_self: object, key: str) -> Path:
@@ -88,4 +88,9 @@ def test_client_never_reads_an_event_table(
     assert len(events) == 2
     for p in events:
         p.unlink()
+    assert report(capsys, tmp_path, [SHIPPED[0]], "--dask", NO_SCHEDULER, *cache) == local
+    # Without the whole-result entry, the cross-rank work is redone from the summaries.
+    results = list((tmp_path / "cache").glob("result-*.pkl"))
+    assert len(results) == 1
+    results[0].unlink()
     assert report(capsys, tmp_path, [SHIPPED[0]], "--dask", NO_SCHEDULER, *cache) == local
