@@ -229,12 +229,15 @@ def analyze_on_dask(
 
 
 def result_token(paths: Sequence[Path], flags: tuple[object, ...]) -> str:
-    """Names a whole analysis in the cache: the analysis code, the flags, and the name,
-    size and mtime of every path given and of every entry of a directory given (its traces,
-    run.json, a ``*.partial`` marker, another tool's file the loader skips)."""
+    """Names a whole analysis in the cache: the analysis code, the flags, each path given
+    (a directory or a file), and the name, size and mtime of every file given and of every
+    entry of a directory given (its traces, run.json, a ``*.partial`` marker, another
+    tool's file the loader skips)."""
     h = hashlib.sha256(f"{analysis_digest()}|{flags}".encode())
     for p in paths:
-        entries = sorted(Path(p).iterdir()) if Path(p).is_dir() else [Path(p)]
+        is_dir = Path(p).is_dir()
+        h.update(f"\0{Path(p).resolve()}|{is_dir}".encode())
+        entries = sorted(Path(p).iterdir()) if is_dir else [Path(p)]
         for e in entries:
             try:
                 st = e.stat()

@@ -94,3 +94,21 @@ def test_client_never_reads_an_event_table(
     assert len(results) == 1
     results[0].unlink()
     assert report(capsys, tmp_path, [SHIPPED[0]], "--dask", NO_SCHEDULER, *cache) == local
+
+
+def test_whole_result_entry_names_every_input_and_flag(tmp_path: Path) -> None:
+    """The whole-result entry changes with a flag, a rewritten trace, or any file added to
+    the run directory (a run.json, a *.partial marker, a file the loader skips)."""
+    run = tmp_path / "run"
+    files = rerank_copies(SHIPPED[0], 2, run)
+    flags = (False, False, True, False)
+    token = cluster_run.result_token([run], flags)
+    assert cluster_run.result_token([run], flags) == token
+    assert cluster_run.result_token([run], (False, False, False, False)) != token
+    assert cluster_run.result_token(files, flags) != token
+    st = files[0].stat()
+    os.utime(files[0], ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    touched = cluster_run.result_token([run], flags)
+    assert touched != token
+    (run / "rank-1.partial").write_text("")
+    assert cluster_run.result_token([run], flags) != touched
