@@ -5,7 +5,8 @@
 Ours is the two tasks a Dask worker runs per rank file (``overlapscope.cluster.tasks``:
 ``parse_to_cache``, the loader's per-file parse and recognition and the Parquet write, then
 ``reduce_rank``, the rank's tables; ``reduce_cpu_s`` is the best run's total minus the best
-parse). HTA's is
+parse; ``task_peak_above_idle_mb``: the peak resident set of both tasks above the process
+once imported, in a plain process, not a Dask worker). HTA's is
 ``TraceAnalysis(trace_files={rank: FILE})`` + ``get_comm_comp_overlap(visualize=False)``.
 Each runs in a fresh process; the CPU time (user + sys, children included) of the work alone
 is measured, imports excluded; the best of ``--repeat`` runs is kept (on a shared machine the
@@ -55,6 +56,11 @@ OURS = (
     CPU
     + SETUP
     + """
+def status_mb(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1]) / 1024
+idle = status_mb("VmRSS")
 t0 = cpu_s()
 parse()
 t1 = cpu_s()
@@ -62,7 +68,8 @@ task = reduce()
 t2 = cpu_s()
 task()
 t3 = cpu_s()
-print(t1 - t0, t3 - t2)
+# the peak resident set of both tasks above the process once imported (MB)
+print(status_mb("VmHWM") - idle, t1 - t0, t3 - t2)
 """
 )
 
@@ -114,10 +121,12 @@ def main() -> None:
     for f in args.files:
         ours: list[float] = []
         parse: list[float] = []
+        peak: list[float] = []
         hta: list[float] = []
         for _ in range(args.repeat):
             with tempfile.TemporaryDirectory() as d:
-                p, r = map(float, _run(OURS, f, d).split()[-2:])
+                m, p, r = map(float, _run(OURS, f, d).split()[-3:])
+                peak.append(m)
                 parse.append(p)
                 ours.append(p + r)
             with tempfile.TemporaryDirectory() as d:
@@ -125,6 +134,7 @@ def main() -> None:
                 hta.append(float(_run(HTA, f, str(f.resolve().parent)).split()[-1]))
         row = {"file": str(f), "bytes": f.stat().st_size, "ours_cpu_s": min(ours)}
         row |= {"parse_cpu_s": min(parse), "reduce_cpu_s": min(ours) - min(parse)}
+        row |= {"task_peak_above_idle_mb": min(peak)}
         row |= {"hta_cpu_s": min(hta), "hta_over_ours": min(hta) / min(ours)}
         print(json.dumps(row), flush=True)
         if args.profile:
