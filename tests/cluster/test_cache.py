@@ -112,3 +112,12 @@ def test_whole_result_entry_names_every_input_and_flag(tmp_path: Path) -> None:
     assert touched != token
     (run / "rank-1.partial").write_text("")
     assert cluster_run.result_token([run], flags) != touched
+
+
+def test_hta_with_dask_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """HTA reads whole traces in the client: refused before any task or connection."""
+    flags = ["--dask", NO_SCHEDULER, "--cache", str(tmp_path), "--hta"]
+    assert main(["analyze", str(SHIPPED[0]), *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--hta" in err and "--dask" in err
+    assert not list(tmp_path.iterdir())
