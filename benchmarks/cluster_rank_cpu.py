@@ -2,8 +2,11 @@
 
     python benchmarks/cluster_rank_cpu.py FILE... [--repeat 3] [--profile]
 
-Ours is the task a Dask worker runs per rank file (``overlapscope.cluster.run.parse_to_cache``:
-the loader's per-file parse and recognition, then the Parquet cache write). HTA's is
+Ours is the two tasks a Dask worker runs per rank file (``overlapscope.cluster.tasks``:
+``parse_to_cache``, the loader's per-file parse and recognition and the Parquet write, then
+``reduce_rank``, the rank's tables; ``reduce_cpu_s`` is the best run's total minus the best
+parse; ``task_peak_above_idle_mb``: the peak resident set of both tasks above the process
+once imported, in a plain process, not a Dask worker). HTA's is
 ``TraceAnalysis(trace_files={rank: FILE})`` + ``get_comm_comp_overlap(visualize=False)``.
 Each runs in a fresh process; the CPU time (user + sys, children included) of the work alone
 is measured, imports excluded; the best of ``--repeat`` runs is kept (on a shared machine the
@@ -30,16 +33,43 @@ def cpu_s():
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 """
 
+# Parse (the parse task), the client's plan for one rank (not timed: it reads the few-KB
+# meta), then the reduce task.
+SETUP = """
+import sys
+from pathlib import Path
+from overlapscope.cluster.cache import RankCache, analysis_digest, entry_key, parser_digest
+from overlapscope.cluster.client import LazyClient
+from overlapscope.cluster.run import plan
+from overlapscope.cluster.tasks import parse_to_cache, reduce_rank
+import pyarrow, pandas
+path, root = Path(sys.argv[1]), sys.argv[2]
+def parse():
+    parse_to_cache(str(path), 0, root, entry_key(path, 0), parser_digest())
+def reduce():
+    with LazyClient("unused: the parse is cached") as client:
+        _, _, jobs = plan([path], client, RankCache(Path(root)), allow_missing_ranks=True)
+    return lambda: reduce_rank(jobs[0], root, analysis_digest())
+"""
+
 OURS = (
     CPU
+    + SETUP
     + """
-import sys
-from overlapscope.cluster.run import parse_to_cache, parser_digest
-import pyarrow, pandas
-digest = parser_digest()
+def status_mb(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1]) / 1024
+idle = status_mb("VmRSS")
 t0 = cpu_s()
-parse_to_cache(sys.argv[1], 0, sys.argv[2], "bench", digest)
-print(cpu_s() - t0)
+parse()
+t1 = cpu_s()
+task = reduce()
+t2 = cpu_s()
+task()
+t3 = cpu_s()
+# the peak resident set of both tasks above the process once imported (MB)
+print(status_mb("VmHWM") - idle, t1 - t0, t3 - t2)
 """
 )
 
@@ -57,14 +87,17 @@ print(cpu_s() - t0)
 """
 )
 
-PROFILE = """
-import cProfile, pstats, sys
-from overlapscope.cluster.run import parse_to_cache, parser_digest
-import pyarrow, pandas
-digest = parser_digest()
-cProfile.run("parse_to_cache(sys.argv[1], 0, sys.argv[2], 'bench', digest)", sys.argv[2] + "/prof")
-pstats.Stats(sys.argv[2] + "/prof").sort_stats("tottime").print_stats(15)
+PROFILE = (
+    SETUP
+    + """
+import cProfile, pstats
+cProfile.run("parse()", root + "/prof")
+pstats.Stats(root + "/prof").sort_stats("tottime").print_stats(12)
+task = reduce()
+cProfile.run("task()", root + "/prof2")
+pstats.Stats(root + "/prof2").sort_stats("tottime").print_stats(12)
 """
+)
 
 
 def _run(code: str, path: Path, workdir: str) -> str:
@@ -87,14 +120,21 @@ def main() -> None:
     args = ap.parse_args()
     for f in args.files:
         ours: list[float] = []
+        parse: list[float] = []
+        peak: list[float] = []
         hta: list[float] = []
         for _ in range(args.repeat):
             with tempfile.TemporaryDirectory() as d:
-                ours.append(float(_run(OURS, f, d).split()[-1]))
+                m, p, r = map(float, _run(OURS, f, d).split()[-3:])
+                peak.append(m)
+                parse.append(p)
+                ours.append(p + r)
             with tempfile.TemporaryDirectory() as d:
                 # HTA reads every trace in trace_dir's tree it is given; give it only this one.
                 hta.append(float(_run(HTA, f, str(f.resolve().parent)).split()[-1]))
         row = {"file": str(f), "bytes": f.stat().st_size, "ours_cpu_s": min(ours)}
+        row |= {"parse_cpu_s": min(parse), "reduce_cpu_s": min(ours) - min(parse)}
+        row |= {"task_peak_above_idle_mb": min(peak)}
         row |= {"hta_cpu_s": min(hta), "hta_over_ours": min(hta) / min(ours)}
         print(json.dumps(row), flush=True)
         if args.profile:

@@ -1,21 +1,31 @@
-"""The per-rank cache: one parsed rank file as Parquet plus a small JSON sidecar.
+"""The cache of ``--dask``: per rank file, its parsed events and its reduced tables.
 
 An entry is keyed by the trace file's resolved path, size and modification time, and by a
-digest of the parser's own source (``overlapscope/trace/*.py``), so a changed file or a
-changed parser never reads a stale table. Entries are written to a temporary name and
-renamed, so a reader sees a whole entry or none; a failed parse is cached too (its error),
-so a re-analysis does not parse a broken file again.
+digest of the code that makes it (``overlapscope/trace/*.py`` for a parse,
+``overlapscope/analysis/*.py`` too for a reduction), so a changed file or a changed parser
+never reads a stale table. Files are written to a temporary name and renamed, so a reader
+sees a whole file or none; a failed parse is cached too (its error), so a re-analysis does
+not parse a broken file again.
 
-Layout of an entry ``<cache>/<key>``: ``<key>.json`` (the rank's context, or its error) and,
-for a parsed file, ``<key>.parquet`` (the recognised event table, rank column not yet added).
+Layout of ``<cache>``:
+
+* ``<key>.meta.pkl``: what the client needs of a parsed file, a few KB (:class:`RankMeta`:
+  the loader's view of the file without its events, its categories, its collectives' ends
+  for the clock estimate), or its error;
+* ``<key>.parquet``: the recognised events, on the file's own clock (read by the reduction
+  only, on a worker);
+* ``<key>.sum-<context>/<table>.parquet``: the rank's reduced tables for one run context
+  (clock shift, categories, clock offset), each with ``<table>.dtypes`` beside it;
+* ``path-<run>.pkl``: the critical path of a run (cross-rank).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import os
+import pickle
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,12 +34,11 @@ import pandas as pd
 
 from overlapscope.errors import UserError
 from overlapscope.trace.loader import _Parsed
-from overlapscope.trace.parse import NotATraceError, RawTrace, TraceFileError
-from overlapscope.trace.recognize import ComputeSource, RankTable
-from overlapscope.trace.schema import Framework
+from overlapscope.trace.parse import NotATraceError, TraceFileError
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 CACHE_ENV = "OVERLAPSCOPE_CACHE"
+_PACKAGE = Path(__file__).resolve().parents[1]
 
 
 def default_cache_dir() -> Path:
@@ -40,15 +49,25 @@ def default_cache_dir() -> Path:
     return Path(base) / "overlapscope" / "ranks"
 
 
+def _digest(*folders: str) -> str:
+    h = hashlib.sha256(str(CACHE_FORMAT).encode())
+    for folder in folders:
+        for src in sorted((_PACKAGE / folder).glob("*.py")):
+            h.update(f"{folder}/{src.name}".encode())
+            h.update(src.read_bytes())
+    return h.hexdigest()[:16]
+
+
 @functools.cache
 def parser_digest() -> str:
     """Digest of the parser's source: a new parser invalidates every entry."""
-    trace_dir = Path(__file__).resolve().parents[1] / "trace"
-    h = hashlib.sha256(str(CACHE_FORMAT).encode())
-    for src in sorted(trace_dir.glob("*.py")):
-        h.update(src.name.encode())
-        h.update(src.read_bytes())
-    return h.hexdigest()[:16]
+    return _digest("trace")
+
+
+@functools.cache
+def analysis_digest() -> str:
+    """Digest of the parser's, the analysis' and this package's source (reduced tables)."""
+    return _digest("trace", "analysis", "cluster")
 
 
 def entry_key(path: Path, world_hint: int) -> str:
@@ -59,53 +78,78 @@ def entry_key(path: Path, world_hint: int) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class RankMeta:
+    """A parsed rank file as the client sees it: no event rows.
+
+    ``parsed``: the loader's parse result with ``table.events`` empty but of the file's
+    dtypes (its categories are the file's). ``clock_rows``: the file's communication rows
+    with a sequence number and its first row (own clock, no rank column): what the clock
+    estimate reads. ``num_events``, ``has_gpu``: of the whole table."""
+
+    parsed: _Parsed
+    clock_rows: pd.DataFrame
+    num_events: int
+    has_gpu: bool
+
+
+@dataclass(frozen=True, slots=True)
 class RankCache:
-    """A cache directory of parsed rank files (see the module docstring)."""
+    """A cache directory (see the module docstring)."""
 
     root: Path
 
     def prepare(self) -> None:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
+            writable = os.access(self.root, os.W_OK)
         except OSError as e:
             raise UserError(
                 f"{self.root}: cannot create the cache directory ({e.strerror}); "
                 "pass --cache DIR with a writable directory"
             ) from e
+        if not writable:
+            raise UserError(f"{self.root}: cache directory not writable; pass --cache DIR")
+
+    def meta_path(self, key: str) -> Path:
+        return self.root / f"{key}.meta.pkl"
+
+    def events_path(self, key: str) -> Path:
+        return self.root / f"{key}.parquet"
 
     def has(self, key: str) -> bool:
-        return (self.root / f"{key}.json").is_file()
+        return self.meta_path(key).is_file()
 
-    def write(self, key: str, result: _Parsed | TraceFileError) -> None:
-        """Store one parse result (the table first, then the sidecar that marks it whole)."""
-        if isinstance(result, TraceFileError):
-            meta: dict[str, Any] = {
-                "error": result.problem,
-                "not_a_trace": isinstance(result, NotATraceError),
-                "path": str(result.path),
-            }
+    def write(self, key: str, result: RankMeta | TraceFileError, events: pd.DataFrame) -> None:
+        """Store one parse result (the events first, then the meta that marks it whole)."""
+        if isinstance(result, RankMeta):
+            atomic(self.events_path(key), lambda t: events.to_parquet(t, index=False))
+            data = pickle.dumps(result)
         else:
-            meta = _meta_of(result)
-            _atomic(self.root / f"{key}.parquet", lambda t: result.table.events.to_parquet(t))
-        text = json.dumps(meta)
-        _atomic(self.root / f"{key}.json", lambda t: t.write_text(text))
+            error = (isinstance(result, NotATraceError), str(result.path), result.problem)
+            data = pickle.dumps(error)
+        atomic(self.meta_path(key), lambda t: t.write_bytes(data))
 
-    def read(self, key: str, path: Path) -> _Parsed | TraceFileError:
+    def read(self, key: str, path: Path) -> RankMeta | TraceFileError:
         """The cached result of ``path`` (named as this analysis names it)."""
-        meta = json.loads((self.root / f"{key}.json").read_text())
-        if "error" in meta:
-            cls = NotATraceError if meta["not_a_trace"] else TraceFileError
-            return cls(path, str(meta["error"]))
-        events = pd.read_parquet(self.root / f"{key}.parquet")
-        # Parquet cannot say "categorical with no categories": it reads back as object.
-        empty = pd.Index([], dtype=object)
-        restored = {
-            c: pd.Categorical(events[c], categories=empty) for c in meta["empty_categories"]
-        }
-        return _parsed_of(meta, events.assign(**restored), path)
+        loaded = pickle.loads(self.meta_path(key).read_bytes())
+        if isinstance(loaded, RankMeta):
+            raw = loaded.parsed.raw
+            renamed = _Parsed(_renamed(raw, path), loaded.parsed.table)
+            return RankMeta(renamed, loaded.clock_rows, loaded.num_events, loaded.has_gpu)
+        not_a_trace, _, problem = loaded
+        cls = NotATraceError if not_a_trace else TraceFileError
+        return cls(path, str(problem))
 
 
-def _atomic(dest: Path, write: Any) -> None:
+def _renamed(raw: Any, path: Path) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(raw, path=path)
+
+
+def atomic(dest: Path, write: Callable[[Path], object]) -> None:
+    """``write(tmp)`` then rename ``tmp`` to ``dest``: readers see all of it or nothing."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     try:
         write(tmp)
@@ -114,45 +158,29 @@ def _atomic(dest: Path, write: Any) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _meta_of(p: _Parsed) -> dict[str, Any]:
-    raw, table = p.raw, p.table
-    return {
-        "rank": raw.rank,
-        "world_size": raw.world_size,
-        "backend": raw.backend,
-        "base_time_ns": raw.base_time_ns,
-        "origin_ns": raw.origin_ns,
-        "thread_names": {str(k): v for k, v in raw.thread_names.items()},
-        "framework": table.framework.value,
-        "compute_source": table.compute_source.value,
-        "steps": list(table.steps),
-        "warnings": list(table.warnings),
-        "empty_categories": [
-            c
-            for c in table.events.columns
-            if isinstance(table.events[c].dtype, pd.CategoricalDtype)
-            and len(table.events[c].cat.categories) == 0
-        ],
-    }
+def write_table(path: Path, df: pd.DataFrame) -> None:
+    """``df`` as Parquet with its exact pandas dtypes beside it (``<name>.dtypes``), so that
+    :func:`read_table` gives back an equal frame (Parquet has no object column holding None
+    next to NaN, nor a categorical with unused categories)."""
+    dtypes = pickle.dumps(dict(df.dtypes))
+    atomic(path.with_suffix(".dtypes"), lambda t: t.write_bytes(dtypes))
+    atomic(path, lambda t: df.to_parquet(t, engine="pyarrow", index=False))
 
 
-def _parsed_of(meta: dict[str, Any], events: pd.DataFrame, path: Path) -> _Parsed:
-    raw = RawTrace(
-        path=path,
-        rank=meta["rank"],
-        world_size=meta["world_size"],
-        backend=meta["backend"],
-        base_time_ns=meta["base_time_ns"],
-        origin_ns=int(meta["origin_ns"]),
-        events=pd.DataFrame(),
-        comm_args=pd.DataFrame(),
-        thread_names={int(k): v for k, v in meta["thread_names"].items()},
-    )
-    table = RankTable(
-        events=events,
-        framework=Framework(meta["framework"]),
-        compute_source=ComputeSource(meta["compute_source"]),
-        steps=tuple(int(s) for s in meta["steps"]),
-        warnings=tuple(meta["warnings"]),
-    )
-    return _Parsed(raw, table)
+def read_table(path: Path, filters: list[tuple[str, str, Any]] | None = None) -> pd.DataFrame:
+    """A frame written by :func:`write_table` (``filters``: pyarrow row filters)."""
+    df = pd.read_parquet(path, engine="pyarrow", filters=filters)
+    if filters:
+        df = df.reset_index(drop=True)
+    dtypes: dict[str, Any] = pickle.loads(path.with_suffix(".dtypes").read_bytes())
+    fixed = {c: _restore(df[c], t) for c, t in dtypes.items() if df[c].dtype != t}
+    return df.assign(**fixed) if fixed else df
+
+
+def _restore(col: pd.Series, dtype: Any) -> pd.Series:
+    if isinstance(dtype, pd.CategoricalDtype):
+        return pd.Series(pd.Categorical(col, dtype=dtype), index=col.index)
+    if pd.api.types.is_object_dtype(dtype):
+        obj = col.astype(object)
+        return obj.where(col.notna(), None)
+    return col.astype(dtype)

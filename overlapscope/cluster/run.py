@@ -1,137 +1,72 @@
-"""Load a run with one Dask task per rank file: :func:`load_run_on_dask`.
+"""Analyse a run on a Dask cluster: :func:`analyze_on_dask` (``--dask``).
 
-Each task runs the loader's own per-file path (decode + recognise one file) on a worker and
-writes that rank's event table to the :class:`~overlapscope.cluster.cache.RankCache`; the
-client then reads the cached tables and the loader assembles the run exactly as it does for
-local parsing (same rank checks, same clock alignment), so the analysis that follows is the
-local one, figure for figure. Files already in the cache start no task (and no cluster).
+Three rounds of tasks, each cached, so the client never holds an event::
 
-A worker lost mid-run has its tasks retried by the scheduler; a rank file that still fails is
-an error naming every file not analysed (with ``--allow-missing-ranks``: a warning each).
+    parse    one task per rank file: decode + recognise -> events (Parquet) + meta (KB)
+    client   the loader's checks on the metas (ranks, world size, warnings), the run's
+             epoch and categories, the clock offsets from the collectives' ends
+    reduce   one task per rank: its events -> its tables (steps, units, collectives ...)
+    path     one task per step: the critical path from every rank's rows of that step
+    client   collectives matched across ranks, bound, findings (cluster/combine.py)
+
+The report equals ``analyze(load_run(...))``, figure for figure. Whatever the cache holds
+starts no task; a run wholly in the cache needs no cluster, and an analysis already made
+(same files, sizes and mtimes, same flags, same code) is read back whole. A worker lost mid-run has its
+tasks retried by the scheduler; a rank file that still fails is an error naming every file
+not analysed (with ``--allow-missing-ranks``, a parse that fails is a warning each).
 """
 
 from __future__ import annotations
 
-import contextlib
-import time
-from collections.abc import Iterator
+import dataclasses
+import hashlib
+import pickle
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from overlapscope.cluster.cache import RankCache, default_cache_dir, entry_key, parser_digest
+import pandas as pd
+
+from overlapscope.analysis.api import RunAnalysis
+from overlapscope.analysis.clocks import align_run, shared_host
+from overlapscope.analysis.critical_path import CriticalPath
+from overlapscope.cluster.cache import (
+    RankCache,
+    RankMeta,
+    analysis_digest,
+    atomic,
+    default_cache_dir,
+    entry_key,
+    parser_digest,
+)
+from overlapscope.cluster.client import LazyClient, run_tasks
+from overlapscope.cluster.combine import Clocks, combine, join_paths
+from overlapscope.cluster.tasks import (
+    DONE,
+    RankJob,
+    cached_reduction,
+    parse_to_cache,
+    reduce_rank,
+    step_entry,
+    step_path,
+)
 from overlapscope.errors import UserError
 from overlapscope.trace.loader import ALLOW_FLAG, ParseFiles, RunTraces, _Parsed, load_run
 from overlapscope.trace.parse import TraceFileError
 
-if TYPE_CHECKING:
-    from distributed import Client, Future
-
-LOCAL = "local"
-CONNECT_TIMEOUT_S = 10
-POLL_S = 2.0
-NO_WORKER_S = 60.0
-INSTALL_HINT = "pip install 'overlapscope[cluster]'"
+__all__ = ["analyze_on_dask", "parse_to_cache"]
+# (key, meta) of each parsed file, by its path as the loader names it.
+Metas = dict[str, tuple[str, RankMeta]]
 
 
-def parse_to_cache(path: str, world_hint: int, cache_root: str, key: str, digest: str) -> str:
-    """The task run on a worker: parse one rank file, store the result, return its key.
-
-    ``digest``: the client's parser digest; a worker whose overlapscope parses differently
-    refuses (its tables would be cached under the client's key)."""
-    from overlapscope.trace.loader import _parse_one
-
-    if parser_digest() != digest:
-        raise RuntimeError(
-            "this worker's overlapscope parser differs from the client's; install the same "
-            "overlapscope version on the workers"
-        )
-    RankCache(Path(cache_root)).write(key, _parse_one(Path(path), world_hint))
-    return key
+def _lost(files: Sequence[Path], keys: Sequence[str], failed: dict[str, str]) -> str:
+    lost = [str(f) for f, k in zip(files, keys, strict=True) if k in failed]
+    reason = failed[next(k for k in keys if k in failed)]
+    return f"{len(lost)} rank files not analysed on the Dask cluster ({reason}): {', '.join(lost)}"
 
 
-@contextlib.contextmanager
-def connect(address: str) -> Iterator[Client]:
-    """A client of the scheduler at ``address``, or of a new LocalCluster for ``local``."""
-    try:
-        from distributed import Client, LocalCluster
-    except ImportError as e:
-        raise UserError(f"--dask needs Dask's distributed package; {INSTALL_HINT}") from e
-    if address == LOCAL:
-        cluster = LocalCluster(
-            threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=50
-        )
-        with cluster, Client(cluster) as client:
-            yield client
-        return
-    try:
-        client = Client(address, timeout=CONNECT_TIMEOUT_S)
-    except (OSError, TimeoutError, ValueError) as e:
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise UserError(
-            f"--dask {address}: cannot reach the Dask scheduler ({reason}); start one with "
-            "'dask scheduler' and pass its address (tcp://HOST:8786), or pass --dask local"
-        ) from e
-    with client:
-        yield client
-
-
-def _run_tasks(
-    client: Client, todo: list[tuple[Path, str]], world_hint: int, cache: RankCache
-) -> dict[str, str]:
-    """Run the parse tasks; returns {key: why it failed} for the files not analysed."""
-    futures = client.map(
-        parse_to_cache,
-        [str(p.resolve()) for p, _ in todo],
-        [world_hint] * len(todo),
-        [str(cache.root.resolve())] * len(todo),
-        [k for _, k in todo],
-        [parser_digest()] * len(todo),
-        key=[f"overlapscope-parse-{k}" for _, k in todo],
-        pure=False,
-    )
-    by_key = {str(f.key): k for f, (_, k) in zip(futures, todo, strict=True)}
-    failed: dict[str, str] = {}
-    for fut in _completed(client, futures, failed, by_key):
-        key = by_key[str(fut.key)]
-        if fut.status != "finished":
-            exc = fut.exception()
-            failed[key] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        elif not cache.has(key):
-            failed[key] = (
-                f"the worker's cache entry is not visible here; pass --cache with a directory "
-                f"shared by the workers and this machine (now {cache.root})"
-            )
-    return failed
-
-
-def _completed(
-    client: Client, futures: list[Future], failed: dict[str, str], by_key: dict[str, str]
-) -> Iterator[Future]:
-    """The futures as they finish; when no worker is left for ``NO_WORKER_S``, the rest
-    are cancelled and recorded in ``failed`` (the scheduler would wait for one forever)."""
-    from distributed import wait
-
-    pending = set(futures)
-    idle_since: float | None = None
-    while pending:
-        try:
-            done, pending = wait(pending, timeout=POLL_S, return_when="FIRST_COMPLETED")
-        except TimeoutError:
-            done = set()
-        yield from done
-        if pending and not client.scheduler_info()["workers"]:
-            idle_since = idle_since if idle_since is not None else time.monotonic()
-            if time.monotonic() - idle_since > NO_WORKER_S:
-                why = f"no worker connected to the scheduler for {NO_WORKER_S:.0f} s"
-                failed.update({by_key[str(f.key)]: why for f in pending})
-                client.cancel(list(pending))
-                return
-        else:
-            idle_since = None
-
-
-def dask_parse_files(address: str, cache: RankCache, strict: bool) -> ParseFiles:
-    """The loader's ``parse_files`` hook: cached tables, the rest parsed on the cluster."""
+def parse_hook(client: LazyClient, cache: RankCache, strict: bool, metas: Metas) -> ParseFiles:
+    """The loader's ``parse_files``: cached metas, the rest parsed in tasks. The loader sees
+    each file without its events; its meta is kept in ``metas``."""
 
     def parse(
         files: list[Path], world_hint: int, _progress: bool | None
@@ -140,41 +75,197 @@ def dask_parse_files(address: str, cache: RankCache, strict: bool) -> ParseFiles
         todo = [(f, k) for f, k in zip(files, keys, strict=True) if not cache.has(k)]
         failed: dict[str, str] = {}
         if todo:
-            with connect(address) as client:
-                failed = _run_tasks(client, todo, world_hint, cache)
-        lost = [f for f, k in zip(files, keys, strict=True) if k in failed]
-        if lost and strict:
-            reason = failed[entry_key(lost[0], world_hint)]
-            names = ", ".join(str(f) for f in lost)
+            args = [
+                (str(f.resolve()), world_hint, str(cache.root), k, parser_digest()) for f, k in todo
+            ]
+            names = [k for _, k in todo]
+            failed = run_tasks(client.get(), parse_to_cache, args, names, cache.has)
+        if failed and strict:
             raise UserError(
-                f"{len(lost)} rank files not analysed on the Dask cluster ({reason}): {names}; "
-                f"run again (analysed ranks are cached), or pass {ALLOW_FLAG} to analyse the rest"
+                f"{_lost(files, keys, failed)}; run again (analysed ranks are cached), "
+                f"or pass {ALLOW_FLAG} to analyse the rest"
             )
-        return [
-            TraceFileError(f, f"not analysed on the Dask cluster ({failed[k]})")
-            if k in failed
-            else cache.read(k, f)
-            for f, k in zip(files, keys, strict=True)
-        ]
+        out: list[_Parsed | TraceFileError] = []
+        for f, k in zip(files, keys, strict=True):
+            if k in failed:
+                out.append(TraceFileError(f, f"not analysed on the Dask cluster ({failed[k]})"))
+                continue
+            res = cache.read(k, f)
+            if isinstance(res, RankMeta):
+                metas[str(f)] = (k, res)
+                out.append(res.parsed)
+            else:
+                out.append(res)
+        return out
 
     return parse
 
 
-def load_run_on_dask(
-    paths: list[Path],
+def _fill_infos(run: RunTraces, metas: Metas) -> RunTraces:
+    """The loader's rank infos with the figures of the whole tables (it saw none)."""
+    infos = tuple(
+        dataclasses.replace(
+            i, num_events=metas[str(i.path)][1].num_events, has_gpu=metas[str(i.path)][1].has_gpu
+        )
+        for i in run.ranks
+    )
+    return dataclasses.replace(run, ranks=infos)
+
+
+def _clocks(
+    run: RunTraces, metas: Metas, shifts: dict[int, float], enabled: bool
+) -> tuple[RunTraces, Clocks]:
+    """The clock offsets as ``analyze`` estimates them, from the collectives' ends only."""
+    frames = []
+    for info in run.ranks:
+        rows = metas[str(info.path)][1].clock_rows
+        frames.append(
+            rows.assign(
+                rank=pd.Series(info.rank, index=rows.index, dtype="int32"),
+                ts_us=rows["ts_us"] + shifts[info.rank],
+                end_us=rows["end_us"] + shifts[info.rank],
+            )
+        )
+    clock_run = dataclasses.replace(run, events=pd.concat(frames, ignore_index=True))
+    aligned, offsets = align_run(clock_run, enabled)
+    run = dataclasses.replace(run, warnings=aligned.warnings)
+    return run, Clocks(offsets, enabled, shared_host(run.run_meta))
+
+
+def _shifts(run: RunTraces, metas: Metas) -> dict[int, float]:
+    """Each rank's shift to the run's epoch, as the loader computes it."""
+    origin = {i.rank: metas[str(i.path)][1].parsed.raw.origin_ns for i in run.ranks}
+    epoch = min(origin.values())
+    return {r: (o - epoch) / 1000.0 for r, o in origin.items()}
+
+
+def _jobs(run: RunTraces, metas: Metas, shifts: dict[int, float], clocks: Clocks) -> list[RankJob]:
+    jobs = []
+    for info in run.ranks:
+        row = clocks.offsets[clocks.offsets["rank"] == info.rank].reset_index(drop=True)
+        if not clocks.applied:
+            row = row.assign(aligned=False)
+        key = metas[str(info.path)][0]
+        common = (run.events, row, run.world_size, run.run_meta, run.completed_run)
+        jobs.append(RankJob(key, info, shifts[info.rank], *common))
+    return jobs
+
+
+def _reduce(
+    client: LazyClient, cache: RankCache, jobs: list[RankJob]
+) -> list[tuple[str, list[int]]]:
+    """Every rank's tables (their folder and path steps): cached, or from a reduce task."""
+    todo = [j for j in jobs if cached_reduction(j, cache) is None]
+    if todo:
+        args = [(j, str(cache.root), analysis_digest()) for j in todo]
+        names = [j.tag() for j in todo]
+        stored = lambda tag: (cache.root / tag / DONE).is_file()  # noqa: E731
+        failed = run_tasks(client.get(), reduce_rank, args, names, stored)
+        if failed:
+            paths = [j.info.path for j in todo]
+            raise UserError(f"{_lost(paths, names, failed)}; run again (analysed ranks are cached)")
+    out = [cached_reduction(j, cache) for j in jobs]
+    return [r for r in out if r is not None]
+
+
+def _path(
+    client: LazyClient, cache: RankCache, reduced: list[tuple[str, list[int]]]
+) -> CriticalPath:
+    """The run's critical path, one task per step (cached per run: per its ranks' tables)."""
+    folders = [f for f, _ in reduced]
+    token = hashlib.sha256("|".join(folders).encode()).hexdigest()[:24]
+    entry = cache.root / f"path-{token}.pkl"
+    if not entry.is_file():
+        steps = sorted({s for _, ss in reduced for s in ss})
+        todo = [s for s in steps if not step_entry(cache.root, token, s).is_file()]
+        if todo:
+            args = [(folders, str(cache.root), token, s) for s in todo]
+            names = [f"{token}-{s}" for s in todo]
+            stored = lambda n: step_entry(cache.root, token, int(n.rsplit("-", 1)[1])).is_file()  # noqa: E731
+            failed = run_tasks(client.get(), step_path, args, names, stored)
+            if failed:
+                raise UserError(
+                    f"critical path of {len(failed)} steps not computed on the Dask cluster "
+                    f"({next(iter(failed.values()))}); run again (the ranks' tables are cached)"
+                )
+        parts = [pickle.loads(step_entry(cache.root, token, s).read_bytes()) for s in steps]
+        data = pickle.dumps(join_paths(parts))
+        atomic(entry, lambda t: t.write_bytes(data))
+    path: CriticalPath = pickle.loads(entry.read_bytes())
+    return path
+
+
+def analyze_on_dask(
+    paths: Sequence[Path],
     address: str,
     *,
     cache_dir: Path | None = None,
     allow_missing_ranks: bool = False,
     rank_from_names: bool = False,
-) -> RunTraces:
-    """:func:`~overlapscope.trace.loader.load_run`, parsing each rank file in a Dask task."""
+    align_clocks: bool = True,
+    timeline: bool = False,
+) -> RunAnalysis:
+    """``analyze(load_run(paths), align_clocks=...)`` with the per-rank work in Dask tasks
+    on ``address`` (a scheduler, or ``local``) and the summaries cached in ``cache_dir``.
+    ``timeline``: gather every rank's timeline rows (only ``--csv`` writes them)."""
     cache = RankCache(cache_dir if cache_dir is not None else default_cache_dir())
     cache.prepare()
-    parse = dask_parse_files(address, cache, strict=not allow_missing_ranks)
-    return load_run(
-        paths,
+    flags = (allow_missing_ranks, rank_from_names, align_clocks, timeline)
+    entry = cache.root / f"result-{result_token(paths, flags)}.pkl"
+    if entry.is_file():
+        cached: RunAnalysis = pickle.loads(entry.read_bytes())
+        return cached
+    with LazyClient(address) as client:
+        run, clocks, jobs = plan(
+            paths, client, cache, allow_missing_ranks, rank_from_names, align_clocks
+        )
+        reduced = _reduce(client, cache, jobs)
+        path = _path(client, cache, reduced)
+    folders = [f for f, _ in reduced]
+    result = combine(run, cache.root, folders, clocks, path, timeline=timeline)
+    data = pickle.dumps(result)
+    atomic(entry, lambda t: t.write_bytes(data))
+    return result
+
+
+def result_token(paths: Sequence[Path], flags: tuple[object, ...]) -> str:
+    """Names a whole analysis in the cache: the analysis code, the flags, each path given
+    (a directory or a file), and the name, size and mtime of every file given and of every
+    entry of a directory given (its traces, run.json, a ``*.partial`` marker, another
+    tool's file the loader skips)."""
+    h = hashlib.sha256(f"{analysis_digest()}|{flags}".encode())
+    for p in paths:
+        is_dir = Path(p).is_dir()
+        h.update(f"\0{Path(p).resolve()}|{is_dir}".encode())
+        entries = sorted(Path(p).iterdir()) if is_dir else [Path(p)]
+        for e in entries:
+            try:
+                st = e.stat()
+            except OSError:
+                h.update(f"{e.resolve()}|missing".encode())
+                continue
+            h.update(f"{e.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:24]
+
+
+def plan(
+    paths: Sequence[Path],
+    client: LazyClient,
+    cache: RankCache,
+    allow_missing_ranks: bool = False,
+    rank_from_names: bool = False,
+    align_clocks: bool = True,
+) -> tuple[RunTraces, Clocks, list[RankJob]]:
+    """Parse (tasks for what the cache lacks) and load the run without events: the loaded
+    run (its warnings those of ``analyze``), the clock estimate, and one job per rank."""
+    metas: Metas = {}
+    run = load_run(
+        list(paths),
         allow_missing_ranks=allow_missing_ranks,
         rank_from_names=rank_from_names,
-        parse_files=parse,
+        parse_files=parse_hook(client, cache, not allow_missing_ranks, metas),
     )
+    run = _fill_infos(run, metas)
+    shifts = _shifts(run, metas)
+    run, clocks = _clocks(run, metas, shifts, align_clocks)
+    return run, clocks, _jobs(run, metas, shifts, clocks)

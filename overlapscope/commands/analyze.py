@@ -72,30 +72,34 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
         "--cache",
         metavar="DIR",
         type=Path,
-        help="with --dask: where parsed ranks are cached (default: ~/.cache/overlapscope/ranks)",
+        help="with --dask: where the parsed ranks and their summaries are cached "
+        "(default: ~/.cache/overlapscope/ranks)",
     )
 
 
 def load_and_analyze(args: argparse.Namespace) -> RunAnalysis:
     if getattr(args, "dask", None):
-        from overlapscope.cluster.run import load_run_on_dask
+        if getattr(args, "hta", False):
+            raise UserError("--hta runs HTA on the whole traces locally; leave it out with --dask")
+        from overlapscope.cluster.run import analyze_on_dask
 
-        run_traces = load_run_on_dask(
+        return analyze_on_dask(
             args.paths,
             args.dask,
             cache_dir=args.cache,
             allow_missing_ranks=args.allow_missing_ranks,
             rank_from_names=getattr(args, "rank_from_name", False),
+            align_clocks=not getattr(args, "no_align", False),
+            timeline=getattr(args, "csv", None) is not None,
         )
-    elif getattr(args, "cache", None):
+    if getattr(args, "cache", None):
         raise UserError("--cache is used with --dask; add --dask local or --dask ADDRESS")
-    else:
-        run_traces = load_run(
-            args.paths,
-            progress=False if args.no_progress else None,
-            allow_missing_ranks=args.allow_missing_ranks,
-            rank_from_names=getattr(args, "rank_from_name", False),
-        )
+    run_traces = load_run(
+        args.paths,
+        progress=False if args.no_progress else None,
+        allow_missing_ranks=args.allow_missing_ranks,
+        rank_from_names=getattr(args, "rank_from_name", False),
+    )
     return analyze(
         run_traces,
         hta=getattr(args, "hta", False),

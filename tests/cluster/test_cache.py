@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from overlapscope.cli import main
+from overlapscope.cluster import client as cluster_client
 from overlapscope.cluster import run as cluster_run
-from overlapscope.cluster.cache import parser_digest
+from overlapscope.cluster.cache import RankCache, parser_digest
 from overlapscope.cluster.synth import rerank_copies
 from tests.cluster.conftest import DaskProcesses
 from tests.cluster.test_identical import SHIPPED, report
@@ -24,7 +25,7 @@ def test_reanalysis_reads_only_the_cache(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(cluster_run, "CONNECT_TIMEOUT_S", 1)
+    monkeypatch.setattr(cluster_client, "CONNECT_TIMEOUT_S", 1)
     run = tmp_path / "run"
     files = rerank_copies(SHIPPED[0], 4, run)
     cache = ("--cache", str(tmp_path / "cache"))
@@ -60,3 +61,63 @@ def test_worker_with_another_parser_refuses_and_caches_nothing(tmp_path: Path) -
     assert not list(tmp_path.iterdir())
     key = cluster_run.parse_to_cache(str(trace), 0, str(tmp_path), "k", parser_digest())
     assert key == "k" and (tmp_path / "k.parquet").is_file()
+
+
+def test_client_never_reads_an_event_table(
+    dask_two_workers: DaskProcesses,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The client works from the summaries only: reading a rank's events here fails the run
+    (the workers, other processes, read them), and a re-analysis after the event tables are
+    deleted gives the same report, read whole from the cache or redone from the summaries."""
+    local = report(capsys, tmp_path, [SHIPPED[0]])
+
+    def refuse(_self: object, key: str) -> Path:
+        raise AssertionError(f"the client read the events of {key}")
+
+    with monkeypatch.context() as m:
+        m.setattr(RankCache, "events_path", refuse)
+        cache = ("--cache", str(tmp_path / "cache"))
+        assert (
+            report(capsys, tmp_path, [SHIPPED[0]], "--dask", dask_two_workers.address, *cache)
+            == local
+        )
+    events = [p for p in (tmp_path / "cache").glob("*.parquet")]
+    assert len(events) == 2
+    for p in events:
+        p.unlink()
+    assert report(capsys, tmp_path, [SHIPPED[0]], "--dask", NO_SCHEDULER, *cache) == local
+    # Without the whole-result entry, the cross-rank work is redone from the summaries.
+    results = list((tmp_path / "cache").glob("result-*.pkl"))
+    assert len(results) == 1
+    results[0].unlink()
+    assert report(capsys, tmp_path, [SHIPPED[0]], "--dask", NO_SCHEDULER, *cache) == local
+
+
+def test_whole_result_entry_names_every_input_and_flag(tmp_path: Path) -> None:
+    """The whole-result entry changes with a flag, a rewritten trace, or any file added to
+    the run directory (a run.json, a *.partial marker, a file the loader skips)."""
+    run = tmp_path / "run"
+    files = rerank_copies(SHIPPED[0], 2, run)
+    flags = (False, False, True, False)
+    token = cluster_run.result_token([run], flags)
+    assert cluster_run.result_token([run], flags) == token
+    assert cluster_run.result_token([run], (False, False, False, False)) != token
+    assert cluster_run.result_token(files, flags) != token
+    st = files[0].stat()
+    os.utime(files[0], ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    touched = cluster_run.result_token([run], flags)
+    assert touched != token
+    (run / "rank-1.partial").write_text("")
+    assert cluster_run.result_token([run], flags) != touched
+
+
+def test_hta_with_dask_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """HTA reads whole traces in the client: refused before any task or connection."""
+    flags = ["--dask", NO_SCHEDULER, "--cache", str(tmp_path), "--hta"]
+    assert main(["analyze", str(SHIPPED[0]), *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--hta" in err and "--dask" in err
+    assert not list(tmp_path.iterdir())

@@ -12,8 +12,15 @@ from tests.cluster.conftest import DaskProcesses
 from tests.conftest import EXTERNAL_TRACES, REPO
 
 SHIPPED = sorted(p for p in (REPO / "traces").iterdir() if (p / "run.json").is_file())
-# Small external traces, one run each (the big ones cost seconds and add no new case).
-EXTERNAL = ["hta-amd-mi250-rank0.json.gz", "hta-cpu-only-rank34.json.gz"]
+# Small external traces, one run each: GPU (AMD, H100), CPU only, no distributedInfo (the
+# rank is guessed, with a warning). The big ones cost seconds and add no new case (all of
+# them were compared once by hand: identical).
+EXTERNAL = [
+    "hta-amd-mi250-rank0.json.gz",
+    "hta-cpu-only-rank34.json.gz",
+    "hta-no-distributed-info.json.gz",
+    "tracelens-h100-Falconsai_nsfw_image_detection__1016002.json.gz",
+]
 
 
 def report(
@@ -76,3 +83,18 @@ def test_diagnose_identical_on_scheduler(
     on_dask = capsys.readouterr()
     assert main(["diagnose", run]) == 0
     assert capsys.readouterr() == on_dask
+
+
+def test_no_align_and_csv_identical(
+    dask_two_workers: DaskProcesses, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--no-align`` (offsets estimated, not applied) and ``--csv`` (which gathers every
+    rank's timeline rows) give the local tables too."""
+    run = [SHIPPED[0]]
+    flags = ("--dask", dask_two_workers.address, "--cache", str(tmp_path / "cache"))
+    on_dask = report(capsys, tmp_path, run, "--no-align", "--csv", str(tmp_path / "d"), *flags)
+    assert on_dask == report(capsys, tmp_path, run, "--no-align", "--csv", str(tmp_path / "l"))
+    names = sorted(p.name for p in (tmp_path / "l").iterdir())
+    assert "timeline.csv" in names and "critical_path_links.csv" in names
+    for name in names:
+        assert (tmp_path / "d" / name).read_bytes() == (tmp_path / "l" / name).read_bytes(), name

@@ -1,0 +1,133 @@
+"""The Dask side of ``--dask``: connecting, and running a round of tasks to the end.
+
+Dask is imported here only, and only once a task must run: a re-analysis served by the
+cache needs neither the cluster nor the ``cluster`` extra.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from overlapscope.errors import UserError
+
+if TYPE_CHECKING:
+    from distributed import Client, Future
+
+LOCAL = "local"
+CONNECT_TIMEOUT_S = 10
+POLL_S = 2.0
+NO_WORKER_S = 60.0
+NOT_SHARED = (
+    "the worker's cache entry is not visible here; pass --cache with a directory shared by "
+    "the workers and this machine"
+)
+INSTALL_HINT = "pip install 'overlapscope[cluster]'"
+
+
+@contextlib.contextmanager
+def connect(address: str) -> Iterator[Client]:
+    """A client of the scheduler at ``address``, or of a new LocalCluster for ``local``."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError as e:
+        raise UserError(f"--dask needs Dask's distributed package; {INSTALL_HINT}") from e
+    if address == LOCAL:
+        cluster = LocalCluster(
+            threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=50
+        )
+        with cluster, Client(cluster) as client:
+            yield client
+        return
+    try:
+        client = Client(address, timeout=CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError, ValueError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UserError(
+            f"--dask {address}: cannot reach the Dask scheduler ({reason}); start one with "
+            "'dask scheduler' and pass its address (tcp://HOST:8786), or pass --dask local"
+        ) from e
+    with client:
+        yield client
+
+
+class LazyClient:
+    """Connects on the first :meth:`get`; closes on exit (a context manager)."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self._stack = contextlib.ExitStack()
+        self._client: Client | None = None
+
+    def get(self) -> Client:
+        if self._client is None:
+            self._client = self._stack.enter_context(connect(self.address))
+        return self._client
+
+    def __enter__(self) -> LazyClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+
+def run_tasks(
+    client: Client,
+    fn: Callable[..., Any],
+    args: Sequence[tuple[Any, ...]],
+    names: Sequence[str],
+    stored: Callable[[str], bool],
+) -> dict[str, str]:
+    """``fn(*a)`` for each ``a`` in tasks named ``names``, which store their output in the
+    cache (no result travels back: one lost with its worker would be computed again);
+    returns {name: why} of the tasks that did not finish or whose output ``stored(name)``
+    does not see."""
+    futures = client.map(
+        _call,
+        [fn] * len(args),
+        list(args),
+        key=[f"overlapscope-{fn.__name__}-{n}" for n in names],
+        pure=False,
+    )
+    by_key = {str(f.key): n for f, n in zip(futures, names, strict=True)}
+    failed: dict[str, str] = {}
+    for fut in _completed(client, futures, failed, by_key):
+        name = by_key[str(fut.key)]
+        if fut.status != "finished":
+            exc = fut.exception()
+            failed[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        elif not stored(name):
+            failed[name] = NOT_SHARED
+    return failed
+
+
+def _call(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    fn(*args)
+
+
+def _completed(
+    client: Client, futures: list[Future], failed: dict[str, str], by_key: dict[str, str]
+) -> Iterator[Future]:
+    """The futures as they finish; when no worker is left for ``NO_WORKER_S``, the rest
+    are cancelled and recorded in ``failed`` (the scheduler would wait for one forever)."""
+    from distributed import wait
+
+    pending = set(futures)
+    idle_since: float | None = None
+    while pending:
+        try:
+            done, pending = wait(pending, timeout=POLL_S, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            done = set()
+        yield from done
+        if pending and not client.scheduler_info()["workers"]:
+            idle_since = idle_since if idle_since is not None else time.monotonic()
+            if time.monotonic() - idle_since > NO_WORKER_S:
+                why = f"no worker connected to the scheduler for {NO_WORKER_S:.0f} s"
+                failed.update({by_key[str(f.key)]: why for f in pending})
+                client.cancel(list(pending))
+                return
+        else:
+            idle_since = None

@@ -1,0 +1,121 @@
+"""The client's share of ``--dask``: the cross-rank analysis from the per-rank tables.
+
+:func:`combine` does what :func:`overlapscope.analysis.api.analyze` does after its per-rank
+functions: collectives matched across ranks (group, step, sequence), stragglers, the overlap
+bound, the findings; with the clock offsets estimated on the client from the collectives'
+ends and the critical path assembled from the per-step tasks. It reads the per-rank tables
+only, never an event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from overlapscope.analysis.api import RunAnalysis, RunSummary
+from overlapscope.analysis.bound import bound_summary, bound_table
+from overlapscope.analysis.collectives import collective_tables
+from overlapscope.analysis.critical_path import LINK_COLUMNS, STEP_COLUMNS, CriticalPath
+from overlapscope.analysis.findings import find
+from overlapscope.analysis.metrics import TIMELINE_LANES
+from overlapscope.analysis.path_report import path_findings
+from overlapscope.cluster.cache import read_table
+from overlapscope.cluster.tasks import SMALL_TABLES, read_summary
+from overlapscope.trace.loader import RunTraces
+
+
+@dataclass(frozen=True, slots=True)
+class Clocks:
+    """The clock estimate as ``analyze`` keeps it: offsets, applied or not, shared host."""
+
+    offsets: pd.DataFrame
+    applied: bool
+    shared_host: str | None
+
+
+def join_paths(parts: Sequence[CriticalPath]) -> CriticalPath:
+    """Per-step critical paths (steps in order) as :func:`critical_path` gives the run's."""
+    found = [p for p in parts if len(p.steps)]
+    if not found:
+        return CriticalPath.empty()
+    links = pd.DataFrame(
+        {c: np.concatenate([p.links[c].to_numpy() for p in found]) for c in LINK_COLUMNS}
+    )
+    records = [r for p in found for r in p.steps.to_dict("records")]
+    return CriticalPath(links, pd.DataFrame.from_records(records, columns=STEP_COLUMNS))
+
+
+def _concat(root: Path, folders: Sequence[str]) -> dict[str, pd.DataFrame]:
+    """Each small table of every rank, concatenated in rank order."""
+    parts: dict[str, list[pd.DataFrame]] = {n: [] for n in SMALL_TABLES}
+    for f in folders:
+        tables = read_summary(root / f)["tables"]
+        for n in SMALL_TABLES:
+            parts[n].append(tables[n])
+    return {n: pd.concat(frames, ignore_index=True) for n, frames in parts.items()}
+
+
+def _timeline(root: Path, folders: Sequence[str]) -> pd.DataFrame:
+    frames = [read_table(root / f / "timeline.parquet") for f in folders]
+    return pd.concat(frames, ignore_index=True)
+
+
+def _empty_timeline(root: Path, folder: str) -> pd.DataFrame:
+    """The timeline's columns and dtypes, no rows (the report does not read it)."""
+    empty = read_table(root / folder / "timeline.parquet").iloc[:0]
+    return empty.assign(lane=pd.Categorical([], categories=list(TIMELINE_LANES)))
+
+
+def combine(
+    run: RunTraces,
+    root: Path,
+    folders: Sequence[str],
+    clocks: Clocks,
+    path: CriticalPath,
+    *,
+    timeline: bool,
+) -> RunAnalysis:
+    """``analyze(load_run(...))`` from the per-rank tables in ``root/<folder>`` (one folder per
+    rank of ``run.ranks``, in order). ``run``: the loaded run without events, its warnings
+    those of the loader and the clock alignment. ``timeline=False``: an empty timeline (it
+    holds every drawable event, so it grows with the traces; only ``--csv`` writes it)."""
+    t = _concat(root, folders)
+    tl = _timeline(root, folders) if timeline else _empty_timeline(root, folders[0])
+    collectives, collective_ranks = collective_tables(t["comm"], run.world_size)
+    bound = bound_table(t["units"], t["compute"], t["ranks"])
+    ranks = t["ranks"]
+    findings = find(ranks, t["units"], collectives, run.run_meta, has_gpu=run.has_gpu)
+    step_us = float(ranks["step_time_per_step_us"].mean()) if len(ranks) else float("nan")
+    findings = tuple(sorted([*findings, *path_findings(path, step_us)], key=lambda f: -f.stake_us))
+    return RunAnalysis(
+        summary=RunSummary(
+            world_size=run.world_size,
+            ranks=tuple(r.rank for r in run.ranks),
+            has_gpu=run.has_gpu,
+            frameworks={r.rank: r.framework.value for r in run.ranks},
+            completed_run=run.completed_run,
+            sources=tuple(str(p) for p in run.sources),
+            run_config=(run.run_meta or {}).get("config") if run.run_meta else None,
+        ),
+        ranks=ranks,
+        steps=t["steps"],
+        units=t["units"],
+        collectives=collectives,
+        collective_ranks=collective_ranks,
+        bound=bound,
+        bound_summary=bound_summary(bound),
+        findings=findings,
+        timeline=tl,
+        exposed=t["exposed"],
+        levers=t["levers"],
+        counted_steps={r.rank: r.steps for r in run.ranks},
+        warnings=run.warnings,
+        clocks=clocks.offsets,
+        clocks_applied=clocks.applied,
+        clocks_shared_host=clocks.shared_host,
+        path=path,
+    )

@@ -1,0 +1,251 @@
+"""The three kinds of Dask task of ``--dask``, each run on a worker (module docstring of
+:mod:`overlapscope.cluster.run` for how they chain).
+
+* :func:`parse_to_cache`: one rank file -> its recognised events (Parquet) and a few-KB
+  :class:`~overlapscope.cluster.cache.RankMeta` for the client;
+* :func:`reduce_rank`: one rank's cached events -> its tables (steps, ranks, units, the
+  collectives with their exposure, compute per unit, levers, exposed intervals, timeline, and
+  the rows the critical path reads), with the analysis' own per-rank functions on a one-rank
+  run: the same figures as the local path, since each of them reads one rank's rows only;
+* :func:`step_path`: the critical path of one step from every rank's path rows of that step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import hashlib
+import json
+import pickle
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from overlapscope.analysis.clocks import offset_at
+from overlapscope.analysis.critical_path import critical_path
+from overlapscope.analysis.levers import lever_table
+from overlapscope.analysis.metrics import (
+    comm_exposure,
+    compute_by_unit,
+    counted_mask,
+    exposed_intervals,
+    rank_table,
+    step_table,
+    timeline_table,
+    unit_table,
+)
+from overlapscope.cluster.cache import (
+    RankCache,
+    RankMeta,
+    analysis_digest,
+    atomic,
+    parser_digest,
+    read_table,
+    write_table,
+)
+from overlapscope.trace.loader import RankInfo, RunTraces, _parse_one, _Parsed
+from overlapscope.trace.schema import EVENT_COLUMNS, EventLane
+
+# The rank's small tables and the steps of its path rows, pickled (written last: it marks
+# the folder whole). Reading 7 Parquet files per rank cost the client ~30 ms per rank.
+DONE = "summary.pkl"
+PATH_LANES = [EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value]
+PATH_COLUMNS = ["rank", "step", "ts_us", "end_us", "lane", "unit", "phase", "group", "seq"]
+CLOCK_COLUMNS = ["lane", "kind", "group", "step", "seq", "ts_us", "end_us"]
+COMM_COLUMNS = [
+    *("rank", "group", "step", "seq", "kind", "unit", "phase", "bytes"),
+    *("ts_us", "end_us", "dur_us", "exposed_us"),
+]
+# Tables of one rank in summary.pkl; the event-sized ones, the timeline (every drawable
+# event, read only when asked for) and the path rows (read a step at a time), in Parquet.
+SMALL_TABLES = ("ranks", "steps", "units", "comm", "compute", "levers", "exposed")
+BIG_TABLES = ("timeline", "path")
+_CATEGORIES = [c for c, t in EVENT_COLUMNS.items() if t == "category"]
+
+
+@contextlib.contextmanager
+def released() -> Iterator[None]:
+    """Hands the memory a task freed back to the system when it ends: a worker runs task
+    after task, and what pyarrow's pool and glibc's arenas keep of one task's peak (~80 MB
+    after a 56 MB rank file, measured) would lift the next task's peak by as much."""
+    try:
+        yield
+    finally:
+        # No gc.collect(): the tables hold no cycles, and in a worker holding Dask's state a
+        # collection cost 20+ ms a task (measured), more than the task on a small rank.
+        import pyarrow
+
+        pyarrow.default_memory_pool().release_unused()
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def _same_code(digest: str, expected: str) -> None:
+    if digest != expected:
+        raise RuntimeError(
+            "this worker's overlapscope differs from the client's; install the same "
+            "overlapscope version on the workers"
+        )
+
+
+def parse_to_cache(path: str, world_hint: int, cache_root: str, key: str, digest: str) -> str:
+    """Parse one rank file, store its events and meta, return its key. ``digest``: the
+    client's parser digest; a worker whose overlapscope parses differently refuses."""
+    _same_code(digest, parser_digest())
+    with released():
+        _parse_and_store(Path(path), world_hint, RankCache(Path(cache_root)), key)
+    return key
+
+
+def _parse_and_store(path: Path, world_hint: int, cache: RankCache, key: str) -> None:
+    parsed = _parse_one(path, world_hint)
+    if not isinstance(parsed, _Parsed):
+        cache.write(key, parsed, pd.DataFrame())
+        return
+    events = parsed.table.events
+    comm = (events["lane"] == EventLane.COMM.value) & (events["seq"] >= 0)
+    comm.iloc[:1] = True  # the first row names the rank to the clock estimate
+    light = dataclasses.replace(parsed.table, events=events.iloc[:0])
+    meta = RankMeta(
+        parsed=_Parsed(parsed.raw, light),
+        clock_rows=events.loc[comm.to_numpy(), CLOCK_COLUMNS].reset_index(drop=True),
+        num_events=len(events),
+        has_gpu=bool(events["on_gpu"].any()),
+    )
+    cache.write(key, meta, events)
+
+
+@dataclass(frozen=True, slots=True)
+class RankJob:
+    """What :func:`reduce_rank` needs of the whole run for one rank (small).
+
+    ``shift_us``: the loader's shift of this rank to the run's epoch; ``schema``: the run's
+    empty event table (its categories: the union over ranks, as the loader makes them);
+    ``offsets``: this rank's row of the clock offsets table, ``aligned`` as applied."""
+
+    key: str
+    info: RankInfo
+    shift_us: float
+    schema: pd.DataFrame
+    offsets: pd.DataFrame
+    world_size: int
+    run_meta: dict[str, Any] | None
+    completed_run: bool
+
+    def tag(self) -> str:
+        """Names this rank's tables in the cache: everything they depend on."""
+        cats = {c: list(map(str, self.schema[c].cat.categories)) for c in _CATEGORIES}
+        ident = json.dumps(
+            [
+                analysis_digest(),
+                self.key,
+                repr(self.info),
+                self.shift_us,
+                cats,
+                repr(self.offsets.to_dict("records")),
+                self.world_size,
+                self.run_meta,
+                self.completed_run,
+            ],
+            default=str,
+        )
+        return f"{self.key}.sum-{hashlib.sha256(ident.encode()).hexdigest()[:20]}"
+
+
+def rank_events(job: RankJob, cache: RankCache) -> pd.DataFrame:
+    """The rank's rows of the run's event table, as the loader and the clock alignment give
+    them: shifted to the run's epoch, the run's categories, then the rank's clock offset."""
+    ev = pd.read_parquet(cache.events_path(job.key))
+    ev = ev.assign(ts_us=ev["ts_us"] + job.shift_us, end_us=ev["end_us"] + job.shift_us)
+    ev.insert(0, "rank", np.int32(job.info.rank))
+    cats = {c: pd.Categorical(ev[c], categories=job.schema[c].cat.categories) for c in _CATEGORIES}
+    ev = ev.assign(**cats)[list(EVENT_COLUMNS)]
+    shift = offset_at(job.offsets, ev["rank"].to_numpy(), ev["ts_us"].to_numpy())
+    if np.any(shift):
+        ev["ts_us"] = ev["ts_us"].to_numpy() - shift
+        ev["end_us"] = ev["end_us"].to_numpy() - shift
+    return ev
+
+
+def rank_tables(run: RunTraces) -> dict[str, pd.DataFrame]:
+    """The per-rank part of :func:`overlapscope.analysis.api.analyze` on a one-rank run."""
+    counted = counted_mask(run)
+    steps = step_table(run, counted)
+    ranks = rank_table(run, counted, steps)
+    exposure = comm_exposure(run, counted)
+    ev = run.events
+    comm = ev.loc[exposure.index].assign(exposed_us=exposure.to_numpy())
+    used = ev["lane"].isin([*PATH_LANES, EventLane.STEP.value]) & (ev["step"] >= 0)
+    return {
+        "ranks": ranks,
+        "steps": steps,
+        "units": unit_table(run, counted, exposure, ranks),
+        "comm": comm[COMM_COLUMNS].reset_index(drop=True),
+        "compute": compute_by_unit(run, counted),
+        "levers": lever_table(run, counted),
+        "exposed": exposed_intervals(run, counted, steps),
+        "timeline": timeline_table(run, counted, exposure),
+        "path": ev.loc[used, PATH_COLUMNS].reset_index(drop=True),
+    }
+
+
+def reduce_rank(job: RankJob, cache_root: str, digest: str) -> None:
+    """Reduce one rank to its tables in ``<cache>/<job.tag()>/``, with the steps its
+    critical-path rows cover in ``done.json`` (written last: it marks the folder whole)."""
+    _same_code(digest, analysis_digest())
+    with released():
+        _reduce_and_store(job, RankCache(Path(cache_root)))
+
+
+def _reduce_and_store(job: RankJob, cache: RankCache) -> None:
+    run = RunTraces(
+        events=rank_events(job, cache),
+        ranks=(job.info,),
+        world_size=job.world_size,
+        run_meta=job.run_meta,
+        completed_run=job.completed_run,
+        warnings=(),
+        sources=(job.info.path,),
+    )
+    tables = rank_tables(run)
+    out = cache.root / job.tag()
+    for name in BIG_TABLES:
+        write_table(out / f"{name}.parquet", tables[name])
+    path_steps = sorted(int(s) for s in tables["path"]["step"].unique())
+    small = {name: tables[name] for name in SMALL_TABLES}
+    data = pickle.dumps({"tables": small, "path_steps": path_steps})
+    atomic(out / DONE, lambda t: t.write_bytes(data))
+
+
+def read_summary(folder: Path) -> dict[str, Any]:
+    """``{"tables": {name: frame}, "path_steps": [step, ...]}`` of one reduced rank."""
+    summary: dict[str, Any] = pickle.loads((folder / DONE).read_bytes())
+    return summary
+
+
+def cached_reduction(job: RankJob, cache: RankCache) -> tuple[str, list[int]] | None:
+    """The folder and path steps of the rank's tables when the cache holds them."""
+    folder = cache.root / job.tag()
+    if not (folder / DONE).is_file():
+        return None
+    return folder.name, list(read_summary(folder)["path_steps"])
+
+
+def step_entry(root: Path, token: str, step: int) -> Path:
+    """Where :func:`step_path` stores the critical path of ``step`` of run ``token``."""
+    return root / f"path-{token}" / f"step-{step}.pkl"
+
+
+def step_path(folders: list[str], cache_root: str, token: str, step: int) -> None:
+    """The critical path of ``step`` from every rank's path rows of that step, ranks in
+    order (as they lie in the run's table), through the analysis' own function."""
+    root = Path(cache_root)
+    with released():
+        parts = [read_table(root / f / "path.parquet", [("step", "==", step)]) for f in folders]
+        data = pickle.dumps(critical_path(pd.concat(parts, ignore_index=True)))
+        atomic(step_entry(root, token, step), lambda t: t.write_bytes(data))
