@@ -20,13 +20,11 @@ import orjson
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from overlapscope.engine.recipe import ProfileWindow
+from overlapscope.config import ProfileWindow
 from overlapscope.outputs import write_file
-from overlapscope.trace.files import RUN_MANIFEST, RUN_SCHEMA_VERSION, trace_name
+from overlapscope.trace.files import trace_name
 
 __all__ = [
-    "RUN_MANIFEST",
-    "RUN_SCHEMA_VERSION",
     "ProfileWindow",
     "RankProfiler",
     "trace_name",
