@@ -287,7 +287,8 @@ def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
     counted, coll = _counted(a, inputs.source)
     num_steps = int(counted.groupby("rank").size().min())
     world = int(a.summary.world_size)
-    is_ovs = meta is not None and meta.is_engine_run and meta.engine is not None
+    # run.json names an engine run (ovs_facts says in one line what a damaged one lacks)
+    is_ovs = meta is not None and (meta.is_engine_run or meta.engine is not None)
     facts = ovs_facts(meta, coll, inputs.source) if meta and is_ovs else torch_facts(a, coll)
     model = facts.model
     links = _links(coll, world)

@@ -111,3 +111,17 @@ def test_trace_package_does_not_import_the_engine() -> None:
         if line.lstrip().startswith(("import ", "from ")) and "overlapscope.engine" in line
     ]
     assert not offenders
+
+
+def test_phase_knows_its_lane_and_collective_kind() -> None:
+    """One vocabulary: a phase says where it sits and which collective it stands for."""
+    from overlapscope.trace.names import Lane, Phase
+    from overlapscope.trace.schema import CollectiveKind
+
+    kinds = {p: p.collective_kind for p in Phase}
+    assert kinds[Phase.AG_FWD] is kinds[Phase.AG_BWD_WAIT] is CollectiveKind.ALL_GATHER
+    assert kinds[Phase.RS] is kinds[Phase.RS_WAIT] is CollectiveKind.REDUCE_SCATTER
+    assert kinds[Phase.AR] is CollectiveKind.ALL_REDUCE
+    issued = {p for p in Phase if p.lane is Lane.ISSUE}
+    assert {p for p, k in kinds.items() if k is not None and p.awaited is None} == issued
+    assert all(isinstance(p.lane, Lane) for p in Phase)
