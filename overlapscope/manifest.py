@@ -94,6 +94,10 @@ class RunManifest:
             else config_label(self.engine, self.link_gbit)
         )
 
+    def config_dict(self) -> dict[str, Any] | None:
+        """The ``config`` object as ``run.json`` holds it (JSON outputs repeat it)."""
+        return _config_dict(self)
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON document, fields in the order the worker writes them; unset ones left out."""
         doc: dict[str, Any] = {

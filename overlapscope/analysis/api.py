@@ -162,7 +162,7 @@ def analyze(
             frameworks={r.rank: r.framework.value for r in run.ranks},
             completed_run=run.completed_run,
             sources=tuple(str(p) for p in run.sources),
-            run_config=run.manifest.to_dict().get("config") if run.manifest else None,
+            run_config=run.manifest.config_dict() if run.manifest else None,
         ),
         ranks=ranks,
         steps=steps,
