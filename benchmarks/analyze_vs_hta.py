@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from overlapscope.manifest import read_manifest
+
 # A CPU run whose traces add up to a few hundred MB uncompressed (about 200 MB per rank).
 GENERATE = [
     "--nproc", "2", "--policy", "backward_pre", "--model", "gpt", "--layers", "16",
@@ -113,8 +115,9 @@ def main() -> None:
             ],
             check=True,
         )
-    meta = json.loads((args.run_dir / "run.json").read_text())
-    files = {rank: str((args.run_dir / name).resolve()) for rank, name in enumerate(meta["traces"])}
+    meta = read_manifest(args.run_dir)
+    assert meta is not None, f"{args.run_dir}: no run.json"
+    files = {rank: str((args.run_dir / name).resolve()) for rank, name in enumerate(meta.traces)}
     compressed = sum(Path(f).stat().st_size for f in files.values())
     uncompressed = 0
     for f in files.values():

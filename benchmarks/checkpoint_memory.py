@@ -22,6 +22,7 @@ import torch
 
 from overlapscope.engine.config import ModelConfig
 from overlapscope.engine.workloads import Block
+from overlapscope.manifest import read_manifest
 
 MODEL = {"layers": 4, "dim": 256, "heads": 4, "seq_len": 256}
 GLOBAL_BATCH = 8
@@ -54,7 +55,9 @@ def run_once(spec: str, out: Path) -> list[int]:
            "--global-batch", str(GLOBAL_BATCH), "--steps", "4", "--policy", "backward_pre",
            "--checkpoint-units", spec, "--out", str(out), "--force"]  # fmt: skip
     subprocess.run(cmd, check=True, capture_output=True)
-    return list(json.loads((out / "run.json").read_text())["peak_mem_bytes"])
+    m = read_manifest(out)
+    assert m is not None, f"{out}: overlapscope run wrote no run.json"
+    return list(m.peak_mem_bytes)
 
 
 def main() -> None:

@@ -51,11 +51,15 @@ from engine_bench_common import (
     fmt,
     link_args,
     link_label,
+    manifest_of,
     overlapscope,
     ratio_stats,
+    run_step_times_ms,
     save,
     step_times_ms,
 )
+
+from overlapscope.config import ProfileWindow
 
 # -- policy: speedup, overlap efficiency, peak memory ------------------------------------
 
@@ -76,16 +80,16 @@ def bench_policy(args: argparse.Namespace) -> None:
         for config in configs:
             for rep in range(args.repeats):
                 run_dir = out / "runs" / config / f"rep-{rep}"
-                meta = json.loads((run_dir / "run.json").read_text())
+                meta = manifest_of(run_dir)
                 analysis = analysis_json(run_dir)
                 bound = analysis["bound"]["summary"]
-                blocks = [u["full_bytes"] for u in meta["units"] if u["name"] != "root"]
+                blocks = [u.full_bytes for u in meta.units or () if u.name != "root"]
                 runs.setdefault(config, []).append(
                     {
-                        **step_times_ms(meta),
-                        "peak_mem_bytes": max(meta["peak_mem_bytes"]),
+                        **run_step_times_ms(run_dir),
+                        "peak_mem_bytes": max(meta.peak_mem_bytes),
                         "unit_full_bytes": max(blocks),
-                        "max_alive_units": max(meta["max_alive_units"]),
+                        "max_alive_units": max(meta.max_alive_units),
                         "exposed_bwd_ag_ms": exposed_bwd_ag_ms(analysis),
                         "actual_over_ideal": bound["actual_per_step_us"]
                         / bound["ideal_per_step_us"],
@@ -165,7 +169,7 @@ def bench_overhead(args: argparse.Namespace) -> None:
                 "run", "--policy", "backward_pre", *extra, *MODEL, *train,
                 *link_args(args.link), "--out", str(out), "--force",
             )  # fmt: skip
-            runs[name].append(step_times_ms(json.loads((out / "run.json").read_text())))
+            runs[name].append(run_step_times_ms(out))
     ranges = ranges_per_step(args.work / "overhead-instrumented-0")
     cost_us = range_cost_us()
     result = {
@@ -197,11 +201,11 @@ def ranges_per_step(run_dir: Path) -> float:
     """The engine's own profiler ranges (``ovs/...``) per profiled step, rank 0."""
     import gzip
 
-    meta = json.loads((run_dir / "run.json").read_text())
-    with gzip.open(run_dir / meta["traces"][0]) as f:
+    meta = manifest_of(run_dir)
+    with gzip.open(run_dir / meta.traces[0]) as f:
         events = json.load(f)["traceEvents"]
     names = [e["name"] for e in events if e.get("cat") == "user_annotation"]
-    return sum(n.startswith("ovs/") for n in names) / len(meta["profiled_steps"])
+    return sum(n.startswith("ovs/") for n in names) / len(meta.profiled_steps)
 
 
 def range_cost_us(n: int = 20_000) -> float:
@@ -268,8 +272,8 @@ def run_fsdp2(cfg_path: Path, out: Path, link: str) -> dict[str, Any]:
         print(f"fsdp2 worker exited {codes} after writing its results (teardown); "
               f"logs under {out}", file=sys.stderr)  # fmt: skip
     fsdp2 = json.loads((out / "fsdp2.json").read_text())
-    window = json.loads(cfg_path.read_text())["window"]
-    return {**step_times_ms({**fsdp2, "config": {"window": window}}),
+    window = ProfileWindow(**json.loads(cfg_path.read_text())["window"])
+    return {**step_times_ms(fsdp2["step_time_us"], window, fsdp2["profiled_steps"]),
             "peak_mem_bytes": max(fsdp2["peak_mem_bytes"])}  # fmt: skip
 
 
@@ -284,12 +288,12 @@ def bench_fsdp2(args: argparse.Namespace) -> None:
                 "run", "--policy", "backward_pre", *MODEL, *TRAIN, *link_args(link),
                 "--out", str(out), "--force",
             )  # fmt: skip
-            meta = json.loads((out / "run.json").read_text())
+            meta = manifest_of(out)
             runs["engine"].append(
-                {**step_times_ms(meta), "peak_mem_bytes": max(meta["peak_mem_bytes"])}
+                {**run_step_times_ms(out), "peak_mem_bytes": max(meta.peak_mem_bytes)}
             )
             cfg = args.work / f"fsdp2-{link}-config.json"
-            cfg.write_text(json.dumps(meta["config"], indent=1))
+            cfg.write_text(json.dumps(meta.config_dict(), indent=1))
             runs["fsdp2"].append(run_fsdp2(cfg, args.work / f"fsdp2-{link}-torch-{rep}", link))
         result["links"][link] = runs
     save("fsdp2", result)

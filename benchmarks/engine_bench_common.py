@@ -14,6 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from overlapscope.config import ProfileWindow
+from overlapscope.manifest import RunManifest, read_manifest
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "docs" / "bench"
 # GPT 4 x 256 (one block: 0.79 M params, 3.2 MB fp32), seq 128, global batch 4: per block,
@@ -46,13 +49,30 @@ def overlapscope(*args: str) -> None:
 # -- per-run metrics ---------------------------------------------------------------------
 
 
-def step_times_ms(run_json: dict[str, Any]) -> dict[str, float]:
+def manifest_of(run_dir: Path) -> RunManifest:
+    """The run's ``run.json``, typed; a run without one is a failed benchmark."""
+    m = read_manifest(run_dir)
+    if m is None:
+        raise RuntimeError(f"{run_dir}: overlapscope run wrote no run.json")
+    return m
+
+
+def run_step_times_ms(run_dir: Path) -> dict[str, float]:
+    """:func:`step_times_ms` of an ``overlapscope run`` directory, from its ``run.json``."""
+    m = manifest_of(run_dir)
+    if m.config is None:
+        raise RuntimeError(f"{run_dir}: run.json has no config")
+    return step_times_ms(m.step_time_us, m.config.window, m.profiled_steps)
+
+
+def step_times_ms(
+    step_time_us: Sequence[Sequence[float]], window: ProfileWindow, profiled: Sequence[int]
+) -> dict[str, float]:
     """``clean`` and ``profiled`` step time (slowest rank per step, median over steps)."""
-    per_step = np.asarray(run_json["step_time_us"], dtype=float).max(axis=0) / 1e3
-    window = run_json["config"]["window"]
-    profiler_steps = set(range(window["wait"] + window["warmup"] + window["active"]))
+    per_step = np.asarray(step_time_us, dtype=float).max(axis=0) / 1e3
+    profiler_steps = set(range(window.steps_needed))
     clean = [s for s in range(1, len(per_step)) if s not in profiler_steps]
-    profiled = run_json["profiled_steps"]
+    profiled = list(profiled)
     return {
         "clean_ms": float(np.median(per_step[clean])),
         "profiled_ms": float(np.median(per_step[profiled])),

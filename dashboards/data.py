@@ -28,10 +28,9 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dashboards.runs import (
-    RUN_MANIFEST,
+    RUN_JSON,
     RunSource,
     default_pair,
     discover_runs,
@@ -42,6 +41,7 @@ from overlapscope import analysis as analysis_pkg
 from overlapscope import trace as trace_pkg
 from overlapscope.analysis.api import SCHEMA_VERSION, RunAnalysis, analyze
 from overlapscope.errors import UserError
+from overlapscope.manifest import RunManifest
 from overlapscope.sim import Calibration
 from overlapscope.sim.calibrate import SimInputs, sim_inputs
 from overlapscope.sim.predict import calibrate_loaded
@@ -86,7 +86,7 @@ class CalibrationError(UserError):
 class LoadedRun:
     source: RunSource
     analysis: RunAnalysis
-    run_meta: dict[str, Any] | None
+    manifest: RunManifest | None
     sim_inputs: SimInputs | None = None  # what the what-if calibration takes beside analysis
 
 
@@ -97,17 +97,16 @@ def input_files(path: Path) -> list[Path]:
     if not path.is_dir():
         raise RunLoadError(f"{path}: the run directory no longer exists")
     manifest = read_manifest(path)
-    listed = (manifest or {}).get("traces")
-    if isinstance(listed, list) and listed:
-        files = [path / str(name) for name in listed]
+    if manifest is not None and manifest.traces:
+        files = [path / name for name in manifest.traces]
     else:
         files = sorted(
             p
             for p in path.iterdir()
-            if p.name != RUN_MANIFEST and p.name.endswith((".json", ".json.gz"))
+            if p.name != RUN_JSON and p.name.endswith((".json", ".json.gz"))
         )
-    if (path / RUN_MANIFEST).is_file():
-        files.append(path / RUN_MANIFEST)
+    if (path / RUN_JSON).is_file():
+        files.append(path / RUN_JSON)
     return files
 
 
@@ -147,7 +146,7 @@ def cache_dir() -> Path:
     return root / "overlapscope" / "dashboard"
 
 
-_Cached = tuple[RunAnalysis, dict[str, Any] | None, SimInputs]
+_Cached = tuple[RunAnalysis, RunManifest | None, SimInputs]
 
 
 def _read_cache(file: Path) -> _Cached | None:
@@ -180,13 +179,13 @@ def _write_cache(file: Path, value: _Cached) -> None:
 
 def analyse_run(
     path: Path, *, use_disk: bool = True
-) -> tuple[RunAnalysis, dict[str, Any] | None, str]:
+) -> tuple[RunAnalysis, RunManifest | None, str]:
     """(analysis, run.json, fingerprint) of one run, from the disk cache when it is current."""
     analysis, meta, _, key = _analyse(path, use_disk)
     return analysis, meta, key
 
 
-def _analyse(path: Path, use_disk: bool) -> tuple[RunAnalysis, dict[str, Any] | None, SimInputs, str]:  # fmt: skip
+def _analyse(path: Path, use_disk: bool) -> tuple[RunAnalysis, RunManifest | None, SimInputs, str]:  # fmt: skip
     """The run parsed once: its analysis, run.json and the what-if calibration's inputs."""
     key = fingerprint(path)
     file = cache_dir() / f"{key}.pkl"
@@ -200,7 +199,7 @@ def _analyse(path: Path, use_disk: bool) -> tuple[RunAnalysis, dict[str, Any] | 
         raise RunLoadError(str(e)) from e
     except Exception as e:  # a trace that breaks the parser must not take the app down
         raise RunLoadError(f"{path}: failed to load: {type(e).__name__}: {e}") from e
-    meta = run.run_meta
+    meta = run.manifest
     if use_disk:
         _write_cache(file, (analysis, meta, inputs))
     return analysis, meta, inputs, key
@@ -210,9 +209,9 @@ def calibrate_run(src: RunSource, loaded: LoadedRun) -> Calibration:
     """The what-if calibration of one run from its cached analysis (the run is parsed once);
     ``CalibrationError`` says why not and what to do."""
     manifest = read_manifest(src.path) if src.path.is_dir() else None
-    predicted = (manifest or {}).get("predicted")
-    if predicted:
-        origin = Path(str(predicted.get("from", "") if isinstance(predicted, dict) else ""))
+    predicted = manifest.predicted if manifest else None
+    if predicted is not None:
+        origin = Path(predicted.source)
         raise CalibrationError(
             f"{src.label} is a what-if prediction (from {origin.name or 'another run'}), "
             "not a measurement: pick the measured run it was predicted from"
@@ -265,7 +264,7 @@ class RunRegistry:
             if hit is not None and hit[0] == fp:
                 return hit[1]
         analysis, meta, inputs, fp = _analyse(src.path, self._use_disk)
-        loaded = LoadedRun(source=src, analysis=analysis, run_meta=meta, sim_inputs=inputs)
+        loaded = LoadedRun(source=src, analysis=analysis, manifest=meta, sim_inputs=inputs)
         with self._lock:
             self._memory[src.key] = (fp, loaded)
         return loaded

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from overlapscope.config import RunConfig
 from overlapscope.errors import UserError
-
-RUN_MANIFEST = "run.json"
+from overlapscope.manifest import RUN_JSON, RunManifest, config_label
+from overlapscope.manifest import read_manifest as read_checked
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,30 +35,21 @@ class RunSource:
     config: str | None = None  # policy[+fwd][+limit=K], as the sweep labels configurations
 
 
-def read_manifest(run_dir: Path) -> dict[str, Any] | None:
+def read_manifest(run_dir: Path) -> RunManifest | None:
+    """The run's manifest; None without one or where it is damaged (loading the run then
+    shows the manifest's one-line error in the run's panel)."""
     try:
-        doc = json.loads((run_dir / RUN_MANIFEST).read_text())
-    except (OSError, ValueError):
+        return read_checked(run_dir)
+    except UserError:
         return None
-    return doc if isinstance(doc, dict) else None
 
 
-def _policy(manifest: dict[str, Any] | None) -> str | None:
-    engine = ((manifest or {}).get("config") or {}).get("engine") or {}
-    policy = engine.get("policy")
-    return str(policy) if policy is not None else None
+def _policy(m: RunManifest | None) -> str | None:
+    return m.engine.policy.value if m and m.engine else None
 
 
-def _config_label(manifest: dict[str, Any] | None) -> str | None:
-    engine = ((manifest or {}).get("config") or {}).get("engine") or {}
-    if engine.get("policy") is None:
-        return None
-    label = str(engine["policy"])
-    if engine.get("forward_prefetch"):
-        label += "+fwd"
-    if engine.get("limit_all_gathers"):
-        label += f"+limit={engine['limit_all_gathers']}"
-    return label
+def _config_label(m: RunManifest | None) -> str | None:
+    return config_label(m.engine) if m and m.engine else None
 
 
 # run.json config fields that do not change what one step of the workload costs, and the
@@ -66,11 +58,11 @@ NOT_WORKLOAD = ("steps", "window", "seed", "lr")
 SCHEDULE = ("policy", "forward_prefetch", "limit_all_gathers")
 
 
-def workload_fields(cfg: dict[str, Any]) -> dict[str, Any]:
-    """A run.json config as flat ``section.field`` items, without what is not the workload
+def workload_fields(config: RunConfig) -> dict[str, Any]:
+    """A run's config as flat ``section.field`` items, without what is not the workload
     (steps, seed, ...) nor the prefetch configuration; the link rate is kept."""
     out: dict[str, Any] = {}
-    for k, v in cfg.items():
+    for k, v in config.to_dict().items():
         if k in NOT_WORKLOAD:
             continue
         if isinstance(v, dict):
@@ -80,18 +72,17 @@ def workload_fields(cfg: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _workload(manifest: dict[str, Any] | None) -> str | None:
-    cfg = (manifest or {}).get("config")
-    if not isinstance(cfg, dict) or (manifest or {}).get("predicted"):
+def _workload(m: RunManifest | None) -> str | None:
+    if m is None or m.config is None or m.predicted is not None:
         return None
-    return json.dumps(workload_fields(cfg), sort_keys=True)
+    return json.dumps(workload_fields(m.config), sort_keys=True)
 
 
 def _run_dirs(root: Path) -> list[Path]:
     """``root`` itself when it is a run (or a trace file); else every run directory below it."""
-    if root.is_file() or (root / RUN_MANIFEST).is_file():
+    if root.is_file() or (root / RUN_JSON).is_file():
         return [root]
-    found = sorted(p.parent for p in root.rglob(RUN_MANIFEST))
+    found = sorted(p.parent for p in root.rglob(RUN_JSON))
     # A directory of bare traces (no run.json anywhere) is one run.
     if not found and any(root.glob("*.json*")):
         return [root]

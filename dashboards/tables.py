@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from dashboards.data import LoadedRun
+from overlapscope.manifest import RunManifest, config_label
 
 OVERVIEW_COLUMNS: tuple[str, ...] = (
     "run",
@@ -42,35 +42,26 @@ OVERVIEW_HEADERS: dict[str, str] = {
 FINDING_COLUMNS: tuple[str, ...] = ("run", "title", "rank", "stake_ms", "evidence", "change")
 
 
-def _tokens_per_step(meta: dict[str, Any] | None) -> float:
-    config = (meta or {}).get("config") or {}
-    batch = config.get("global_batch")
-    seq = (config.get("model") or {}).get("seq_len")
-    if isinstance(batch, int | float) and isinstance(seq, int | float):
-        return float(batch) * float(seq)
-    return float("nan")
+def _tokens_per_step(m: RunManifest | None) -> float:
+    if m is None or m.config is None:
+        return float("nan")
+    return float(m.config.global_batch * m.config.model.seq_len)
 
 
-def _peak_mem_mib(meta: dict[str, Any] | None, ranks: pd.Series) -> np.ndarray:
-    peaks = (meta or {}).get("peak_mem_bytes")
+def _peak_mem_mib(m: RunManifest | None, ranks: pd.Series) -> np.ndarray:
     out = np.full(len(ranks), np.nan)
-    if isinstance(peaks, list):
+    if m is not None and m.peak_mem_bytes:
+        peaks = np.asarray(m.peak_mem_bytes, dtype=float)
         idx = ranks.to_numpy()
         ok = (idx >= 0) & (idx < len(peaks))
-        values = np.array([float(p) if isinstance(p, int | float) else np.nan for p in peaks])
-        out[ok] = values[idx[ok]] / 2**20
+        out[ok] = peaks[idx[ok]] / 2**20
     return out
 
 
 def policy_label(run: LoadedRun) -> str:
-    """Policy, with the rate limiter and forward prefetch when set (from run.json)."""
-    engine = (((run.run_meta or {}).get("config") or {}).get("engine")) or {}
-    parts = [str(run.source.policy or "?")]
-    if engine.get("forward_prefetch"):
-        parts.append("fwd-prefetch")
-    if engine.get("limit_all_gathers"):
-        parts.append(f"limit {engine['limit_all_gathers']}")
-    return " + ".join(parts)
+    """Policy, then what differs from the defaults (run.json; ``manifest.config_label``)."""
+    m = run.manifest
+    return config_label(m.engine) if m and m.engine else str(run.source.policy or "?")
 
 
 def overview_table(runs: Sequence[LoadedRun]) -> pd.DataFrame:
@@ -86,12 +77,12 @@ def overview_table(runs: Sequence[LoadedRun]) -> pd.DataFrame:
                     "policy": policy_label(run),
                     "rank": ranks["rank"].astype(int),
                     "step_ms": ranks["step_time_per_step_us"] / 1e3,
-                    "throughput_tok_s": _tokens_per_step(run.run_meta)
+                    "throughput_tok_s": _tokens_per_step(run.manifest)
                     / (ranks["step_time_per_step_us"] / 1e6),
                     "exposed_comm_per_step_ms": ranks["exposed_comm_per_step_us"] / 1e3,
                     "nccl_wait_per_step_ms": ranks["nccl_wait_per_step_us"] / 1e3,
                     "overlap_pct": ranks["overlap_pct"],
-                    "peak_mem_mib": _peak_mem_mib(run.run_meta, ranks["rank"]),
+                    "peak_mem_mib": _peak_mem_mib(run.manifest, ranks["rank"]),
                     # GB/s in the analysis; Gbit/s here, the unit links are given in
                     "busbw_gbit_s": float(busbw.median()) * 8 if len(busbw) else float("nan"),
                 }

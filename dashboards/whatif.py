@@ -8,6 +8,7 @@ communication per rank, computed by the analysis itself from the replay's event 
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ from overlapscope.analysis.metrics import (
     step_table,
     timeline_table,
 )
+from overlapscope.config import RunConfig
 from overlapscope.errors import UserError
 from overlapscope.sim import Measured, Policy, Scenario
 from overlapscope.sim.events import replay_run
@@ -149,34 +151,21 @@ def _same_rate(a: float | None, b: float | None) -> bool:
     return math.isclose(a, b, rel_tol=1e-6)
 
 
-def _config(manifest: dict[str, Any] | None) -> dict[str, Any] | None:
-    cfg = (manifest or {}).get("config")
-    return cfg if isinstance(cfg, dict) and isinstance(cfg.get("engine"), dict) else None
-
-
-def _link_of(cfg: dict[str, Any]) -> float | None:
-    link = cfg.get("link_gbit")
-    return float(link) if isinstance(link, int | float) and not isinstance(link, bool) else None
-
-
-def expected_config(source: dict[str, Any], scenario: Scenario) -> dict[str, Any] | None:
+def expected_config(source: RunConfig, scenario: Scenario) -> RunConfig | None:
     """The run.json ``config`` a run of ``scenario`` in the source's sweep would have: the
     source's, with the engine's policy, forward prefetch and limiter and the link rate set;
     None when the scenario's network cannot be written as a link rate (a bandwidth scale of
     an unshaped run)."""
-    cfg = {**source, "engine": dict(source["engine"])}
-    cfg["engine"].update(
-        policy=scenario.policy.value,
+    if not has_link_rate(scenario, source.link_gbit):
+        return None
+    engine = dataclasses.replace(
+        source.engine,
+        policy=scenario.policy,
         forward_prefetch=scenario.forward_prefetch,
         limit_all_gathers=scenario.limit_all_gathers,
     )
-    link = _link_of(source)
-    if not has_link_rate(scenario, link):
-        return None
-    rate = scenario_link_gbit(scenario, link)
-    if rate is not None or "link_gbit" in cfg:
-        cfg["link_gbit"] = rate
-    return cfg
+    rate = scenario_link_gbit(scenario, source.link_gbit)
+    return dataclasses.replace(source, engine=engine, link_gbit=rate)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -194,22 +183,22 @@ def matching_run(sources: Sequence[RunSource], source_key: str, scenario: Scenar
     by_key = {s.key: s for s in sources}
     if source_key not in by_key:
         return None
-    src_cfg = _config(read_manifest(by_key[source_key].path))
-    want = expected_config(src_cfg, scenario) if src_cfg is not None else None
+    src = read_manifest(by_key[source_key].path)
+    want = expected_config(src.config, scenario) if src and src.config else None
     if want is None:
         return None
+    wanted = want.to_dict()
     ordered = [s for s in sources if s.key != source_key] + [by_key[source_key]]
     for s in ordered:
         manifest = read_manifest(s.path) if s.path.is_dir() else None
-        if manifest is None or manifest.get("predicted"):
+        if manifest is None or manifest.predicted is not None or manifest.config is None:
             continue
-        cfg = _config(manifest)
-        if cfg is not None and _same(cfg, want):
+        if _same(manifest.config.to_dict(), wanted):
             return s.key
     return None
 
 
-def workload_differences(source: dict[str, Any] | None, target: dict[str, Any] | None) -> str:
+def workload_differences(source: RunConfig | None, target: RunConfig | None) -> str:
     """How ``target``'s run.json config runs another workload than ``source``'s (model,
     batch, ranks, device, sharding, ... but not the prefetch configuration or the link), as
     "model.dim 256, not 384"; empty when the same or when either is unknown."""
@@ -227,8 +216,8 @@ def scenario_mismatch(
     scenario: Scenario,
     source: Measured,
     target: Measured,
-    source_config: dict[str, Any] | None = None,
-    target_config: dict[str, Any] | None = None,
+    source_config: RunConfig | None = None,
+    target_config: RunConfig | None = None,
 ) -> str | None:
     """Why ``target`` is not a measurement of ``scenario`` run on the source's workload
     (another prefetch configuration, another workload, another link rate), every reason as

@@ -7,8 +7,6 @@ one-line error panel, never an exception.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 from dash import dcc, html
 from dash.development.base_component import Component
@@ -26,7 +24,9 @@ from dashboards.whatif import (
     scenario_from_controls,
     scenario_mismatch,
 )
+from overlapscope.config import RunConfig
 from overlapscope.errors import UserError
+from overlapscope.manifest import RunManifest
 from overlapscope.sim import Calibration, Measured, Prediction, Scenario, predict_from
 
 PREDICT_ERROR = "Cannot predict: "
@@ -77,9 +77,8 @@ def _summary(pred: Prediction, source: str) -> str:
     )
 
 
-def _run_config(meta: dict[str, Any] | None) -> dict[str, Any] | None:
-    cfg = (meta or {}).get("config")
-    return cfg if isinstance(cfg, dict) else None
+def _run_config(m: RunManifest | None) -> RunConfig | None:
+    return m.config if m else None
 
 
 def _target(registry: RunRegistry, target: str) -> tuple[LoadedRun, Measured]:
@@ -151,8 +150,8 @@ def _comparison(
                 scenario,
                 calib.measured,
                 measured_target,
-                _run_config(calib.run_meta),
-                _run_config(target_run.run_meta),
+                _run_config(calib.manifest),
+                _run_config(target_run.manifest),
             )
             if mismatch:
                 notes.append(

@@ -140,7 +140,7 @@ def analyze(
     clock first (analysis/clocks.py)."""
     if hta_rounding:
         run = round_like_hta(run)
-    host = shared_host(run.run_meta)
+    host = shared_host(run.manifest)
     run, clocks = align_run(run, align_clocks)
     path = critical_path(run.events)
     counted = counted_mask(run)
@@ -151,7 +151,7 @@ def analyze(
     comm = run.events.loc[exposure.index].assign(exposed_us=exposure.to_numpy())
     collectives, collective_ranks = collective_tables(comm, run.world_size)
     bound = bound_table(units, compute_by_unit(run, counted), ranks)
-    findings = find(ranks, units, collectives, run.run_meta, has_gpu=run.has_gpu)
+    findings = find(ranks, units, collectives, run.manifest, has_gpu=run.has_gpu)
     step_us = float(ranks["step_time_per_step_us"].mean()) if len(ranks) else float("nan")
     findings = tuple(sorted([*findings, *path_findings(path, step_us)], key=lambda f: -f.stake_us))
     result = RunAnalysis(
@@ -162,7 +162,7 @@ def analyze(
             frameworks={r.rank: r.framework.value for r in run.ranks},
             completed_run=run.completed_run,
             sources=tuple(str(p) for p in run.sources),
-            run_config=(run.run_meta or {}).get("config") if run.run_meta else None,
+            run_config=run.manifest.config_dict() if run.manifest else None,
         ),
         ranks=ranks,
         steps=steps,

@@ -30,7 +30,6 @@ warning line. The reference is the rank that matches the most collectives (ties:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -38,6 +37,7 @@ import pandas as pd
 
 from overlapscope.analysis.segments import column_in, column_values
 from overlapscope.arrays import FloatArray
+from overlapscope.manifest import RunManifest
 from overlapscope.trace.loader import RunTraces
 from overlapscope.trace.schema import CollectiveKind, EventLane
 
@@ -298,20 +298,18 @@ def align(
     return aligned_events, offsets, warnings
 
 
-def shared_host(run_meta: dict[str, Any] | None) -> str | None:
+def shared_host(manifest: RunManifest | None) -> str | None:
     """The host every rank ran on, where the run's manifest says they all ran on one (then
     they read one clock and there is nothing to align); None where unknown or several.
 
     ``hosts`` (one name per rank) is written by ``overlapscope run``; a manifest without it,
     from before, has the launching ``host`` only, and ``overlapscope run`` launched every rank
     there (multi-node runs were started by hand with ``--dry-run``'s command)."""
-    if not run_meta or run_meta.get("tool") != "overlapscope":
+    if manifest is None or manifest.tool != "overlapscope":
         return None
-    hosts = run_meta.get("hosts")
-    if isinstance(hosts, list) and hosts and all(isinstance(h, str) for h in hosts):
-        return hosts[0] if len(set(hosts)) == 1 else None
-    host = run_meta.get("host")
-    return host if hosts is None and isinstance(host, str) and host else None
+    if manifest.hosts:
+        return manifest.hosts[0] if len(set(manifest.hosts)) == 1 else None
+    return manifest.host or None
 
 
 def align_run(run: RunTraces, enabled: bool = True) -> tuple[RunTraces, pd.DataFrame]:
@@ -322,7 +320,7 @@ def align_run(run: RunTraces, enabled: bool = True) -> tuple[RunTraces, pd.DataF
     collectives' own end-time noise (measured up to 2.8 ms on this project's busy 2-core
     machine), so only offsets of :data:`SHARED_HOST_MIN_OFFSET_US` or more, which no shared
     clock shows, are applied (a trace whose timestamps were shifted after the run)."""
-    floor = SHARED_HOST_MIN_OFFSET_US if shared_host(run.run_meta) is not None else 0.0
+    floor = SHARED_HOST_MIN_OFFSET_US if shared_host(run.manifest) is not None else 0.0
     events, offsets, warnings = align(run.events, floor)
     if not enabled:
         return run, offsets.assign(aligned=False)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from overlapscope.manifest import RunManifest
 from overlapscope.trace.names import Phase
 
 # A finding needs at least this share of the mean step time at stake.
@@ -60,19 +61,6 @@ class Finding:
         }
 
 
-def _config(run_meta: dict[str, Any] | None) -> dict[str, Any]:
-    """The run's config, flattened: engine settings may sit under ``config.engine``."""
-    cfg = (run_meta or {}).get("config")
-    if not isinstance(cfg, dict):
-        return {}
-    flat = dict(cfg)
-    for section in ("engine", "model"):
-        sub = cfg.get(section)
-        if isinstance(sub, dict):
-            flat.update({k: v for k, v in sub.items() if k not in flat})
-    return flat
-
-
 def _phase_exposure(
     units: pd.DataFrame, ranks: pd.DataFrame, phase: Phase
 ) -> tuple[float, pd.DataFrame]:
@@ -99,7 +87,7 @@ def find(
     ranks: pd.DataFrame,
     units: pd.DataFrame,
     collectives: pd.DataFrame,
-    run_meta: dict[str, Any] | None,
+    manifest: RunManifest | None,
     *,
     has_gpu: bool = True,
 ) -> tuple[Finding, ...]:
@@ -108,18 +96,19 @@ def find(
         return ()
     step_us = float(ranks["step_time_per_step_us"].mean())
     floor = MIN_STAKE_FRACTION * step_us if np.isfinite(step_us) else 0.0
-    cfg = _config(run_meta)
-    policy = cfg.get("policy")
+    config = manifest.engine if manifest else None
+    policy = config.policy.value if config else None
     # An overlapscope engine run (its run.json lists units) is changed with our flags; any
     # other trace with torch FSDP's knobs.
-    engine = isinstance((run_meta or {}).get("units"), list)
+    engine = manifest is not None and manifest.is_engine_run
+    peaks = manifest.peak_mem_bytes if manifest else ()
     out = [
         *_backward_gathers(units, ranks, floor, policy, engine),
-        *_forward_gathers(units, ranks, floor, cfg, engine),
-        *_rate_limiter(ranks, floor, run_meta, engine),
+        *_forward_gathers(units, ranks, floor, bool(config and config.forward_prefetch), engine),
+        *_rate_limiter(ranks, floor, peaks, engine),
     ]
     out.extend(_straggler(collectives, ranks, floor, has_gpu))
-    out.extend(_network(collectives, ranks, cfg, floor))
+    out.extend(_network(collectives, ranks, manifest.link_gbit if manifest else None, floor))
     return tuple(sorted(out, key=lambda f: f.stake_us, reverse=True))
 
 
@@ -164,11 +153,11 @@ def _backward_gathers(
 
 
 def _forward_gathers(
-    units: pd.DataFrame, ranks: pd.DataFrame, floor: float, cfg: dict[str, Any], engine: bool
+    units: pd.DataFrame, ranks: pd.DataFrame, floor: float, forward_prefetch: bool, engine: bool
 ) -> list[Finding]:
     stake, top = _phase_exposure(units, ranks, Phase.AG_FWD)
     if stake > floor:
-        if cfg.get("forward_prefetch") is True:
+        if forward_prefetch:
             change = (
                 "already forward prefetch: make units larger or overlap the first all-gather "
                 "with the data loading"
@@ -195,16 +184,11 @@ def _forward_gathers(
 
 
 def _rate_limiter(
-    ranks: pd.DataFrame, floor: float, run_meta: dict[str, Any] | None, engine: bool
+    ranks: pd.DataFrame, floor: float, peaks: tuple[int, ...], engine: bool
 ) -> list[Finding]:
     limiter = float(ranks["limiter_per_step_us"].mean())
     if limiter > floor:
-        peaks = (run_meta or {}).get("peak_mem_bytes")
-        mem = (
-            f"; peak memory {max(peaks) / 2**20:,.0f} MiB"
-            if isinstance(peaks, list) and peaks
-            else ""
-        )
+        mem = f"; peak memory {max(peaks) / 2**20:,.0f} MiB" if peaks else ""
         change = (
             "if there is memory headroom, relax the rate limiter: a larger K in "
             "--limit-all-gathers K, or leave the flag out"
@@ -259,10 +243,9 @@ def _straggler(
 
 
 def _network(
-    collectives: pd.DataFrame, ranks: pd.DataFrame, cfg: dict[str, Any], floor: float
+    collectives: pd.DataFrame, ranks: pd.DataFrame, link: float | None, floor: float
 ) -> list[Finding]:
-    link = cfg.get("link_gbit")
-    if not isinstance(link, (int, float)) or link <= 0:
+    if link is None:
         return []
     big = collectives[
         (collectives["bytes"] >= MIN_BANDWIDTH_BYTES) & collectives["busbw_gbps"].notna()

@@ -88,7 +88,7 @@ def combine(
     collectives, collective_ranks = collective_tables(t["comm"], run.world_size)
     bound = bound_table(t["units"], t["compute"], t["ranks"])
     ranks = t["ranks"]
-    findings = find(ranks, t["units"], collectives, run.run_meta, has_gpu=run.has_gpu)
+    findings = find(ranks, t["units"], collectives, run.manifest, has_gpu=run.has_gpu)
     step_us = float(ranks["step_time_per_step_us"].mean()) if len(ranks) else float("nan")
     findings = tuple(sorted([*findings, *path_findings(path, step_us)], key=lambda f: -f.stake_us))
     return RunAnalysis(
@@ -99,7 +99,7 @@ def combine(
             frameworks={r.rank: r.framework.value for r in run.ranks},
             completed_run=run.completed_run,
             sources=tuple(str(p) for p in run.sources),
-            run_config=(run.run_meta or {}).get("config") if run.run_meta else None,
+            run_config=run.manifest.config_dict() if run.manifest else None,
         ),
         ranks=ranks,
         steps=t["steps"],

@@ -129,7 +129,7 @@ def _clocks(
     clock_run = dataclasses.replace(run, events=pd.concat(frames, ignore_index=True))
     aligned, offsets = align_run(clock_run, enabled)
     run = dataclasses.replace(run, warnings=aligned.warnings)
-    return run, Clocks(offsets, enabled, shared_host(run.run_meta))
+    return run, Clocks(offsets, enabled, shared_host(run.manifest))
 
 
 def _shifts(run: RunTraces, metas: Metas) -> dict[int, float]:
@@ -146,7 +146,7 @@ def _jobs(run: RunTraces, metas: Metas, shifts: dict[int, float], clocks: Clocks
         if not clocks.applied:
             row = row.assign(aligned=False)
         key = metas[str(info.path)][0]
-        common = (run.events, row, run.world_size, run.run_meta, run.completed_run)
+        common = (run.events, row, run.world_size, run.manifest, run.completed_run)
         jobs.append(RankJob(key, info, shifts[info.rank], *common))
     return jobs
 

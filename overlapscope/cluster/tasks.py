@@ -48,6 +48,7 @@ from overlapscope.cluster.cache import (
     read_table,
     write_table,
 )
+from overlapscope.manifest import RunManifest
 from overlapscope.trace.loader import RankInfo, RunTraces, _parse_one, _Parsed
 from overlapscope.trace.schema import EVENT_COLUMNS, EventLane
 
@@ -134,7 +135,7 @@ class RankJob:
     schema: pd.DataFrame
     offsets: pd.DataFrame
     world_size: int
-    run_meta: dict[str, Any] | None
+    manifest: RunManifest | None
     completed_run: bool
 
     def tag(self) -> str:
@@ -149,7 +150,7 @@ class RankJob:
                 cats,
                 repr(self.offsets.to_dict("records")),
                 self.world_size,
-                self.run_meta,
+                self.manifest,
                 self.completed_run,
             ],
             default=str,
@@ -207,7 +208,7 @@ def _reduce_and_store(job: RankJob, cache: RankCache) -> None:
         events=rank_events(job, cache),
         ranks=(job.info,),
         world_size=job.world_size,
-        run_meta=job.run_meta,
+        manifest=job.manifest,
         completed_run=job.completed_run,
         warnings=(),
         sources=(job.info.path,),

@@ -15,6 +15,7 @@ from typing import Any
 
 from overlapscope.commands.run import int_at_least
 from overlapscope.errors import UserError
+from overlapscope.manifest import RUN_JSON
 
 REPO_TRACES = Path(__file__).resolve().parents[2] / "traces"
 
@@ -46,7 +47,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def default_roots() -> list[Path]:
     """``traces/`` of the working directory, else of the source checkout."""
     for root in (Path.cwd() / "traces", REPO_TRACES):
-        if root.is_dir() and any(root.rglob("run.json")):
+        if root.is_dir() and any(root.rglob(RUN_JSON)):
             return [root]
     raise UserError(
         "no RUN_DIR given and no sample runs under traces/: pass a run directory "

@@ -21,8 +21,8 @@ from overlapscope.engine.config import (
 from overlapscope.engine.launch import launch
 from overlapscope.engine.recipe import DEFAULT_LIMIT_WINDOW, ProfileWindow, RunConfig
 from overlapscope.errors import UserError
+from overlapscope.manifest import RUN_JSON, read_manifest
 from overlapscope.outputs import check_dir, write_file
-from overlapscope.trace.files import RUN_MANIFEST
 
 
 def _values(e: type) -> list[str]:
@@ -61,6 +61,14 @@ def add_engine_flags(p: argparse.ArgumentParser, *, with_policy: bool = True) ->
     whose ``--policies`` sets policy, rate limiter and forward prefetch per point.
 
     Every help text states its flag's default once (the parsers add none of their own)."""
+    _add_engine_group(p, with_policy)
+    _add_workload_group(p)
+    t = p.add_argument_group("training and capture")
+    _add_training_flags(t)
+    _add_capture_flags(t)
+
+
+def _add_engine_group(p: argparse.ArgumentParser, with_policy: bool) -> None:
     g = p.add_argument_group("engine")
     if with_policy:
         g.add_argument(
@@ -112,6 +120,9 @@ def add_engine_flags(p: argparse.ArgumentParser, *, with_policy: bool = True) ->
         help="recompute these units' activations in backward (activation checkpointing; "
         "every-N: every N-th unit, the first included; default: %(default)s)",
     )
+
+
+def _add_workload_group(p: argparse.ArgumentParser) -> None:
     m = p.add_argument_group("workload")
     m.add_argument(
         "--model",
@@ -154,7 +165,9 @@ def add_engine_flags(p: argparse.ArgumentParser, *, with_policy: bool = True) ->
         metavar="V",
         help="vocabulary size (default: %(default)s)",
     )
-    t = p.add_argument_group("training and capture")
+
+
+def _add_training_flags(t: argparse._ArgumentGroup) -> None:
     t.add_argument(
         "--nproc",
         type=int_at_least(1, high=MAX_RANKS),
@@ -188,6 +201,9 @@ def add_engine_flags(p: argparse.ArgumentParser, *, with_policy: bool = True) ->
         default=1e-3,
         help="learning rate, a finite number > 0 (default: %(default)s)",
     )
+
+
+def _add_capture_flags(t: argparse._ArgumentGroup) -> None:
     t.add_argument(
         "--profile-wait",
         type=int_at_least(0, high=1 << 20),
@@ -308,27 +324,24 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def summarize(run_dir: Path) -> str:
-    m = json.loads((run_dir / RUN_MANIFEST).read_text())
-    cfg = m["config"]
-    eng = cfg["engine"]
-    prof = m["profiled_steps"]
+    m = read_manifest(run_dir)
+    if m is None or m.config is None:
+        raise UserError(f"{run_dir / RUN_JSON}: missing or without a config; run it again")
+    cfg, prof = m.config, m.profiled_steps
     lines = [
         f"run: {run_dir}",
-        f"  {m['world_size']} ranks, {m['device']}/{m['backend']}, policy {eng['policy']}"
-        + (" +forward_prefetch" if eng["forward_prefetch"] else "")
-        + (f" +limit {eng['limit_all_gathers']}" if eng["limit_all_gathers"] else "")
-        + f", {eng['sharding']}, model {cfg['model']['kind']} x{cfg['model']['layers']}"
-        + (f", link {cfg['link_gbit']} Gbit/s" if cfg.get("link_gbit") else ""),
-        f"  loss {m['losses'][0]:.4f} -> {m['losses'][-1]:.4f}",
+        f"  {m.world_size} ranks, {m.device}/{m.backend}, {m.config_label()}, "
+        f"model {cfg.model.kind.value} x{cfg.model.layers}",
+        f"  loss {m.losses[0]:.4f} -> {m.losses[-1]:.4f}",
         "  rank  step time (median of profiled steps)  peak memory  max units alive",
     ]
-    for r in range(m["world_size"]):
-        med = statistics.median(m["step_time_us"][r][s] for s in prof) / 1e3
+    for r in range(m.world_size or 0):
+        med = statistics.median(m.step_time_us[r][s] for s in prof) / 1e3
         lines.append(
-            f"  {r:>4}  {med:>10.1f} ms{'':>26}{m['peak_mem_bytes'][r] / 2**20:>8.1f} MiB"
-            f"  {m['max_alive_units'][r]:>5}"
+            f"  {r:>4}  {med:>10.1f} ms{'':>26}{m.peak_mem_bytes[r] / 2**20:>8.1f} MiB"
+            f"  {m.max_alive_units[r]:>5}"
         )
-    lines.append(f"  traces: {', '.join(m['traces'])} (steps {prof})")
+    lines.append(f"  traces: {', '.join(m.traces)} (steps {list(prof)})")
     lines.append(f"  next: overlapscope analyze {run_dir}")
     return "\n".join(lines)
 

@@ -6,7 +6,7 @@ Public API: :class:`ShardedModel`, :class:`EngineConfig`, :class:`Policy`,
 
 from typing import TYPE_CHECKING, Any
 
-from overlapscope.engine.config import EngineConfig, MixedPrecision, Policy, Sharding
+from overlapscope.config import EngineConfig, MixedPrecision, Policy, Sharding
 
 if TYPE_CHECKING:
     from overlapscope.engine.sharded import ShardedModel

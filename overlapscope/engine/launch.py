@@ -23,6 +23,7 @@ from pathlib import Path
 
 from overlapscope.engine.recipe import RunConfig
 from overlapscope.errors import UserError
+from overlapscope.manifest import RUN_JSON
 from overlapscope.outputs import (
     check_dir,
     check_replace,
@@ -32,7 +33,6 @@ from overlapscope.outputs import (
     swap_in,
     write_file,
 )
-from overlapscope.trace.files import RUN_MANIFEST
 
 WORKER = "overlapscope.engine.worker"
 # Everything a run directory holds; a folder with anything else is the user's, never replaced.
@@ -42,7 +42,7 @@ STOP_GRACE_S = 5.0
 
 def is_run_dir(path: Path) -> bool:
     """``path`` is a run overlapscope wrote: ``run.json`` and nothing but run files."""
-    return only_ours(path, RUN_MANIFEST, RUN_ENTRIES)
+    return only_ours(path, RUN_JSON, RUN_ENTRIES)
 
 
 def torchrun_argv(run_dir: Path, launcher_args: list[str]) -> list[str]:
@@ -155,7 +155,7 @@ def launch(cfg: RunConfig, out: Path, *, force: bool = False) -> Path:
     ok = False
     try:
         rc = _run_in_lab(cfg, staging) if cfg.link_gbit is not None else _run_local(cfg, staging)
-        ok = rc == 0 and (staging / RUN_MANIFEST).exists()
+        ok = rc == 0 and (staging / RUN_JSON).exists()
     finally:
         if not ok:
             failed = keep_failed(staging, out)

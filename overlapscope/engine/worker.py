@@ -27,14 +27,8 @@ import torch.distributed as dist
 from overlapscope.engine.recipe import RunConfig
 from overlapscope.engine.sharded import ShardedModel
 from overlapscope.engine.workloads import build_model, global_batch, local_rows
-from overlapscope.trace.capture import (
-    RUN_MANIFEST,
-    RUN_SCHEMA_VERSION,
-    RankProfiler,
-    trace_name,
-    versions,
-    write_json_atomic,
-)
+from overlapscope.manifest import SCHEMA_VERSION, RunManifest, UnitSize, write_manifest
+from overlapscope.trace.capture import RankProfiler, trace_name, versions
 
 FAIL_ENV = "OVERLAPSCOPE_FAIL_AT"  # "RANK:STEP": raise at that step (tests of failure paths)
 
@@ -67,75 +61,100 @@ def train(cfg: RunConfig, run_dir: Path) -> None:
 
     model, units = build_model(cfg.model, cfg.seed)
     sharded = ShardedModel(model.to(device), units, cfg.engine, device=device)
-    optimizer = torch.optim.AdamW(sharded.parameters(), lr=cfg.lr)
-    active = set(cfg.window.active_steps())
-
-    losses: list[torch.Tensor] = []
-    step_us: list[float] = []
     with RankProfiler(run_dir, rank, cfg.window, cuda) as prof:
-        for step in range(cfg.steps):
-            _maybe_fail(rank, step)
-            t0 = time.perf_counter()
-            x, y = global_batch(cfg.model, cfg.global_batch, step, cfg.seed)
-            x, y = local_rows(x, rank, world).to(device), local_rows(y, rank, world).to(device)
-            loss = sharded(x, y)
-            loss.backward()  # reductions are waited for at the end of backward
-            sharded.optimizer_step(optimizer)
-            optimizer.zero_grad(set_to_none=True)
-            losses.append(loss.detach())
-            if cuda:
-                # Deliberate CPU-GPU sync at the step boundary (outside the communication
-                # path) so the step's wall time is the device's, not the CPU's issue time.
-                torch.cuda.synchronize()
-            step_us.append((time.perf_counter() - t0) * 1e6)
-            prof.step()
-            if rank == 0:
-                # .item() is a sync on CUDA; the step is already synchronised above.
-                tag = " [profiled]" if step in active else ""
-                print(
-                    f"step {step + 1}/{cfg.steps}  loss {loss.item():.4f}  "
-                    f"{step_us[-1] / 1e3:8.1f} ms{tag}",
-                    flush=True,
-                )
-
-    # After the profiled window: gather what run.json needs (blocking, deliberately).
-    loss_t = torch.stack(losses).to(device)
-    dist.all_reduce(loss_t)
-    loss_t /= world
-    peak = (
-        torch.cuda.max_memory_allocated() if cuda else prof.peak_mem_bytes
-    )  # CUDA allocator peak / profiler memory events
-    mine: dict[str, Any] = {
-        "step_time_us": step_us,
-        "peak_mem_bytes": int(peak),
-        "max_alive_units": sharded.stats.max_alive_units,
-        "max_alive_in_backward": sharded.stats.max_alive_in_backward,
-        "deferred_prefetches": sharded.stats.deferred_prefetches,
-        # one per rank: ranks of one host read one clock (analysis/clocks.py::shared_host)
-        "hosts": socket.gethostname(),
-    }
-    per_rank: list[Any] = [None] * world
-    dist.all_gather_object(per_rank, mine)
-    if rank == 0:
-        manifest = {
-            "schema_version": RUN_SCHEMA_VERSION,
-            "tool": "overlapscope",
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "host": socket.gethostname(),
-            "config": cfg.to_dict(),
-            "world_size": world,
-            "backend": cfg.backend,
-            "device": cfg.device,
-            "versions": versions(),
-            "units": sharded.unit_sizes(),
-            "losses": [float(v) for v in loss_t.cpu()],
-            "profiled_steps": cfg.window.active_steps(),
-            "traces": [trace_name(r) for r in range(world)],
-            **{k: [r[k] for r in per_rank] for k in mine},
-        }
-        write_json_atomic(run_dir / RUN_MANIFEST, manifest)
+        losses, step_us = _train_steps(cfg, sharded, device, prof, rank, world)
+    _finish(cfg, run_dir, sharded, losses, step_us, prof.peak_mem_bytes)
     dist.barrier()
     dist.destroy_process_group()
+
+
+def _train_steps(
+    cfg: RunConfig, sharded: ShardedModel, device: torch.device, prof: RankProfiler,
+    rank: int, world: int,
+) -> tuple[list[torch.Tensor], list[float]]:  # fmt: skip
+    """Run every step (the profiler records its window); (losses, wall time per step in µs)."""
+    optimizer = torch.optim.AdamW(sharded.parameters(), lr=cfg.lr)
+    active = set(cfg.window.active_steps())
+    cuda = device.type == "cuda"
+    losses: list[torch.Tensor] = []
+    step_us: list[float] = []
+    for step in range(cfg.steps):
+        _maybe_fail(rank, step)
+        t0 = time.perf_counter()
+        x, y = global_batch(cfg.model, cfg.global_batch, step, cfg.seed)
+        x, y = local_rows(x, rank, world).to(device), local_rows(y, rank, world).to(device)
+        loss = sharded(x, y)
+        loss.backward()  # reductions are waited for at the end of backward
+        sharded.optimizer_step(optimizer)
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.detach())
+        if cuda:
+            # Deliberate CPU-GPU sync at the step boundary (outside the communication
+            # path) so the step's wall time is the device's, not the CPU's issue time.
+            torch.cuda.synchronize()
+        step_us.append((time.perf_counter() - t0) * 1e6)
+        prof.step()
+        if rank == 0:
+            # .item() is a sync on CUDA; the step is already synchronised above.
+            tag = " [profiled]" if step in active else ""
+            print(
+                f"step {step + 1}/{cfg.steps}  loss {loss.item():.4f}  "
+                f"{step_us[-1] / 1e3:8.1f} ms{tag}",
+                flush=True,
+            )
+    return losses, step_us
+
+
+def _finish(
+    cfg: RunConfig, run_dir: Path, sharded: ShardedModel, losses: list[torch.Tensor],
+    step_us: list[float], profiled_peak_bytes: int,
+) -> None:  # fmt: skip
+    """After the profiled window: gather what run.json needs (blocking, deliberately) and,
+    on rank 0, write it."""
+    world = dist.get_world_size()
+    loss_t = torch.stack(losses)
+    dist.all_reduce(loss_t)
+    loss_t /= world
+    cuda = cfg.device == "cuda"
+    # CUDA allocator peak / profiler memory events
+    peak = torch.cuda.max_memory_allocated() if cuda else profiled_peak_bytes
+    mine = (
+        tuple(step_us),
+        int(peak),
+        sharded.stats.max_alive_units,
+        sharded.stats.max_alive_in_backward,
+        sharded.stats.deferred_prefetches,
+        # one per rank: ranks of one host read one clock (analysis/clocks.py::shared_host)
+        socket.gethostname(),
+    )
+    per_rank: list[Any] = [None] * world
+    dist.all_gather_object(per_rank, mine)
+    if dist.get_rank() != 0:
+        return
+    step_time, peaks, alive, alive_bwd, deferred, hosts = zip(*per_rank, strict=True)
+    write_manifest(run_dir, RunManifest(
+        schema_version=SCHEMA_VERSION,
+        tool="overlapscope",
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        host=socket.gethostname(),
+        config=cfg,
+        engine=cfg.engine,
+        link_gbit=cfg.link_gbit,
+        world_size=world,
+        backend=cfg.backend,
+        device=cfg.device,
+        versions=versions(),
+        units=tuple(UnitSize(**u) for u in sharded.unit_sizes()),  # type: ignore[arg-type]
+        losses=tuple(float(v) for v in loss_t.cpu()),
+        profiled_steps=tuple(cfg.window.active_steps()),
+        traces=tuple(trace_name(r) for r in range(world)),
+        step_time_us=step_time,
+        peak_mem_bytes=peaks,
+        max_alive_units=alive,
+        max_alive_in_backward=alive_bwd,
+        deferred_prefetches=deferred,
+        hosts=hosts,
+    ))  # fmt: skip
 
 
 def main(argv: list[str]) -> int:

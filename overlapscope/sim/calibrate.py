@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
 from overlapscope.analysis import RunAnalysis
 from overlapscope.errors import UserError
+from overlapscope.manifest import RunManifest
 from overlapscope.sim.contention import busy_fraction, fit_contention
 from overlapscope.sim.facts import Facts, ovs_facts, torch_facts
 from overlapscope.sim.link import (
@@ -58,7 +58,7 @@ ComputeTimes = dict[int, dict[tuple[Phase, str, int], float]]
 class SimInputs:
     """What calibration needs beyond the analysis, taken from the loaded run once."""
 
-    run_meta: dict[str, Any] | None  # run.json of an overlapscope run; None for torch traces
+    manifest: RunManifest | None  # run.json of an overlapscope run; None for torch traces
     issue: pd.DataFrame  # the issue lane's counted rows: rank, step, phase, ts_us, end_us, dur_us
     mem_windows: dict[int, dict[WindowKey, int]]  # per rank (CPU runs with memory events)
     source: str  # the run directory
@@ -69,11 +69,11 @@ def sim_inputs(traces: RunTraces) -> SimInputs:
     issue = ev.loc[(ev["lane"] == "issue") & (ev["step"] >= 0), ["rank", "step", "phase", "ts_us", "end_us", "dur_us"]]  # fmt: skip
     windows = (
         {}
-        if traces.has_gpu or traces.run_meta is None  # (only the engine's ranges have windows)
+        if traces.has_gpu or traces.manifest is None  # (only the engine's ranges have windows)
         else {info.rank: w for info in traces.ranks if (w := window_peaks(info.path))}
     )
     src = str(traces.sources[0].parent) if traces.sources else ""
-    return SimInputs(traces.run_meta, issue.reset_index(drop=True), windows, src)
+    return SimInputs(traces.manifest, issue.reset_index(drop=True), windows, src)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +122,7 @@ class Calibration:
     measured_window_units: tuple[tuple[WindowKey, int], ...]
     peer_skew_us: float  # mean lag of the last rank to start a collective
     measured: Measured
-    run_meta: dict[str, object]
+    manifest: RunManifest | None  # the measured run's; None for torch traces
 
 
 # --------------------------------------------------------------------------- compute
@@ -283,12 +283,13 @@ def _measured(a: RunAnalysis, facts: Facts) -> Measured:
 def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
     """Build the model of one run (overlapscope CPU/gloo or CUDA/NCCL, or torch FSDP on CPU;
     ``full_shard``) from its analysis and :class:`SimInputs`."""
-    meta = inputs.run_meta
+    meta = inputs.manifest
     counted, coll = _counted(a, inputs.source)
     num_steps = int(counted.groupby("rank").size().min())
     world = int(a.summary.world_size)
-    is_ovs = meta is not None and "units" in meta and "config" in meta
-    facts = ovs_facts(meta, coll, inputs.source) if is_ovs else torch_facts(a, coll)  # type: ignore[arg-type]
+    # run.json names an engine run (ovs_facts says in one line what a damaged one lacks)
+    is_ovs = meta is not None and (meta.is_engine_run or meta.engine is not None)
+    facts = ovs_facts(meta, coll, inputs.source) if meta and is_ovs else torch_facts(a, coll)
     model = facts.model
     links = _links(coll, world)
     coll = _with_lane_times(coll)
@@ -337,5 +338,5 @@ def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
         measured_window_units=measured_program.window_units,
         peer_skew_us=float(coll["straggler_lag_us"].mean()) if len(coll) else 0.0,
         measured=_measured(a, facts),
-        run_meta=dict(meta or {}),
+        manifest=meta,
     )

@@ -10,14 +10,19 @@ prediction (step time, peak memory and alive units are the predicted ones).
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from overlapscope.config import EngineConfig
+from overlapscope.errors import UserError
+from overlapscope.manifest import Predicted, RunManifest, read_manifest, write_manifest
 from overlapscope.outputs import replace_dir
 from overlapscope.sim.predict import Prediction
+from overlapscope.trace.files import trace_name
 from overlapscope.trace.names import format_range
 
 MAIN_TID = 1
@@ -25,10 +30,6 @@ COMM_TID = 2
 PID = 1
 TS0_US = 1_000_000.0  # predicted time 0
 FLOAT_BYTES = 4
-
-
-def trace_name(rank: int) -> str:
-    return f"rank-{rank}.pt.trace.json.gz"
 
 
 def _event(name: str, tid: int, start_us: float, end_us: float, **args: Any) -> dict[str, Any]:
@@ -84,9 +85,10 @@ def rank_trace(pred: Prediction, rank: int, first_step: int) -> dict[str, Any]:
 
 def _is_predicted_run(d: Path) -> bool:
     try:
-        return "predicted" in json.loads((d / "run.json").read_text())
-    except (OSError, ValueError, TypeError):
+        manifest = read_manifest(d)
+    except UserError:
         return False
+    return manifest is not None and manifest.predicted is not None
 
 
 def write_predicted_run(pred: Prediction, out: Path | str, *, force: bool = False) -> Path:
@@ -108,39 +110,40 @@ def write_predicted_run(pred: Prediction, out: Path | str, *, force: bool = Fals
 
 def _write_run(pred: Prediction, out: Path) -> None:
     calib = pred.calibration
-    meta = json.loads(json.dumps(calib.run_meta))  # deep copy
-    profiled = meta.get("profiled_steps") or [0]
-    step = int(profiled[0])
+    measured = calib.manifest or RunManifest()
+    step = measured.profiled_steps[0] if measured.profiled_steps else 0
     ranks = sorted(pred.per_rank["rank"].astype(int))
     for r in ranks:
         with gzip.open(out / trace_name(r), "wt", compresslevel=6) as f:
             json.dump(rank_trace(pred, r, step), f)
     s = pred.scenario
-    cfg = meta.setdefault("config", {})
-    eng = cfg.setdefault("engine", {})
-    eng.update(
-        policy=s.policy.value,
+    engine = dataclasses.replace(
+        measured.engine or EngineConfig(),
+        policy=s.policy,
         forward_prefetch=s.forward_prefetch,
         limit_all_gathers=s.limit_all_gathers,
     )
-    if s.link_gbit is not None:
-        cfg["link_gbit"] = s.link_gbit
+    link = s.link_gbit if s.link_gbit is not None else measured.link_gbit
+    config = measured.config and dataclasses.replace(measured.config, engine=engine, link_gbit=link)
     per_rank = pred.per_rank.set_index("rank")
-    meta.update(
+    write_manifest(out, dataclasses.replace(
+        measured,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        profiled_steps=[step + i for i in range(len(pred.replays))],
-        traces=[trace_name(r) for r in ranks],
-        step_time_us=[[rep.step_time_us[r] for rep in pred.replays] for r in ranks],
-        peak_mem_bytes=[int(per_rank.loc[r, "peak_mem_bytes"]) for r in ranks],
-        max_alive_units=[pred.max_alive_units] * len(ranks),
-        max_alive_in_backward=[pred.max_alive_in_backward] * len(ranks),
-        deferred_prefetches=[pred.deferred_prefetches] * len(ranks),
-        predicted={
-            "from": str(Path(calib.source).resolve()) if calib.source else "",
-            "scenario": s.label,
-            "bandwidth_scale": s.bandwidth_scale,
-            "link_gbit": s.link_gbit,
-            "measured_config": calib.measured.scenario.label,
-        },
-    )
-    (out / "run.json").write_text(json.dumps(meta, indent=1) + "\n")
+        config=config,
+        engine=engine,
+        link_gbit=link,
+        profiled_steps=tuple(step + i for i in range(len(pred.replays))),
+        traces=tuple(trace_name(r) for r in ranks),
+        step_time_us=tuple(tuple(rep.step_time_us[r] for rep in pred.replays) for r in ranks),
+        peak_mem_bytes=tuple(int(per_rank.loc[r, "peak_mem_bytes"]) for r in ranks),
+        max_alive_units=(pred.max_alive_units,) * len(ranks),
+        max_alive_in_backward=(pred.max_alive_in_backward,) * len(ranks),
+        deferred_prefetches=(pred.deferred_prefetches,) * len(ranks),
+        predicted=Predicted(
+            source=str(Path(calib.source).resolve()) if calib.source else "",
+            scenario=s.label,
+            bandwidth_scale=s.bandwidth_scale,
+            link_gbit=s.link_gbit,
+            measured_config=calib.measured.scenario.label,
+        ),
+    ))  # fmt: skip

@@ -4,13 +4,13 @@ trace shows (torch FSDP runs: overlapscope/sim/torch_fsdp.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
 from overlapscope.analysis import RunAnalysis
-from overlapscope.engine.config import Policy
+from overlapscope.config import EngineConfig, Sharding
 from overlapscope.errors import UserError
+from overlapscope.manifest import RUN_JSON, RunManifest
 from overlapscope.sim.schedule import Scenario, StepModel, build_program
 from overlapscope.sim.torch_fsdp import infer_scenario, step_shape
 from overlapscope.trace.names import ROOT_UNIT
@@ -31,15 +31,12 @@ class Facts:
     max_alive_in_backward: int
 
 
-def scenario_from_config(cfg: dict[str, object]) -> Scenario:
-    eng = cfg.get("engine")
-    if not isinstance(eng, dict):
-        raise UserError("run.json has no config.engine: not an overlapscope run")
-    limit = eng.get("limit_all_gathers")
+def scenario_from_engine(engine: EngineConfig) -> Scenario:
+    """The what-if scenario a run of this engine configuration is."""
     return Scenario(
-        policy=Policy(str(eng.get("policy", "none"))),
-        forward_prefetch=bool(eng.get("forward_prefetch", False)),
-        limit_all_gathers=int(limit) if isinstance(limit, int) else None,
+        policy=engine.policy,
+        forward_prefetch=engine.forward_prefetch,
+        limit_all_gathers=engine.limit_all_gathers,
     )
 
 
@@ -56,44 +53,33 @@ def _model_bytes(coll: pd.DataFrame, full: dict[str, int]) -> tuple[dict[str, in
     return ag_bytes, reduce_bytes, reduce_kind
 
 
-def ovs_facts(meta: dict[str, Any], coll: pd.DataFrame, where: str) -> Facts:
-    """The run's facts from its run.json; a field missing or of the wrong type (a damaged
-    manifest: the loader checks only what the analysis reads) is one line naming it."""
-    try:
-        return _ovs_facts(meta, coll, where)
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
+def ovs_facts(manifest: RunManifest, coll: pd.DataFrame, where: str) -> Facts:
+    """The run's facts from its run.json (an engine run: it lists its units and config)."""
+    engine, units_all = manifest.engine, manifest.units
+    if engine is None or units_all is None:
         raise UserError(
-            f"{where}/run.json: a field what-if reads is missing or of the wrong type ({e!r}); "
+            f"{where}/{RUN_JSON}: no config.engine or units: not a run of overlapscope's engine; "
             "repair it from the run's copy, or run `overlapscope run` again"
-        ) from None
-
-
-def _ovs_facts(meta: dict[str, Any], coll: pd.DataFrame, where: str) -> Facts:
-    cfg = meta["config"]
-    sharding = cfg["engine"].get("sharding", "full_shard")
-    if sharding != "full_shard":
-        raise UserError(
-            f"{where}: a {sharding} run; what-if models full_shard runs only: record one "
-            "with --sharding full_shard"
         )
-    units_all = {u["name"]: u for u in meta["units"]}
-    units = tuple(n for n in units_all if n != ROOT_UNIT)
-    full = {n: int(u["full_bytes"]) for n, u in units_all.items()}
+    if engine.sharding is not Sharding.FULL_SHARD:
+        raise UserError(
+            f"{where}: a {engine.sharding.value} run; what-if models full_shard runs only: "
+            "record one with --sharding full_shard"
+        )
+    units = tuple(u.name for u in units_all if u.name != ROOT_UNIT)
+    full = {u.name: u.full_bytes for u in units_all}
     full.setdefault(ROOT_UNIT, 0)
     ag, red, kind = _model_bytes(coll, full)
-    link = cfg.get("link_gbit")
     return Facts(
         framework="overlapscope",
         model=StepModel(units, ag, red, kind),
-        scenario=scenario_from_config(cfg),
+        scenario=scenario_from_engine(engine),
         full_bytes=full,
-        link_gbit=None if link is None else float(link),
-        backend=str(meta.get("backend", "")),
-        peaks=[int(v) for v in meta.get("peak_mem_bytes", [])],
-        max_alive_units=max((int(v) for v in meta.get("max_alive_units", [])), default=0),
-        max_alive_in_backward=max(
-            (int(v) for v in meta.get("max_alive_in_backward", [])), default=0
-        ),
+        link_gbit=manifest.link_gbit,
+        backend=manifest.backend or "",
+        peaks=list(manifest.peak_mem_bytes),
+        max_alive_units=max(manifest.max_alive_units, default=0),
+        max_alive_in_backward=max(manifest.max_alive_in_backward, default=0),
     )
 
 

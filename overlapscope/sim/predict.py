@@ -12,7 +12,6 @@ where ``unit_full_bytes`` is the largest non-root unit's full parameter size."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ import pandas as pd
 
 from overlapscope.analysis import RunAnalysis, analyze
 from overlapscope.errors import UserError
+from overlapscope.manifest import RUN_JSON, read_manifest
 from overlapscope.sim.calibrate import (
     TCP_EFFICIENCY,
     Calibration,
@@ -282,24 +282,19 @@ def load_calibration(
     of a torch FSDP1/FSDP2 run. ``on_warning`` gets each of the loader's warnings (what was
     left out of the traces), as ``analyze`` prints them."""
     run_dir = Path(run_dir)
-    if (run_dir / "run.json").is_file():
-        try:
-            meta = json.loads((run_dir / "run.json").read_text())
-        except (OSError, ValueError) as e:
-            raise UserError(
-                f"{run_dir / 'run.json'}: unreadable ({e}); what-if needs a run that finished "
-                "writing it: run it again"
-            ) from None
-        if not isinstance(meta, dict):
-            raise UserError(f"{run_dir / 'run.json'}: not an overlapscope run manifest")
-        if "predicted" in meta:
-            raise UserError(
-                f"{run_dir}: this is a what-if prediction, not a measured run; "
-                "calibrate from the measured run it was predicted from"
-            )
-    elif run_dir.is_dir() and not any(p.suffix in (".json", ".gz") for p in run_dir.glob("*")):
+    manifest = read_manifest(run_dir) if run_dir.is_dir() else None
+    if manifest is not None and manifest.predicted is not None:
         raise UserError(
-            f"{run_dir}: no run.json and no traces; what-if needs a run directory written by "
+            f"{run_dir}: this is a what-if prediction, not a measured run; "
+            "calibrate from the measured run it was predicted from"
+        )
+    if (
+        manifest is None
+        and run_dir.is_dir()
+        and not any(p.suffix in (".json", ".gz") for p in run_dir.glob("*"))
+    ):
+        raise UserError(
+            f"{run_dir}: no {RUN_JSON} and no traces; what-if needs a run directory written by "
             "`overlapscope run` or the trace directory of a torch FSDP run"
         )
     traces = load_run(run_dir, progress=False)

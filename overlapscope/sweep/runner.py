@@ -56,9 +56,10 @@ def run_sweep(
         done = launch(cfg, run_dir(out, point, rep), force=True)
         on_event(RunEvent(i, total, point, rep, "analyze"))
         traces = load_run(done, progress=False)
-        if traces.run_meta is None:
+        if traces.manifest is None:
             raise RuntimeError(f"{done}: the launcher wrote no run.json")
-        metrics = run_metrics(analyze(traces), traces.run_meta["peak_mem_bytes"], cfg.global_batch)
+        peaks = list(traces.manifest.peak_mem_bytes)
+        metrics = run_metrics(analyze(traces), peaks, cfg.global_batch)
         records.append({"config": point.label, "repeat": rep, **metrics})
         on_event(RunEvent(i, total, point, rep, "done"))
     return pd.DataFrame.from_records(records, columns=RUN_COLUMNS)

@@ -9,33 +9,23 @@ no file that looks complete; ``run.json`` is written last by rank 0, once every 
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import orjson
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from overlapscope.engine.recipe import ProfileWindow
-from overlapscope.outputs import write_file
-from overlapscope.trace.files import RUN_MANIFEST, RUN_SCHEMA_VERSION, trace_name
+from overlapscope.config import ProfileWindow
+from overlapscope.trace.files import trace_name
 
 __all__ = [
-    "RUN_MANIFEST",
-    "RUN_SCHEMA_VERSION",
     "ProfileWindow",
     "RankProfiler",
     "trace_name",
-    "write_json_atomic",
 ]
-
-
-def write_json_atomic(path: Path, obj: Any) -> None:
-    write_file(path, json.dumps(obj, indent=1) + "\n")
 
 
 def peak_memory_from_trace(trace_json: Path) -> int:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from overlapscope.errors import UserError
-from overlapscope.trace.runmeta import RUN_META, listed_traces, read_run_json
+from overlapscope.manifest import RUN_JSON, RunManifest, read_manifest
+from overlapscope.trace.runmeta import listed_traces
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 # JSON files an overlapscope run or sweep writes beside its traces.
-NOT_TRACES = frozenset({RUN_META, "config.json", "summary.json"})
+NOT_TRACES = frozenset({RUN_JSON, "config.json", "summary.json"})
 ALLOW_FLAG = "--allow-missing-ranks"
 
 
@@ -26,7 +26,7 @@ def _is_trace_name(p: Path) -> bool:
 
 def find_trace_files(
     paths: Sequence[Path], *, strict: bool = True, warnings: list[str] | None = None
-) -> tuple[list[Path], list[Path], dict[Path, dict[str, Any] | None]]:
+) -> tuple[list[Path], list[Path], dict[Path, RunManifest | None]]:
     """Expand directories into their trace files (those run.json lists, else every
     ``*.json`` / ``*.json.gz`` an overlapscope run does not write itself); returns
     (files, run directories, each directory's run.json). Traces of more than one run
@@ -34,10 +34,10 @@ def find_trace_files(
     warn: list[str] = [] if warnings is None else warnings
     files: list[Path] = []
     dirs: list[Path] = []
-    metas: dict[Path, dict[str, Any] | None] = {}
+    metas: dict[Path, RunManifest | None] = {}
     for p in paths:
         if p.is_dir():
-            metas[p] = read_run_json(p)
+            metas[p] = read_manifest(p)
             found = listed_traces(p, metas[p], strict, ALLOW_FLAG, warn)
             if found is None:
                 found = sorted(q for q in p.iterdir() if q.is_file() and _is_trace_name(q))
@@ -61,4 +61,4 @@ def find_trace_files(
 
 
 def _is_run_dir(d: Path) -> bool:
-    return (d / RUN_META).is_file()
+    return (d / RUN_JSON).is_file()

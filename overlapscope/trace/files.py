@@ -1,11 +1,9 @@
 """File names of a run directory (the part of the trace contract that is not range names).
 
 A run directory holds ``rank-<K>.pt.trace.json.gz`` per rank, ``run.json`` (the manifest,
-written last, once every rank is done), ``config.json`` (the recipe) and ``logs/``.
+written last, once every rank is done: ``overlapscope/manifest.py``), ``config.json`` (the
+recipe) and ``logs/``.
 """
-
-RUN_MANIFEST = "run.json"
-RUN_SCHEMA_VERSION = 1
 
 
 def trace_name(rank: int) -> str:

@@ -16,12 +16,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from overlapscope.errors import UserError
+from overlapscope.manifest import RunManifest
 from overlapscope.trace.discover import ALLOW_FLAG, find_trace_files
 from overlapscope.trace.parse import (
     MAX_WORLD_SIZE,
@@ -68,7 +68,7 @@ class RunTraces:
     events: pd.DataFrame
     ranks: tuple[RankInfo, ...]
     world_size: int
-    run_meta: dict[str, Any] | None  # run.json of an overlapscope run
+    manifest: RunManifest | None  # run.json of an overlapscope run
     completed_run: bool  # an overlapscope run directory with run.json and no *.partial
     warnings: tuple[str, ...]
     sources: tuple[Path, ...]
@@ -183,7 +183,7 @@ def load_run(
     meta, completed = run_state(metas.items(), warnings)
     if dirs and meta is None and not any("partial" in w for w in warnings):
         warnings.append("no run.json: not an overlapscope run directory; analysed as plain traces")
-    world_hint = int(meta.get("world_size", 0)) if meta else 0
+    world_hint = (meta.world_size or 0) if meta else 0
 
     parse = parse_files or _parse_all
     parsed = _parse_usable(parse, files, world_hint, progress, path_list, strict, warnings)
@@ -198,7 +198,7 @@ def load_run(
         events=events,
         ranks=tuple(infos),
         world_size=world,
-        run_meta=meta,
+        manifest=meta,
         completed_run=completed,
         warnings=tuple(warnings),
         sources=tuple(files),

@@ -45,6 +45,10 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from overlapscope.trace.schema import CollectiveKind
 
 PREFIX = "ovs"
 WAIT_SUFFIX = ".wait"
@@ -117,6 +121,22 @@ class Phase(enum.Enum):
         """The communication phase a wait phase waits on (``rs.wait`` -> ``rs``)."""
         if self.value.endswith(WAIT_SUFFIX):
             return Phase(self.value[: -len(WAIT_SUFFIX)])
+        return None
+
+    @property
+    def collective_kind(self) -> CollectiveKind | None:
+        """The collective a communication phase (or its wait) stands for; None for compute,
+        copies and the limiter. What actually ran is the event's ``kind`` (a backend may run
+        a reduce-scatter as an all-reduce)."""
+        from overlapscope.trace.schema import CollectiveKind  # (schema imports this module)
+
+        match self.awaited or self:
+            case Phase.AG_FWD | Phase.AG_BWD:
+                return CollectiveKind.ALL_GATHER
+            case Phase.RS:
+                return CollectiveKind.REDUCE_SCATTER
+            case Phase.AR:
+                return CollectiveKind.ALL_REDUCE
         return None
 
 

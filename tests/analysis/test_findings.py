@@ -5,6 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from overlapscope.analysis.findings import FindingKind, find
+from overlapscope.config import EngineConfig, Policy
+from overlapscope.manifest import RunManifest
 
 
 def ranks(limiter_us: float = 0.0) -> pd.DataFrame:
@@ -54,7 +56,10 @@ def test_backward_all_gather_points_to_backward_pre():
 
 def test_backward_finding_when_already_backward_pre():
     f = find(
-        ranks(), units("ag_bwd", 200.0), NO_COLL, {"config": {"engine": {"policy": "backward_pre"}}}
+        ranks(),
+        units("ag_bwd", 200.0),
+        NO_COLL,
+        RunManifest(engine=EngineConfig(policy=Policy.BACKWARD_PRE)),
     )
     assert "already backward_pre" in f[0].change
 
@@ -72,7 +77,10 @@ def test_below_one_percent_of_the_step_is_not_a_finding():
 
 def test_rate_limiter_with_memory_evidence():
     f = find(
-        ranks(limiter_us=600.0), units("ag_fwd", 0.0), NO_COLL, {"peak_mem_bytes": [2**30, 2**29]}
+        ranks(limiter_us=600.0),
+        units("ag_fwd", 0.0),
+        NO_COLL,
+        RunManifest(peak_mem_bytes=(2**30, 2**29)),
     )
     assert kinds(f) == [FindingKind.RATE_LIMITER]
     assert (
@@ -94,7 +102,7 @@ def test_straggler_and_network_ranked_by_stake():
             "transfer_us": [100.0] * 3,
         }
     )
-    f = find(ranks(), units("ag_fwd", 0.0), coll, {"config": {"link_gbit": 10}})
+    f = find(ranks(), units("ag_fwd", 0.0), coll, RunManifest(link_gbit=10))
     assert kinds(f) == [FindingKind.STRAGGLER, FindingKind.NETWORK]
     assert f[0].rank == 1 and f[0].stake_us == 800 / 2 / 2
     assert f[1].stake_us < f[0].stake_us
@@ -105,7 +113,7 @@ def test_straggler_and_network_ranked_by_stake():
     assert FindingKind.NETWORK not in kinds(find(ranks(), units("ag_fwd", 0.0), coll, None))
 
 
-ENGINE_RUN = {"units": [], "config": {"engine": {"policy": "none"}}}
+ENGINE_RUN = RunManifest(units=(), engine=EngineConfig(policy=Policy.NONE))
 
 
 def test_an_engine_run_is_told_its_own_flags_and_torch_runs_torch_knobs():

@@ -30,10 +30,13 @@ def check_units(path: Path, framework: Framework, unit_names: set[str]) -> None:
         assert (
             ag["bytes_total"] == ag["num_ops"] * 2 * 4 * 2080
         ).all()  # 2 ranks x 2080-float shards
-        # gloo collectives are synchronous on CPU: they are (almost) all exposed
-        assert u["exposed_total_us"].sum() > 0.9 * u["comm_total_us"].sum()
+        # torch FSDP on CPU waits for every gloo collective inside the range that issued it
+        # (not compute), and gloo closes the op's range before it wakes the waiter: no
+        # compute runs during a transfer, so every collective is wholly exposed
+        assert u["exposed_total_us"].to_numpy() == pytest.approx(u["comm_total_us"].to_numpy())
     r = a.ranks.set_index("rank")
-    assert (r["overlap_pct"] < 10).all()
+    assert (r["overlap_pct"] == 0).all(), r["overlap_pct"]
+    assert r["exposed_comm_total_us"].to_numpy() == pytest.approx(r["comm_total_us"].to_numpy())
     assert (r["num_steps"] == 2).all()
     assert a.collectives["num_ranks"].eq(2).all()
     check_compute_units(a, unit_names)
@@ -55,8 +58,9 @@ def check_compute_units(a, unit_names: set[str]) -> None:
         assert fwd == unit_names and bwd == unit_names, (rank, fwd, bwd)
     b = a.bound.set_index("rank")
     assert (b["num_units"] == len(unit_names) + 1).all()  # + compute outside every unit
-    assert (b["actual_per_step_us"] <= b["serial_per_step_us"] + 1e-6).all()
-    assert b["overlap_efficiency"].between(0.0, 0.05).all(), b["overlap_efficiency"]
+    # nothing overlaps (see check_units): the step's comm + compute is the serial bound
+    assert b["actual_per_step_us"].to_numpy() == pytest.approx(b["serial_per_step_us"].to_numpy())
+    assert (b["overlap_efficiency"] == 0).all(), b["overlap_efficiency"]
 
 
 @pytest.mark.multirank

@@ -48,10 +48,10 @@ def on_separate_hosts(run: RunTraces) -> RunTraces:
     """The run as if each rank had run on its own host (its run.json naming one host per
     rank): what injected clock offsets simulate. A run on one host keeps its clock unless an
     offset is far beyond end-time noise (overlapscope/analysis/clocks.py::align_run)."""
-    if run.run_meta is None:
+    if run.manifest is None:
         return run
-    hosts = [f"host-{r.rank}" for r in run.ranks]
-    return dataclasses.replace(run, run_meta={**run.run_meta, "hosts": hosts})
+    hosts = tuple(f"host-{r.rank}" for r in run.ranks)
+    return dataclasses.replace(run, manifest=dataclasses.replace(run.manifest, hosts=hosts))
 
 
 def inject(run: RunTraces, shifts: dict[int, tuple[float, float]]) -> RunTraces:

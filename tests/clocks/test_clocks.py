@@ -217,8 +217,8 @@ def test_a_fresh_run_names_each_ranks_host_and_keeps_one_clock(four_rank_run: Pa
     import socket
 
     run = load_run(four_rank_run)
-    assert run.run_meta is not None
-    assert run.run_meta["hosts"] == [socket.gethostname()] * 4
+    assert run.manifest is not None
+    assert run.manifest.hosts == (socket.gethostname(),) * 4
     a = analyze(run)
     assert a.clocks_shared_host == socket.gethostname()
     small = a.clocks["offset_us"].abs() < 5000  # type: ignore[index]

@@ -11,6 +11,7 @@ import pandas as pd
 from dashboards.data import LoadedRun, RunSource
 from overlapscope.analysis.api import RunAnalysis, RunSummary
 from overlapscope.analysis.findings import Finding
+from overlapscope.manifest import RunManifest
 
 TIMELINE_COLUMNS = [
     "rank", "step", "lane", "phase", "unit", "kind", "name", "tid", "on_gpu",
@@ -61,8 +62,8 @@ def loaded(
     label: str,
     policy: str,
     a: RunAnalysis,
-    meta: dict[str, Any] | None = None,
+    manifest: RunManifest | None = None,
     findings: tuple[Finding, ...] = (),
 ) -> LoadedRun:
     src = RunSource(key=label, path=Path("/nonexistent") / label, label=label, policy=policy)
-    return LoadedRun(source=src, analysis=a, run_meta=meta)
+    return LoadedRun(source=src, analysis=a, manifest=manifest)

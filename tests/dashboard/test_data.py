@@ -67,7 +67,7 @@ def test_default_pair_compares_policies_of_one_workload(
     other = tmp_path / "quickstart"
     shutil.copytree(next(r.path for r in sample_runs if r.policy == "backward_pre"), other)
     meta = json.loads((other / "run.json").read_text())
-    meta["config"]["model"]["dim"] = 256
+    meta["config"]["model"]["dim"] = 192  # a valid model: 6 heads divide it
     meta["config"]["link_gbit"] = None
     (other / "run.json").write_text(json.dumps(meta))
     runs = [*discover_runs([other]), *sample_runs]

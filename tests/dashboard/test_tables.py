@@ -16,6 +16,8 @@ from dashboards.tables import (
     unit_sort_key,
 )
 from overlapscope.analysis.findings import Finding, FindingKind
+from overlapscope.config import EngineConfig, ModelConfig, Policy, RunConfig
+from overlapscope.manifest import RunManifest
 
 from .helpers import analysis, loaded
 
@@ -29,14 +31,12 @@ RANKS = pd.DataFrame(
         "overlap_pct": [30.0, 50.0],
     }
 )
-META = {
-    "config": {
-        "global_batch": 8,
-        "model": {"seq_len": 128},
-        "engine": {"policy": "backward_pre", "limit_all_gathers": 2},
-    },
-    "peak_mem_bytes": [64 * 2**20, 32 * 2**20],
-}
+CONFIG = RunConfig(
+    engine=EngineConfig(policy=Policy.BACKWARD_PRE, limit_all_gathers=2),
+    model=ModelConfig(seq_len=128),
+    global_batch=8,
+)
+META = RunManifest(config=CONFIG, engine=CONFIG.engine, peak_mem_bytes=(64 * 2**20, 32 * 2**20))
 COLLECTIVES = pd.DataFrame({"busbw_gbps": [1.0, 2.0, 4.0]})
 
 
@@ -48,7 +48,7 @@ def test_overview_rows_per_rank_with_units_converted() -> None:
     t = overview_table([_run()])  # type: ignore[list-item]
     assert tuple(t.columns) == OVERVIEW_COLUMNS
     r0 = t.iloc[0]
-    assert r0["run"] == "r" and r0["policy"] == "backward_pre + limit 2" and r0["rank"] == 0
+    assert r0["run"] == "r" and r0["policy"] == "backward_pre+limit=2" and r0["rank"] == 0
     assert r0["step_ms"] == pytest.approx(400.0)
     assert r0["exposed_comm_per_step_ms"] == pytest.approx(50.0)  # total / num_steps
     assert r0["nccl_wait_per_step_ms"] == pytest.approx(40.0)

@@ -9,6 +9,7 @@ within 5% of its measured step time, as tests/sim asserts on a fresh run).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import shutil
@@ -114,16 +115,19 @@ def test_matching_run_finds_the_sweep_run_of_the_scenario(sample_runs: list[RunS
 
 
 def test_expected_config_follows_the_network(sample_run_dir: Path) -> None:
-    cfg = (read_manifest(sample_run_dir) or {})["config"]
-    link = cfg["link_gbit"]
+    manifest = read_manifest(sample_run_dir)
+    assert manifest is not None and manifest.config is not None
+    cfg = manifest.config
+    link = cfg.link_gbit
     assert link, "the sample runs were made on a shaped link"
     scaled = expected_config(cfg, Scenario(Policy.BACKWARD_POST, bandwidth_scale=0.5))
-    assert scaled is not None and math.isclose(scaled["link_gbit"], link * 0.5)
-    assert scaled["engine"]["policy"] == "backward_post"
-    assert cfg["engine"]["policy"] == "none"  # the source's config is not modified
+    assert scaled is not None and scaled.link_gbit is not None
+    assert math.isclose(scaled.link_gbit, link * 0.5)
+    assert scaled.engine.policy is Policy.BACKWARD_POST
+    assert cfg.engine.policy is Policy.NONE  # the source's config is not modified
     shaped = expected_config(cfg, Scenario(Policy.NONE, link_gbit=3))
-    assert shaped is not None and shaped["link_gbit"] == 3
-    unshaped = {**cfg, "link_gbit": None}
+    assert shaped is not None and shaped.link_gbit == 3
+    unshaped = dataclasses.replace(cfg, link_gbit=None)
     assert expected_config(unshaped, Scenario(Policy.NONE, bandwidth_scale=2)) is None
     assert expected_config(unshaped, Scenario(Policy.NONE)) == unshaped
 
@@ -303,11 +307,11 @@ def test_view_notes_a_target_of_another_configuration(
         == "ran on a 0.5 Gbit/s link, the scenario on a 0.25 Gbit/s link"
     )
     assert scenario_mismatch(Scenario(Policy.NONE), calib.measured, calib.measured) is None
-    cfg = calib.run_meta["config"]
-    assert isinstance(cfg, dict)
-    smaller = {**cfg, "model": {**cfg["model"], "dim": 256}}
+    assert calib.manifest is not None and calib.manifest.config is not None
+    cfg = calib.manifest.config
+    smaller = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, dim=192))
     said = scenario_mismatch(slow, calib.measured, calib.measured, cfg, smaller)
-    assert said is not None and said.startswith("ran another workload (model.dim 256, not 384)")
+    assert said is not None and said.startswith("ran another workload (model.dim 192, not 384)")
     assert said.endswith("the scenario on a 0.25 Gbit/s link")  # every reason, not the first
 
 

@@ -13,8 +13,9 @@ from dashboards.data import RunSource, read_manifest
 
 def by_policy(runs: list[RunSource], policy: str, limit: int | None = None) -> RunSource:
     for r in runs:
-        engine = (read_manifest(r.path) or {})["config"]["engine"]
-        if engine["policy"] == policy and engine["limit_all_gathers"] == limit:
+        m = read_manifest(r.path)
+        engine = m.engine if m else None
+        if engine and engine.policy.value == policy and engine.limit_all_gathers == limit:
             return r
     raise AssertionError(f"no sample run with policy {policy} and limit {limit}")
 

@@ -81,16 +81,17 @@ def test_cli_json_and_trace(measured: Path, tmp_path: Path) -> None:
     assert doc["scenario"]["policy"] == "backward_pre"
     assert doc["measured_source"]["scenario"] == "backward_post"
     run = load_run(trace, progress=False)
-    assert run.world_size == 2 and run.run_meta is not None
-    assert run.run_meta["predicted"]["scenario"] == "backward_pre@bw×0.5"
-    assert run.run_meta["config"]["engine"]["policy"] == "backward_pre"
+    m = run.manifest
+    assert run.world_size == 2 and m is not None and m.predicted is not None and m.engine
+    assert m.predicted.scenario == "backward_pre@bw×0.5"
+    assert m.engine.policy.value == "backward_pre"
     from overlapscope.analysis import analyze
 
     a = analyze(run)
     step = float(a.ranks["step_time_per_step_us"].mean())
     assert step == pytest.approx(doc["step_time_per_step_us"], rel=0.01)
     per_step = (1 + LAYERS) + LAYERS + (LAYERS + 1)  # AG fwd (root + units), AG bwd, RS
-    assert len(a.collectives) == per_step * len(run.run_meta["profiled_steps"])
+    assert len(a.collectives) == per_step * len(m.profiled_steps)
     # A prediction is not a calibration source: one line, naming the run.
     again = cli("whatif", str(trace), "--policy", "none")
     assert again.returncode == 2
