@@ -100,8 +100,10 @@ def readable(
 ) -> tuple[IntArray, IntArray, IntArray, IntArray, IntArray]:
     """The arrivals of every collective once, sorted by (collective, recorded end, ``walk``:
     when the replay has the node's end), and per node of ``syncs`` the range of them it
-    reads: those before it in that order, which the replay has all read by then (an arrival
-    ending with the sync node, read after it, ended no earlier: it cannot be the latest).
+    reads: those before it in that order, whose ends the replay has all computed by then. The
+    one arrival that can end no later than the sync node and yet come after it (ending with
+    it, at a sync node walked later) was never waited on before either: the replay of every
+    pair read its end as not yet computed (-inf).
     Returns the arrivals' node, rank and row position, and per sync node ``lo``, ``hi``."""
     has = np.flatnonzero(arr.arrival >= 0)
     a_node = arr.arrival[has]
