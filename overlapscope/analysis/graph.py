@@ -8,6 +8,12 @@ collective: the node of that rank that ends where its transfer starts. Weights a
 replay of the recorded weights gives back the recorded ends: a plain node weighs its duration,
 a sync node ``end - max(start, latest arrival)`` (the transfer after the last rank arrived).
 An arrival recorded after the collective's end (clock noise) is dropped.
+
+A sync node waits on the latest of its arrivals, so the arrivals are not edges of every
+(sync, arrival) pair (ranks² per collective): each collective keeps its arrivals once, in
+the order they can be read (:mod:`overlapscope.analysis.arrivals`), and a sync node reads a
+prefix of them; the replay folds each prefix into a running best (and best of another rank,
+a sync node not waiting on its own rank) as it goes, so a collective costs O(ranks).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from overlapscope.analysis.arrivals import collective_rows, readable, waited
 from overlapscope.analysis.segments import (
     SEGMENT_KINDS,
     column_codes,
@@ -97,8 +104,14 @@ class StepGraph:
     weight: FloatArray
     pred: IntArray  # previous node on the rank, -1 for a source
     base: FloatArray  # a source's time (the rank's step start); NaN otherwise
-    arr_ptr: IntArray  # arrivals of node i: arr_idx[arr_ptr[i]:arr_ptr[i + 1]]
+    # Arrivals, grouped by collective: node, its rank, its rank in the order a sync node
+    # prefers among equal ends (the earlier transfer row). Sync node i waits on the
+    # arrivals arr_lo[i]:arr_hi[i] not of its own rank (an empty range: not a sync node).
     arr_idx: IntArray
+    arr_rank: IntArray
+    arr_pos: IntArray
+    arr_lo: IntArray
+    arr_hi: IntArray
     anchors: IntArray  # sources and sync nodes, in a topological order
     anchor: IntArray  # per node: the last source or sync node at or before it on its rank
     start_us: float
@@ -172,23 +185,21 @@ def build_graph(rows: Events, windows: Windows, nodes: Nodes) -> StepGraph:
     weight = end - start
     ev_key = _collective_keys(rows)
     key = np.where((kind == COMM) & (event >= 0), ev_key[np.maximum(event, 0)], -1)
-    sync, arr = _sync_edges(rows, ev_key, start, end, kind, event, rank)
-    arr_end = end[arr]
-    if len(sync):
-        latest = np.full(n, -np.inf)
-        np.maximum.at(latest, sync, arr_end)
-        s_idx = np.unique(sync)
-        begin = np.maximum(start[s_idx], latest[s_idx])
-        weight[s_idx] = np.maximum(end[s_idx] - begin, 0.0)
-    order = np.argsort(sync, kind="stable")
-    sync, arr = sync[order], arr[order]
-    arr_ptr = np.searchsorted(sync, np.arange(n + 1)).astype(np.int64)
+    arr = collective_rows(rows.ts, rows.end, rows.rank, ev_key, (end, kind == COMM, event, rank))
+    sync, latest = waited(arr, end)
+    begin = np.maximum(start[sync], latest)
+    weight[sync] = np.maximum(end[sync] - begin, 0.0)
     is_sync = np.zeros(n, dtype=bool)
     is_sync[sync] = True
     is_anchor = is_src | is_sync
     # the anchors in a topological order: by end, a source before a sync node ending with it
     at = np.flatnonzero(is_anchor)
     topo = at[np.lexsort((at, is_sync[at], end[at]))]
+    anchor = np.maximum.accumulate(np.where(is_anchor, np.arange(n), 0)).astype(np.int64)
+    walk = np.empty(n, dtype=np.int64)  # when the replay has each node's end
+    walk[topo] = np.arange(len(topo))
+    walk = walk[anchor]
+    arr_idx, arr_rank, arr_pos, arr_lo, arr_hi = readable(arr, end, walk, sync)
     return StepGraph(
         rows=rows,
         rank=rank,
@@ -200,10 +211,13 @@ def build_graph(rows: Events, windows: Windows, nodes: Nodes) -> StepGraph:
         weight=weight,
         pred=pred,
         base=base,
-        arr_ptr=arr_ptr,
-        arr_idx=arr.astype(np.int64),
+        arr_idx=arr_idx,
+        arr_rank=arr_rank,
+        arr_pos=arr_pos,
+        arr_lo=arr_lo,
+        arr_hi=arr_hi,
         anchors=topo.astype(np.int64),
-        anchor=np.maximum.accumulate(np.where(is_anchor, np.arange(n), 0)).astype(np.int64),
+        anchor=anchor,
         start_us=float(windows[1].min()),
         end_us=float(windows[2].max()),
     )
@@ -217,77 +231,53 @@ def _collective_keys(rows: Events) -> IntArray:
     return np.where(comm, rows.group * (int(rows.seq.max()) + 2) + rows.seq, -1)
 
 
-def _sync_edges(
-    rows: Events,
-    ev_key: IntArray,
-    start: FloatArray,
-    end: FloatArray,
-    kind: IntArray,
-    event: IntArray,
-    rank: IntArray,
-) -> tuple[IntArray, IntArray]:
-    """Sync node and arrival node of every edge."""
-    comm = np.flatnonzero(ev_key >= 0)
-    if len(comm) == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    ts = rows.ts[comm]
-    c_rank = rows.rank[comm]
-    # Arrival: the last node of the rank ending at or before the transfer's start (nodes of a
-    # rank are contiguous and sorted, ranks in increasing order).
-    arr = np.full(len(comm), -1, dtype=np.int64)
-    for r in np.unique(c_rank):
-        lo, hi = np.searchsorted(rank, [r, r + 1])
-        mine = c_rank == r
-        k = np.searchsorted(end[lo:hi], ts[mine], side="right") - 1
-        arr[mine] = np.where(k >= 0, lo + k, -1)
-    # Sync: the comm node of that transfer that ends with it.
-    fin = np.full(len(rows.ts), -1, dtype=np.int64)
-    cand = np.flatnonzero((kind == COMM) & (event >= 0))
-    ends_with = np.abs(end[cand] - rows.end[event[cand]]) <= 1e-6
-    fin[event[cand[ends_with]]] = cand[ends_with]
-    # Every (sync of one rank, arrival of another) pair of the same collective.
-    order = np.argsort(ev_key[comm], kind="stable")
-    key, c_rank, fin_c, arr = ev_key[comm][order], c_rank[order], fin[comm][order], arr[order]
-    lo = np.searchsorted(key, key, side="left")
-    size = np.searchsorted(key, key, side="right") - lo
-    me = np.repeat(np.arange(len(key)), size)
-    peer = np.repeat(lo, size) + (np.arange(len(me)) - np.repeat(np.cumsum(size) - size, size))
-    keep = (fin_c[me] >= 0) & (arr[peer] >= 0) & (c_rank[me] != c_rank[peer])
-    s_node, a_node = fin_c[me[keep]], arr[peer[keep]]
-    ok = end[a_node] <= end[s_node]
-    return s_node[ok], a_node[ok]
+Best = tuple[float, int, int, int]  # an arrival's end, minus its row position, rank, node
+NONE: Best = (-np.inf, 0, -1, -1)
+
+
+def _fold(top: list[Best], new: Best) -> None:
+    """Keep in ``top`` the latest arrival (the earlier row on equal ends) and the latest of
+    the other ranks than its own."""
+    best, other = top
+    if new[:2] > best[:2]:
+        top[:] = [new, best if best[2] != new[2] else other]
+    elif new[2] != best[2] and new[:2] > other[:2]:
+        top[1] = new
 
 
 def replay(graph: StepGraph, weight: FloatArray) -> tuple[FloatArray, IntArray]:
     """Longest path with ``weight``: every node's end and the predecessor that set it
     (-1 for sources). Between two anchors (sources, sync nodes) a rank's ends are a cumulative
     sum from the anchor; only the anchors are walked, in topological order, since each one
-    waits on the ends of others: ``end(j) = end(anchor(j)) + cum(j) - cum(anchor(j))``."""
+    waits on the ends of others: ``end(j) = end(anchor(j)) + cum(j) - cum(anchor(j))``.
+    A sync node takes the latest arrival of another rank when it is later than its own
+    predecessor (the earliest transfer row on a tie, the predecessor on a tie with it)."""
     cum = np.cumsum(weight)
-    anchor = graph.anchor
-    anchors = graph.anchors
-    pred = graph.pred[anchors]
-    lo, hi = graph.arr_ptr[anchors], graph.arr_ptr[anchors + 1]
-    # Every node an anchor reads: its predecessor and its arrivals, as (anchor, offset).
-    refs = np.concatenate([np.maximum(pred, 0), graph.arr_idx])
-    ref_anchor = anchor[refs].tolist()
-    ref_off = (cum[refs] - cum[anchor[refs]]).tolist()
-    num = len(anchors)
+    anchor, anchors, arrivals = graph.anchor, graph.anchors, graph.arr_idx
+    pred = np.maximum(graph.pred[anchors], 0)
+    p_anchor, p_off = anchor[pred].tolist(), (cum[pred] - cum[anchor[pred]]).tolist()
+    e_anchor = anchor[arrivals].tolist()
+    e_off = (cum[arrivals] - cum[anchor[arrivals]]).tolist()
+    e_tie = (-graph.arr_pos).tolist()
+    e_rank, e_node = graph.arr_rank.tolist(), arrivals.tolist()
     a_end: dict[int, float] = {}
+    tops: dict[int, tuple[list[int], list[Best]]] = {}  # per collective: read up to, best
     chosen = graph.pred.copy()
-    base = graph.base[anchors].tolist()
-    w = weight[anchors].tolist()
-    for k, (i, p, a0, a1) in enumerate(
-        zip(anchors.tolist(), pred.tolist(), lo.tolist(), hi.tolist(), strict=True)
-    ):
-        if p < 0:
+    base, w = graph.base[anchors].tolist(), weight[anchors].tolist()
+    rank, is_src = graph.rank[anchors].tolist(), (graph.pred[anchors] < 0).tolist()
+    lo, hi = graph.arr_lo[anchors].tolist(), graph.arr_hi[anchors].tolist()
+    for k, i in enumerate(anchors.tolist()):
+        if is_src[k]:
             a_end[i] = base[k]
             continue
-        best, arg = a_end[ref_anchor[k]] + ref_off[k], p
-        for r in range(num + a0, num + a1):
-            e = a_end.get(ref_anchor[r], -np.inf) + ref_off[r]
-            if e > best:
-                best, arg = e, int(graph.arr_idx[r - num])
+        best, arg = a_end[p_anchor[k]] + p_off[k], int(graph.pred[i])
+        read, top = tops.setdefault(lo[k], ([lo[k]], [NONE, NONE]))
+        for r in range(read[0], hi[k]):
+            _fold(top, (a_end[e_anchor[r]] + e_off[r], e_tie[r], e_rank[r], e_node[r]))
+        read[0] = max(read[0], hi[k])
+        late = top[0] if top[0][2] != rank[k] else top[1]
+        if late[0] > best:
+            best, arg = late[0], late[3]
         a_end[i] = best + w[k]
         chosen[i] = arg
     ends = np.asarray([a_end[j] for j in anchors.tolist()])
@@ -301,36 +291,56 @@ def replay_ends(graph: StepGraph, weights: FloatArray) -> FloatArray:
     ``(num_nodes, num_whatifs)``): :func:`replay` of every column at once, one walk over the
     anchors with a vector per anchor, every chain recomputed (nothing subtracted)."""
     cum = np.cumsum(weights, axis=0)  # the same sums as replay's, column by column
-    anchor, anchors = graph.anchor, graph.anchors
+    anchor, anchors, arrivals = graph.anchor, graph.anchors, graph.arr_idx
     slot = np.full(len(anchor), -1, dtype=np.int64)  # node -> row of a_end (anchors only)
     slot[anchors] = np.arange(len(anchors))
-    # What each anchor reads, contiguous per anchor: its predecessor, then its arrivals.
-    lo, hi = graph.arr_ptr[anchors], graph.arr_ptr[anchors + 1]
-    size = hi - lo + 1
-    ptr = np.concatenate([[0], np.cumsum(size)]).tolist()
-    first = np.repeat(np.cumsum(size) - size, size)
-    arrival = np.arange(len(first)) - first - 1  # -1: the predecessor
-    owner = np.repeat(np.arange(len(anchors)), size)
-    arrivals = np.append(graph.arr_idx, 0)  # [-1]: a placeholder where none is read
-    refs = np.where(
-        arrival < 0,
-        np.maximum(graph.pred[anchors][owner], 0),
-        arrivals[np.where(arrival < 0, -1, lo[owner] + arrival)],
-    )
-    ref_slot = slot[anchor[refs]]
-    ref_off = cum[refs] - cum[anchor[refs]]
+    pred = np.maximum(graph.pred[anchors], 0)
+    p_slot, p_off = slot[anchor[pred]], cum[pred] - cum[anchor[pred]]
+    e_slot, e_off = slot[anchor[arrivals]], cum[arrivals] - cum[anchor[arrivals]]
     a_end = np.full((len(anchors), weights.shape[1]), -np.inf)  # filled in topological order
     w = weights[anchors]
-    is_source = graph.pred[anchors] < 0
+    is_source = (graph.pred[anchors] < 0).tolist()
+    rank = graph.rank[anchors].tolist()
+    lo, hi = graph.arr_lo[anchors].tolist(), graph.arr_hi[anchors].tolist()
+    tops: dict[int, list[np.ndarray]] = {}  # per collective: read up to, best two of ranks
     for k, i in enumerate(anchors.tolist()):
         if is_source[k]:
             a_end[k] = graph.base[i]
             continue
-        at = slice(ptr[k], ptr[k + 1])
-        a_end[k] = (a_end[ref_slot[at]] + ref_off[at]).max(axis=0) + w[k]
+        best = a_end[p_slot[k]] + p_off[k]
+        if hi[k] > lo[k]:
+            top = tops.setdefault(lo[k], [np.asarray(lo[k]), *_no_arrival(weights.shape[1])])
+            if hi[k] > top[0]:
+                at = slice(int(top[0]), hi[k])
+                top[:] = [
+                    np.asarray(hi[k]),
+                    *_fold_rows(top[1:], a_end[e_slot[at]] + e_off[at], graph.arr_rank[at]),
+                ]
+            late = np.where(top[2] != rank[k], top[1], top[3])
+            best = np.maximum(best, late)
+        a_end[k] = best + w[k]
     # Weights are >= 0, so after each anchor a rank's ends grow (rounding is monotone too):
     # the latest end is that of a node just before an anchor, or of the last node.
     start = np.sort(anchors)
     last = np.append(start[1:] - 1, len(anchor) - 1)
     ends: FloatArray = (a_end[slot[start]] + cum[last] - cum[start]).max(axis=0)
     return ends
+
+
+def _no_arrival(num: int) -> list[np.ndarray]:
+    """The best two of :func:`_fold_rows` before any arrival: none, of no rank."""
+    none, no_rank = np.full(num, -np.inf), np.full(num, -1, dtype=np.int64)
+    return [none, no_rank, none.copy(), no_rank.copy()]
+
+
+def _fold_rows(top: list[np.ndarray], ends: FloatArray, rank: IntArray) -> list[np.ndarray]:
+    """``top`` (per column: latest end, its rank, latest end of another rank, its rank) with
+    the arrivals ``ends`` (one row each, of ``rank``) folded in."""
+    val = np.vstack([top[0], top[2], ends])
+    who = np.vstack([top[1], top[3], np.repeat(rank[:, None], ends.shape[1], axis=1)])
+    cols = np.arange(val.shape[1])
+    first = np.argmax(val, axis=0)
+    first_rank = who[first, cols]
+    rest = np.where(who != first_rank, val, -np.inf)
+    second = np.argmax(rest, axis=0)
+    return [val[first, cols], first_rank, rest[second, cols], who[second, cols]]
