@@ -74,15 +74,36 @@ def fit_contention(comp: pd.DataFrame, unit_bytes: dict[str, int]) -> float:
 
 def fit_contention_across(runs: Sequence[pd.DataFrame], unit_bytes: dict[str, int]) -> float:
     """α from several runs of one workload (each a compute table as in ``Calibration.
-    compute_rows``), pooled: each run's durations divided by its speed, the ratio of its
-    mean forward compute per unit to the mean over the runs."""
+    compute_rows``), fitted *between* the runs: per run and (phase, unit), the mean duration
+    divided by the run's speed (its mean forward compute per unit over the mean of the runs)
+    against the mean busy fraction; ``d = base[phase, unit] × (1 + α × f)`` by least
+    squares, each (phase, unit) its own base, solved at the fixed point. Between runs is
+    what a change of policy changes (within one run the units' fractions may all be alike,
+    and a unit busier than its neighbours in the same run is a weaker signal)."""
     units = [u for u in unit_bytes if u != ROOT_UNIT]
     fwd = [r[(r["phase"] == "fwd") & r["unit"].isin(units)]["dur_us"].mean() for r in runs]
     ok = [i for i, f in enumerate(fwd) if np.isfinite(f) and f > 0]
     if len(ok) < 2:
         return 0.0
     ref = float(np.mean([fwd[i] for i in ok]))
-    pooled = pd.concat(
-        [runs[i].assign(dur_us=runs[i]["dur_us"] * ref / fwd[i]) for i in ok], ignore_index=True
-    )
-    return fit_contention(pooled, unit_bytes)
+    per_run = []
+    for k, i in enumerate(ok):
+        r = runs[i][runs[i]["unit"].isin(units) & runs[i]["phase"].isin(["fwd", "bwd"])]
+        r = r.assign(dur_us=r["dur_us"] * ref / fwd[i], run=k)
+        per_run.append(r.groupby(["run", "phase", "unit"])[["dur_us", "busy_frac"]].mean())
+    cells = pd.concat(per_run).reset_index()
+    key = cells["phase"].astype(str) + "/" + cells["unit"].astype(str)
+    spread = cells.groupby(key)["busy_frac"].transform(lambda v: v.max() - v.min())
+    if float(spread.max()) < MIN_BUSY_SPREAD:
+        return 0.0  # every run equally busy: α cannot be told
+    y, f = cells["dur_us"].to_numpy(), cells["busy_frac"].to_numpy()
+    alpha = 0.0
+    for _ in range(100):
+        base = pd.Series(y / (1 + alpha * f)).groupby(key.to_numpy()).transform("mean").to_numpy()
+        x = base * f
+        den = float((x * x).sum())
+        new = float(np.clip((x * (y - base)).sum() / den, 0.0, MAX_CONTENTION)) if den > 0 else 0.0
+        if abs(new - alpha) < 1e-9:
+            break
+        alpha = new
+    return alpha

@@ -36,3 +36,15 @@ def test_a_slow_run_is_not_read_as_contention() -> None:
     assert fit_contention_across(runs, SIZES) == pytest.approx(0.2)
     # and the same slow phase without any slow-down from communication: α = 0
     assert fit_contention_across([_run(30e3, 0.0), _run(30e3, 1.0, speed=1.5)], SIZES) == 0.0
+
+
+def test_units_of_one_size_but_other_compute_keep_their_own_base() -> None:
+    # two same-size units whose backward differs (30 and 40 ms with an idle queue), busy
+    # 100 % and 50 % under the other policy: the slow-down is 0.2 for both, read between runs
+    def run(a_us: float, a_busy: float, b_us: float, b_busy: float) -> pd.DataFrame:
+        rows = [("fwd", "blocks.0", 10e3, 0.0), ("fwd", "blocks.1", 10e3, 0.0)]
+        rows += [("bwd", "blocks.0", a_us, a_busy), ("bwd", "blocks.1", b_us, b_busy)]
+        return pd.DataFrame(rows, columns=["phase", "unit", "dur_us", "busy_frac"])
+
+    runs = [run(30e3, 0.0, 40e3, 0.0), run(36e3, 1.0, 44e3, 0.5)]
+    assert fit_contention_across(runs, SIZES) == pytest.approx(0.2)
