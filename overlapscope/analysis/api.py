@@ -131,6 +131,32 @@ def _clean(d: dict[str, float]) -> dict[str, float | None]:
     return {k: (None if v != v else v) for k, v in d.items()}
 
 
+def run_summary(run: RunTraces) -> RunSummary:
+    """What the report says the run is: world, ranks, producers, sources, configuration."""
+    return RunSummary(
+        world_size=run.world_size,
+        ranks=tuple(r.rank for r in run.ranks),
+        has_gpu=run.has_gpu,
+        frameworks={r.rank: r.framework.value for r in run.ranks},
+        completed_run=run.completed_run,
+        sources=tuple(str(p) for p in run.sources),
+        run_config=run.manifest.config_dict() if run.manifest else None,
+    )
+
+
+def ranked_findings(
+    run: RunTraces,
+    ranks: pd.DataFrame,
+    units: pd.DataFrame,
+    collectives: pd.DataFrame,
+    path: CriticalPath,
+) -> tuple[Finding, ...]:
+    """The findings of the tables and of the critical path, largest stake first."""
+    findings = find(ranks, units, collectives, run.manifest, has_gpu=run.has_gpu)
+    step_us = float(ranks["step_time_per_step_us"].mean()) if len(ranks) else float("nan")
+    return tuple(sorted([*findings, *path_findings(path, step_us)], key=lambda f: -f.stake_us))
+
+
 def analyze(
     run: RunTraces, *, hta: bool = False, hta_rounding: bool = False, align_clocks: bool = True
 ) -> RunAnalysis:
@@ -151,19 +177,8 @@ def analyze(
     comm = run.events.loc[exposure.index].assign(exposed_us=exposure.to_numpy())
     collectives, collective_ranks = collective_tables(comm, run.world_size)
     bound = bound_table(units, compute_by_unit(run, counted), ranks)
-    findings = find(ranks, units, collectives, run.manifest, has_gpu=run.has_gpu)
-    step_us = float(ranks["step_time_per_step_us"].mean()) if len(ranks) else float("nan")
-    findings = tuple(sorted([*findings, *path_findings(path, step_us)], key=lambda f: -f.stake_us))
     result = RunAnalysis(
-        summary=RunSummary(
-            world_size=run.world_size,
-            ranks=tuple(r.rank for r in run.ranks),
-            has_gpu=run.has_gpu,
-            frameworks={r.rank: r.framework.value for r in run.ranks},
-            completed_run=run.completed_run,
-            sources=tuple(str(p) for p in run.sources),
-            run_config=run.manifest.config_dict() if run.manifest else None,
-        ),
+        summary=run_summary(run),
         ranks=ranks,
         steps=steps,
         units=units,
@@ -171,7 +186,7 @@ def analyze(
         collective_ranks=collective_ranks,
         bound=bound,
         bound_summary=bound_summary(bound),
-        findings=findings,
+        findings=ranked_findings(run, ranks, units, collectives, path),
         timeline=timeline_table(run, counted, exposure),
         exposed=exposed_intervals(run, counted, steps),
         levers=lever_table(run, counted),

@@ -16,13 +16,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from overlapscope.analysis.api import RunAnalysis, RunSummary
+from overlapscope.analysis.api import RunAnalysis, ranked_findings, run_summary
 from overlapscope.analysis.bound import bound_summary, bound_table
 from overlapscope.analysis.collectives import collective_tables
 from overlapscope.analysis.critical_path import LINK_COLUMNS, STEP_COLUMNS, CriticalPath
-from overlapscope.analysis.findings import find
 from overlapscope.analysis.metrics import TIMELINE_LANES
-from overlapscope.analysis.path_report import path_findings
 from overlapscope.cluster.cache import read_table
 from overlapscope.cluster.tasks import SMALL_TABLES, read_summary
 from overlapscope.trace.loader import RunTraces
@@ -88,19 +86,8 @@ def combine(
     collectives, collective_ranks = collective_tables(t["comm"], run.world_size)
     bound = bound_table(t["units"], t["compute"], t["ranks"])
     ranks = t["ranks"]
-    findings = find(ranks, t["units"], collectives, run.manifest, has_gpu=run.has_gpu)
-    step_us = float(ranks["step_time_per_step_us"].mean()) if len(ranks) else float("nan")
-    findings = tuple(sorted([*findings, *path_findings(path, step_us)], key=lambda f: -f.stake_us))
     return RunAnalysis(
-        summary=RunSummary(
-            world_size=run.world_size,
-            ranks=tuple(r.rank for r in run.ranks),
-            has_gpu=run.has_gpu,
-            frameworks={r.rank: r.framework.value for r in run.ranks},
-            completed_run=run.completed_run,
-            sources=tuple(str(p) for p in run.sources),
-            run_config=run.manifest.config_dict() if run.manifest else None,
-        ),
+        summary=run_summary(run),
         ranks=ranks,
         steps=t["steps"],
         units=t["units"],
@@ -108,7 +95,7 @@ def combine(
         collective_ranks=collective_ranks,
         bound=bound,
         bound_summary=bound_summary(bound),
-        findings=findings,
+        findings=ranked_findings(run, ranks, t["units"], collectives, path),
         timeline=tl,
         exposed=t["exposed"],
         levers=t["levers"],
