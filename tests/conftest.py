@@ -51,12 +51,32 @@ def overlapscope_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "overlapscope", *args]
 
 
+# Runs made by make_runs this session, by their flags (flag order aside): a recipe two test
+# modules both need runs once. Tests only read these runs.
+_RUNS: dict[tuple[tuple[str, ...], ...], Path] = {}
+
+
+def _recipe_key(flags: list[str]) -> tuple[tuple[str, ...], ...]:
+    groups: list[list[str]] = []
+    for token in flags:
+        if token.startswith("--") or not groups:
+            groups.append([token])
+        else:
+            groups[-1].append(token)
+    return tuple(sorted(tuple(g) for g in groups))
+
+
 def make_runs(base: Path, common: list[str], variants: dict[str, list[str]]) -> dict[str, Path]:
-    """``overlapscope run`` once per variant (real torchrun, gloo), into ``base/<name>``."""
+    """``overlapscope run`` once per variant (real torchrun, gloo), into ``base/<name>``;
+    a recipe already run in this session is shared, not run again."""
     import subprocess
 
     out = {}
     for name, flags in variants.items():
+        key = _recipe_key([*common, *flags])
+        if key in _RUNS:
+            out[name] = _RUNS[key]
+            continue
         run = base / name
         proc = subprocess.run(
             overlapscope_cmd("run", *common, *flags, "--out", str(run)),
@@ -65,7 +85,7 @@ def make_runs(base: Path, common: list[str], variants: dict[str, list[str]]) -> 
             timeout=300,
         )
         assert proc.returncode == 0, proc.stderr
-        out[name] = run
+        out[name] = _RUNS[key] = run
     return out
 
 

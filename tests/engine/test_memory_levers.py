@@ -24,7 +24,7 @@ COMMON = ["--nproc", "2", "--policy", "backward_pre", "--layers", str(LAYERS), "
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     variants = {
-        "plain": ["--checkpoint-units", "none"],
+        "plain": [],  # the defaults: no checkpointing, no offload
         "levers": ["--checkpoint-units", "all", "--cpu-offload"],
     }
     return make_runs(tmp_path_factory.mktemp("levers"), COMMON, variants)
