@@ -6,7 +6,6 @@ against a hang."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -16,11 +15,10 @@ import pytest
 
 from tests.lab.support import needs_lab, root_state
 from tests.reliability.helpers import (
-    HANG_GUARD_S,
     env_with_repo,
-    live_descendants,
     pid_alive,
     sigint_as_a_terminal_gives_it,
+    signal_when_ready,
     wait_for,
 )
 
@@ -48,21 +46,9 @@ def test_signal_stops_the_benchmark_and_its_lab(
         start_new_session=True,
         preexec_fn=sigint_as_a_terminal_gives_it,
     )  # fmt: skip
-    try:
-        wait_for(
-            lambda: len(list(logs.glob("rank-*.log"))) == 2 or proc.poll() is not None, "ranks"
-        )
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        started = live_descendants(proc.pid)
-        assert started, "the benchmark started no process"
-        if to_group:
-            os.killpg(proc.pid, sig)
-        else:
-            proc.send_signal(sig)
-        _, err = proc.communicate(timeout=HANG_GUARD_S)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    started, err = signal_when_ready(
+        proc, lambda: len(list(logs.glob("rank-*.log"))) == 2, sig, to_group
+    )
     assert proc.returncode == 128 + sig, err
     assert "Traceback" not in err
     wait_for(lambda: not any(pid_alive(p) for p in started), "ranks stopped")

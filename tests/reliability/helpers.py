@@ -8,6 +8,7 @@ import hashlib
 import os
 import shutil
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -110,3 +111,25 @@ def wait_for(predicate: Callable[[], bool], what: str) -> None:
     while not predicate():
         assert time.monotonic() < deadline, f"hang guard: {what}"
         time.sleep(0.2)
+
+
+def signal_when_ready(
+    proc: subprocess.Popen[str], ready: Callable[[], bool], sig: int, to_group: bool
+) -> tuple[list[int], str]:
+    """Once ``ready()`` (the command must still be running then), send ``sig`` to the
+    command or to its process group and wait for it to end; returns (the processes it had
+    started, its stderr). The group is killed whatever happens, so no test leaves it behind."""
+    try:
+        wait_for(lambda: ready() or proc.poll() is not None, "ready for the signal")
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        started = live_descendants(proc.pid)
+        assert started, "the command started no process"
+        if to_group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+        _, err = proc.communicate(timeout=HANG_GUARD_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return started, err

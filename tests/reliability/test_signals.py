@@ -7,7 +7,6 @@ rank has written to its log. Deadlines here only guard against a hang."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -16,13 +15,12 @@ from pathlib import Path
 import pytest
 
 from tests.reliability.helpers import (
-    HANG_GUARD_S,
     TINY_RUN,
     env_with_repo,
     hidden_entries,
-    live_descendants,
     pid_alive,
     sigint_as_a_terminal_gives_it,
+    signal_when_ready,
     wait_for,
 )
 
@@ -62,19 +60,7 @@ def test_signal_stops_every_process_and_keeps_what_was_written(case: str, tmp_pa
         start_new_session=True,  # its own group, as a shell job would be
         preexec_fn=sigint_as_a_terminal_gives_it,
     )
-    try:
-        wait_for(lambda: _ranks_running(tmp_path, 2) or proc.poll() is not None, "ranks")
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        started = live_descendants(proc.pid)
-        assert started, "the command started no process"
-        if to_group:
-            os.killpg(proc.pid, sig)
-        else:
-            proc.send_signal(sig)
-        _, err = proc.communicate(timeout=HANG_GUARD_S)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    started, err = signal_when_ready(proc, lambda: _ranks_running(tmp_path, 2), sig, to_group)
     assert proc.returncode == 128 + sig, err
     assert "Traceback" not in err and "interrupted" in err
     # every process it started is gone (torchrun gives each worker its own session, so this
