@@ -22,7 +22,8 @@ Two further columns separate the model from the machine:
   machine's floor: a prediction from a run carries that run's deviation;
 - ``contention across runs``: the configuration-level predictions again, with the compute
   slow-down from communication fitted across the runs of the source's link rate
-  (``overlapscope whatif --contention-from``) instead of inside the source run alone.
+  (``overlapscope whatif --contention-from``) instead of inside the source run alone,
+  leaving out the target configuration's runs (the fit never sees what it predicts).
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def pair_rows(
 def config_pair_rows(
     calibs: dict[Path, Calibration],
     by_config: dict[str, list[Calibration]],
-    alpha: dict[float, float],
+    alpha: dict[tuple[float, str], float],
 ) -> list[dict[str, Any]]:
     """Each other configuration predicted from every run, against its repeats' median."""
     config_rows: list[dict[str, Any]] = []
@@ -130,7 +131,7 @@ def config_pair_rows(
             across = predict_from(
                 src,
                 target_scenario(src, tgts[0]),
-                contention=alpha[src.measured.link_gbit or 0.0],
+                contention=alpha[(src.measured.link_gbit or 0.0, cfg)],
             )
             # schedule only: the target's own compute (each repeat's), median over repeats
             sched_cfg = statistics.median(
@@ -172,7 +173,7 @@ def config_pair_rows(
 def summarize_all(
     calibs: dict[Path, Calibration],
     by_config: dict[str, list[Calibration]],
-    alpha: dict[float, float],
+    alpha: dict[tuple[float, str], float],
     config_rows: list[dict[str, Any]],
     pairs: list[dict[str, Any]],
     selfs: list[dict[str, Any]],
@@ -194,7 +195,7 @@ def summarize_all(
             "step_err_pct_contention_across",
             "config_step_time_err_pct_contention_across",
         ),
-        "contention_across_runs": {str(k): v for k, v in alpha.items()},
+        "contention_across_runs": {f"{k[0]} without {k[1]}": v for k, v in alpha.items()},
         "config_schedule_only_step_time_err_pct": summarize(
             col(config_rows, "schedule_only_step_err_pct")
         ),
@@ -241,7 +242,10 @@ def print_summary(summary: dict[str, Any]) -> None:
     ):
         s = summary[k]
         print(f"{k:34} median {s['median']:6.1f} %  worst {s['worst']:6.1f} %  (n={s['n']})")
-    print(f"contention fitted across runs, per link rate: {summary['contention_across_runs']}")
+    across = summary["contention_across_runs"].values()
+    print(
+        f"contention fitted across runs (leaving out each target): {min(across):.3f}-{max(across):.3f}"
+    )
     mc = summary["measured_compute_per_step_us"]
     print(f"measured compute per step across runs: {mc['min'] / 1e3:.0f}-{mc['max'] / 1e3:.0f} ms")
 
@@ -265,11 +269,17 @@ def main(argv: list[str]) -> int:
     for c in calibs.values():
         by_config.setdefault(run_name(c), []).append(c)
     links = sorted({c.measured.link_gbit or 0.0 for c in calibs.values()})
+    # per link rate, fitted without each target configuration's runs in turn
     alpha = {
-        link: contention_across(
-            [c for c in calibs.values() if (c.measured.link_gbit or 0.0) == link]
+        (link, cfg): contention_across(
+            [
+                c
+                for c in calibs.values()
+                if (c.measured.link_gbit or 0.0) == link and run_name(c) != cfg
+            ]
         )
         for link in links
+        for cfg in by_config
     }
     config_rows = config_pair_rows(calibs, by_config, alpha)
     # The machine's own floor: how far each run lies from the median of its configuration's

@@ -20,7 +20,12 @@ from overlapscope.commands.run import add_limit_flag, positive_float
 from overlapscope.errors import UserError
 from overlapscope.outputs import check_apart, check_dir, check_file, write_file
 from overlapscope.sim.export import write_predicted_run
-from overlapscope.sim.predict import contention_across, load_calibration, predict_from
+from overlapscope.sim.predict import (
+    Prediction,
+    contention_across,
+    load_calibration,
+    predict_from,
+)
 from overlapscope.sim.schedule import Policy, Scenario
 
 
@@ -174,10 +179,7 @@ def run(args: argparse.Namespace) -> int:
     for name, a, b in [("", "measured", "predicted"), *rows]:
         print(f"  {name:{w[0]}}  {a:>{w[1]}}  {b:>{w[2]}}")
     print(f"  max alive units in backward: {pred.max_alive_in_backward}")
-    if args.contention_from:
-        print(
-            f"  contention fitted across {1 + len(args.contention_from)} runs: {pred.calibration.contention:.3f}"
-        )
+    _print_contention(pred, len(args.contention_from or []))
     if pred.calibration.step_model.blocking:
         print(
             "  note: this torch run's collectives block their thread (CPU gloo), and the "
@@ -186,3 +188,16 @@ def run(args: argparse.Namespace) -> int:
     if args.trace is not None:
         print(f"predicted timeline: {args.trace}")
     return 0
+
+
+def _print_contention(pred: Prediction, num_others: int) -> None:
+    """The compute slow-down α: fitted across runs (when asked), and as replayed on the
+    scenario's links (it follows the bytes moved per µs, overlapscope/sim/predict.py)."""
+    fitted = pred.calibration.contention
+    on_links = (
+        f" ({pred.contention:.3f} on the scenario's link)" if pred.contention != fitted else ""
+    )
+    if num_others:
+        print(f"  contention fitted across {1 + num_others} runs: {fitted:.3f}{on_links}")
+    elif on_links:
+        print(f"  contention: {fitted:.3f}{on_links}")

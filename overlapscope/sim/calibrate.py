@@ -109,6 +109,9 @@ class Calibration:
     # per step, the part of each lane time after the fastest rank was done (ranks' own lag,
     # not the wire: kept as is when the link is rescaled)
     step_lag_us: tuple[dict[tuple[str, Phase], float], ...]
+    # the run's median lag per collective: up to it a lag is the ranks' own delay and is kept
+    # when the link is rescaled; beyond it, it grew with the wire (predict.rescale_lane_time)
+    lag_fixed_us: float
     contention: float  # compute runs 1 + contention times slower while the queue is busy
     # per compute range: rank, step, phase, unit, piece, dur_us, busy_frac (contention fits)
     compute_rows: pd.DataFrame
@@ -290,13 +293,12 @@ def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
     # run.json names an engine run (ovs_facts says in one line what a damaged one lacks)
     is_ovs = meta is not None and (meta.is_engine_run or meta.engine is not None)
     facts = ovs_facts(meta, coll, inputs.source) if meta and is_ovs else torch_facts(a, coll)
-    model = facts.model
     links = _links(coll, world)
     coll = _with_lane_times(coll)
     step_numbers = sorted(a.counted_steps[min(a.counted_steps)])
 
     # compute, contention, issue costs, per-step overhead
-    measured_program = build_program(model, facts.scenario)
+    measured_program = build_program(facts.model, facts.scenario)
     steps = a.steps.merge(counted, on=["rank", "step"])
     if is_ovs:
         comp = _ovs_compute_rows(a, counted)
@@ -309,14 +311,14 @@ def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
     ranks = _ranks(comp, contention, issue, steps, num_steps, measured_program)
     comm_rows = a.timeline.merge(counted, on=["rank", "step"])
     # memory: the largest unit's full bytes; per rank the peak, and the measured curve
-    alive_bytes = max((facts.full_bytes.get(u, 0) for u in model.units), default=0)
+    alive_bytes = max((facts.full_bytes.get(u, 0) for u in facts.model.units), default=0)
     peaks, mem_units = facts.peaks, measured_program.max_mem_units_in_backward
     return Calibration(
         source=inputs.source,
         framework=facts.framework,
         world_size=world,
         backend=facts.backend,
-        step_model=model,
+        step_model=facts.model,
         ranks=ranks,
         links=links,
         transfer_us=per_collective(coll),
@@ -327,6 +329,7 @@ def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
         step_lag_us=tuple(
             per_collective(coll[coll["step"] == s], "lag_us", keep_zero=True) for s in step_numbers
         ),
+        lag_fixed_us=float(coll["lag_us"].median()),
         dispatch_us=_dispatch_us(comm_rows[comm_rows["lane"] == "comm"], issue),
         contention=contention,
         compute_rows=comp.reset_index(drop=True),

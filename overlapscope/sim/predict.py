@@ -80,6 +80,7 @@ class Prediction:
     max_alive_in_backward: int
     deferred_prefetches: int
     links: dict[str, LinkModel]  # the link models after the scenario's scaling
+    contention: float  # the compute slow-down α replayed (the calibration's, on these links)
 
     def table(self, target: Measured | None = None) -> pd.DataFrame:
         """Predicted vs measured: ``metric, measured_source, predicted`` (+ ``measured_target,
@@ -134,6 +135,8 @@ class Prediction:
             },
             "calibration": {
                 "contention": c.contention,
+                "contention_on_scenario_links": self.contention,
+                "lag_fixed_us": c.lag_fixed_us,
                 "peer_skew_us": c.peer_skew_us,
                 "blocking_collectives": c.step_model.blocking,
                 "links": {
@@ -195,21 +198,39 @@ def transfer_us(
     if measured is None or old is None:
         return new.transfer_us(c.bytes)
     lag = (lag_us or {}).get((c.unit, c.phase), 0.0)
-    return rescale_lane_time(
-        measured, lag, old.latency_us, old.busbw_bytes_per_us / new.busbw_bytes_per_us
-    )
+    ratio = old.busbw_bytes_per_us / new.busbw_bytes_per_us
+    return rescale_lane_time(measured, min(lag, calib.lag_fixed_us), old.latency_us, ratio)
 
 
-def rescale_lane_time(lane_us: float, lag_us: float, latency_us: float, ratio: float) -> float:
+def rescale_lane_time(lane_us: float, kept_us: float, latency_us: float, ratio: float) -> float:
     """A measured lane time on a link ``1 / ratio`` times as fast.
 
-    ``lane = latency + wire + lag``: only the wire part scales. ``lag`` is how long after
-    the fastest rank the last one finished (the ranks' own delay, not the wire's: on the
-    lab it averages 1.0-1.8 ms per collective at both 1 and 0.25 Gbit/s, while the
-    transfers take 12.5 and 50 ms).
+    ``lane = latency + kept + wire``: only the wire part scales. ``kept`` is the part of
+    the lag (how long after the fastest rank the last one finished) that is the ranks' own
+    delay, not the wire's: up to the run's median lag per collective
+    (``Calibration.lag_fixed_us``). Lags beyond it grow with the wire: on the what-if lab
+    the lag per step is 22 ms at 0.25 Gbit/s and 16 ms at 1 Gbit/s (the transfers take
+    686 and 166 ms per step), and the typical (median) lag is 1.0 and 0.9 ms per step at
+    both. Keeping every lag predicted each step's transfers 6.2 % long from 0.25 to
+    1 Gbit/s and 3.7 % short the other way; keeping the median only, 1.2 % short and 1.6 %
+    long (docs/WHATIF.md).
     """
-    wire = max(lane_us - lag_us - latency_us, 0.0)
-    return latency_us + lag_us + wire * ratio
+    wire = max(lane_us - kept_us - latency_us, 0.0)
+    return latency_us + kept_us + wire * ratio
+
+
+def contention_under(calib: Calibration, links: dict[str, LinkModel]) -> float:
+    """The compute slow-down α under the scenario's links: α follows the rate the link
+    moves bytes, since communication takes CPU (or, on a GPU, SMs and memory bandwidth) per
+    byte moved. Fitted across runs on the what-if lab it is 0.057 at 0.25 Gbit/s and 0.20
+    at 1 Gbit/s (3.5x for a 4x rate). The ratio is the mean over the measured collective
+    kinds of new to measured bus bandwidth."""
+    ratios = [
+        links[k].busbw_bytes_per_us / lm.busbw_bytes_per_us
+        for k, lm in calib.links.items()
+        if k in links and lm.busbw_bytes_per_us > 0
+    ]
+    return calib.contention * (sum(ratios) / len(ratios) if ratios else 1.0)
 
 
 def _peak_mem(calib: Calibration, program: Program, rank: int, baseline: float) -> float:
@@ -239,7 +260,7 @@ def predict_from(
     links = scaled_links(calib, scenario)
     if contention is not None and contention != calib.contention:
         calib = with_contention(calib, contention)  # base compute re-derived with this α
-    alpha = calib.contention
+    alpha = contention_under(calib, links)
     samples = list(
         zip(calib.step_compute_us, calib.step_transfer_us, calib.step_lag_us, strict=True)
     ) or [({r: t.compute_us for r, t in calib.ranks.items()}, calib.transfer_us, {})]
@@ -272,6 +293,7 @@ def predict_from(
         max_alive_in_backward=program.max_alive_in_backward,
         deferred_prefetches=program.deferred_prefetches,
         links=links,
+        contention=alpha,
     )
 
 

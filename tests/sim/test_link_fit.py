@@ -84,8 +84,8 @@ def test_contention_needs_busy_fractions_that_differ() -> None:
     assert fit_contention(varied, sizes) == pytest.approx(0.2)
 
 
-def test_rescaling_keeps_the_ranks_lag() -> None:
-    # 20 ms on the queue: 1 ms latency, 15 ms on the wire, the last rank done 4 ms after
-    # the first. On a link half as fast only the wire doubles.
+def test_rescaling_keeps_the_ranks_own_lag() -> None:
+    # 20 ms on the queue: 1 ms latency, 15 ms on the wire, 4 ms of the ranks' own lag (the
+    # last rank done after the first). On a link half as fast only the wire doubles.
     assert rescale_lane_time(20_000.0, 4_000.0, 1_000.0, 2.0) == pytest.approx(35_000.0)
     assert rescale_lane_time(20_000.0, 4_000.0, 1_000.0, 1.0) == pytest.approx(20_000.0)
