@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from overlapscope.commands.run import int_at_least
+from overlapscope.commands.flags import add_dask_args, dask_target, int_at_least
 from overlapscope.errors import UserError
 from overlapscope.manifest import RUN_JSON
 
@@ -40,6 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument("--debug", action="store_true", help="Dash debug mode (never on a shared host)")
     p.add_argument("--no-warm", action="store_true", help="do not analyse every run before serving")
+    add_dask_args(p)  # each run analysed as analyze --dask does; its events left in the cache
     p.set_defaults(func=run)
     return p
 
@@ -106,9 +107,10 @@ def run(args: argparse.Namespace) -> int:
     from dashboards import create_app, discover_runs  # Dash is imported only for this command
     from dashboards.app import registry_of
 
+    target = dask_target(args)
     sock = bind_port(args.host, args.port)
     runs = discover_runs(args.paths or default_roots())
-    app = create_app(runs)
+    app = create_app(runs, dask=target)
     failed: list[UserError] = []
     if not args.no_warm:
         registry = registry_of(app)
