@@ -13,6 +13,7 @@ from dash.testing.wait import until
 
 from dashboards import ids, views
 from dashboards.big_run import MAX_SHOWN_RANKS, VIEW_COLUMNS, path_ranks
+from dashboards.callbacks import windowed_timeline
 from dashboards.data import CalibrationError, RunRegistry, discover_runs
 from overlapscope.cli import main
 from overlapscope.cluster import client as cluster_client
@@ -64,6 +65,12 @@ def test_only_the_shown_ranks_timeline_rows_are_read(
     assert all(f == [("step", "==", step)] and c == list(VIEW_COLUMNS) for _, f, c in reads)
     assert _shown_ranks(fig) == {5, 63}
     assert f"step {step} · ranks 5, 63 (2 of 64 shown)" in fig.layout.annotations[0].text
+    # A zoom redraws the window from the same ranks' rows of that step.
+    reads.clear()
+    zoom = {"xaxis.range[0]": 1.0, "xaxis.range[1]": 50.0}
+    fig = windowed_timeline(registry, key, None, step, zoom, None, [5, 63])
+    assert fig is not None and _shown_ranks(fig) == {5, 63}
+    assert [rank_of[p] for p, _, _ in reads] == [5, 63]
 
     # No choice: the ranks of the step's critical path (at most MAX_SHOWN_RANKS).
     reads.clear()
