@@ -283,6 +283,7 @@ class RunRegistry:
             OrderedDict()
         )
         self._lock = threading.Lock()
+        self._dask_lock = threading.Lock()
 
     @property
     def sources(self) -> list[RunSource]:
@@ -302,13 +303,26 @@ class RunRegistry:
             if hit is not None and hit[0] == fp:
                 return hit[1]
         if self.dask is not None:
-            loaded = analyse_on_dask(src, self.dask)
-        else:
-            analysis, meta, inputs, fp = _analyse(src.path, self._use_disk)
-            loaded = LoadedRun(source=src, analysis=analysis, manifest=meta, sim_inputs=inputs)
+            return self._load_on_dask(src, fp)
+        analysis, meta, inputs, fp = _analyse(src.path, self._use_disk)
+        loaded = LoadedRun(source=src, analysis=analysis, manifest=meta, sim_inputs=inputs)
         with self._lock:
             self._memory[src.key] = (fp, loaded)
         return loaded
+
+    def _load_on_dask(self, src: RunSource, fp: str) -> LoadedRun:
+        """One analysis at a time: the page's first callbacks ask for a run together, and
+        each would otherwise start its own tasks (with ``local``, its own cluster)."""
+        assert self.dask is not None
+        with self._dask_lock:
+            with self._lock:
+                hit = self._memory.get(src.key)
+            if hit is not None and hit[0] == fp:
+                return hit[1]
+            loaded = analyse_on_dask(src, self.dask)
+            with self._lock:
+                self._memory[src.key] = (fp, loaded)
+            return loaded
 
     def calibration(self, key: object) -> Calibration:
         """The run's what-if calibration, from memory while its files are unchanged (LRU of

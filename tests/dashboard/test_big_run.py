@@ -4,6 +4,8 @@ reads one step of the chosen ranks only (issue 18, point 6)."""
 from __future__ import annotations
 
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,7 @@ import pandas as pd
 import pytest
 from dash.testing.wait import until
 
-from dashboards import ids, views
+from dashboards import data, ids, views
 from dashboards.big_run import MAX_SHOWN_RANKS, VIEW_COLUMNS, path_ranks
 from dashboards.callbacks import windowed_timeline
 from dashboards.data import CalibrationError, RunRegistry, discover_runs
@@ -20,6 +22,7 @@ from overlapscope.cluster import client as cluster_client
 from overlapscope.cluster.run import DaskTarget
 from tests.conftest import RankSet, free_port
 
+from . import helpers
 from .test_app import _serve
 from .test_browser import _open_tab, _pick, _screenshot
 
@@ -155,3 +158,23 @@ def test_a_64_rank_run_served_with_dask_local(dash_duo: Any, ranks64: RankSet) -
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_concurrent_first_views_analyse_the_run_once(
+    sample_run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page's first callbacks ask for the run together: one analysis on Dask (one
+    LocalCluster with ``local``), the others wait for it."""
+    calls: list[str] = []
+
+    def slow(src: Any, _target: Any) -> Any:
+        calls.append(src.key)
+        time.sleep(0.3)
+        return data.LoadedRun(src, helpers.analysis(), None)
+
+    monkeypatch.setattr(data, "analyse_on_dask", slow)
+    runs = discover_runs([sample_run_dir])
+    registry = RunRegistry(runs, dask=DaskTarget("local", tmp_path))
+    with ThreadPoolExecutor(4) as pool:
+        loaded = list(pool.map(registry.load, [runs[0].key] * 4))
+    assert calls == [runs[0].key] and all(r is loaded[0] for r in loaded)
