@@ -165,7 +165,8 @@ def timeline_view(
         return errors or [error_panel("no run selected")]
     fig = add_paths(timeline_figure(panels, window_ms=window_ms), paths)
     graph = dcc.Graph(id=ids.TIMELINE_GRAPH, figure=fig, config=GRAPH_CONFIG)
-    return [*errors, *notes, graph]
+    shown = [html.Div(notes, id=ids.RANKS_NOTE)] if notes else []  # runs opened with --dask
+    return [*errors, *shown, graph]
 
 
 def _ranks_shown(
@@ -177,7 +178,7 @@ def _ranks_shown(
         return run, ""
     view, choice = step_view(run, step, ranks)
     note = choice.note(run.source.label, chosen_step(run.analysis, step))
-    notes.append(html.P(note, id=ids.RANKS_NOTE if not notes else None, className="ranks-note"))
+    notes.append(html.P(note))
     return view, choice.title()
 
 

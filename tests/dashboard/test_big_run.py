@@ -81,7 +81,8 @@ def test_only_the_shown_ranks_timeline_rows_are_read(
     default = sorted(path_ranks(a, step)[:MAX_SHOWN_RANKS])
     assert default and sorted(rank_of[p] for p, _, _ in reads) == default
     assert _shown_ranks(out[-1].figure) == set(default)
-    assert f"{len(default)} of 64 ranks shown" in out[0].children
+    assert out[0].id == ids.RANKS_NOTE
+    assert f"{len(default)} of 64 ranks shown" in out[0].children[0].children
 
     with pytest.raises(CalibrationError, match="opened with --dask"):
         registry.calibration(key)
