@@ -31,13 +31,13 @@ VIEW_COLUMNS = ("rank", "step", "phase", "unit", "start_us", "end_us", "dur_us",
 
 @dataclass(frozen=True, slots=True)
 class RankChoice:
-    """The ranks a timeline panel shows, of ``num_ranks``; ``asked``: the user's choice
-    (empty: the default); ``left_out``: asked for beyond ``MAX_SHOWN_RANKS``; ``unknown``:
-    asked for, not in the run; ``path_elsewhere``: ranks of the step's path not shown."""
+    """The ranks a timeline panel shows, of ``num_ranks``; ``why``: how they were picked;
+    ``left_out``: asked for beyond ``MAX_SHOWN_RANKS``; ``unknown``: asked for, not in the
+    run; ``path_elsewhere``: ranks of the step's critical path not shown."""
 
     shown: tuple[int, ...]
     num_ranks: int
-    asked: tuple[int, ...] = ()
+    why: str
     left_out: tuple[int, ...] = ()
     unknown: tuple[str, ...] = ()
     path_elsewhere: tuple[int, ...] = ()
@@ -46,10 +46,9 @@ class RankChoice:
         return f" · ranks {_listed(self.shown)} ({len(self.shown)} of {self.num_ranks} shown)"
 
     def note(self, label: str, step: int) -> str:
-        why = "chosen" if self.asked else "those of its critical path; pick others under Ranks"
         text = (
             f"{label} · step {step}: {len(self.shown)} of {self.num_ranks} ranks shown "
-            f"({_listed(self.shown)}: {why}), this step's rows read from the --dask cache."
+            f"({_listed(self.shown)}: {self.why}), this step's rows read from the --dask cache."
         )
         if self.left_out:
             text += f" At most {MAX_SHOWN_RANKS} at a time: not shown {_listed(self.left_out)}."
@@ -60,8 +59,9 @@ class RankChoice:
         return text
 
 
-def _listed(ranks: Sequence[int]) -> str:
-    return ", ".join(str(r) for r in ranks)
+def _listed(ranks: Sequence[int], most: int = 2 * MAX_SHOWN_RANKS) -> str:
+    more = f" and {len(ranks) - most} more" if len(ranks) > most else ""
+    return ", ".join(str(r) for r in ranks[:most]) + more
 
 
 def path_ranks(a: RunAnalysis, step: int) -> list[int]:
@@ -77,17 +77,24 @@ def choose_ranks(a: RunAnalysis, step: int, asked: object) -> RankChoice:
     """The ranks to show for ``step``: ``asked`` (the picker's value, from the browser:
     checked here) capped at ``MAX_SHOWN_RANKS``, else the step's critical-path ranks."""
     ranks = [int(r) for r in a.ranks["rank"]]
+    known = set(ranks)
     values = list(asked) if isinstance(asked, list | tuple) else []
-    valid = [v for v in values if isinstance(v, int) and not isinstance(v, bool) and v in ranks]
-    unknown = tuple(str(v)[:20] for v in values if v not in valid)
+    ok = [isinstance(v, int) and not isinstance(v, bool) and v in known for v in values]
+    valid = [v for v, good in zip(values, ok, strict=True) if good]
+    unknown = tuple(str(v)[:20] for v, good in zip(values, ok, strict=True) if not good)
     on_path = path_ranks(a, step)
-    picked = list(dict.fromkeys(valid)) or on_path[:MAX_SHOWN_RANKS] or ranks[:DEFAULT_SHOWN]
+    if valid:
+        picked, why = list(dict.fromkeys(valid)), "chosen"
+    elif on_path:
+        picked, why = on_path, "the ranks of its critical path; pick others under Ranks"
+    else:
+        picked, why = ranks[:DEFAULT_SHOWN], "the first ranks; pick others under Ranks"
     shown = tuple(sorted(picked[:MAX_SHOWN_RANKS]))
     return RankChoice(
         shown=shown,
         num_ranks=len(ranks),
-        asked=tuple(valid),
-        left_out=tuple(picked[MAX_SHOWN_RANKS:]),
+        why=why,
+        left_out=tuple(picked[MAX_SHOWN_RANKS:]) if valid else (),
         unknown=unknown,
         path_elsewhere=tuple(sorted(set(on_path) - set(shown))),
     )

@@ -14,9 +14,17 @@ import pytest
 from dash.testing.wait import until
 
 from dashboards import data, ids, views
-from dashboards.big_run import MAX_SHOWN_RANKS, VIEW_COLUMNS, path_ranks
+from dashboards.big_run import (
+    MAX_SHOWN_RANKS,
+    VIEW_COLUMNS,
+    choose_ranks,
+    path_ranks,
+    shown_path,
+)
 from dashboards.callbacks import windowed_timeline
+from dashboards.critical_path import GAP
 from dashboards.data import CalibrationError, RunRegistry, discover_runs
+from overlapscope.analysis.critical_path import CriticalPath
 from overlapscope.cli import main
 from overlapscope.cluster import client as cluster_client
 from overlapscope.cluster.run import DaskTarget
@@ -179,3 +187,48 @@ def test_concurrent_first_views_analyse_the_run_once(
     with ThreadPoolExecutor(4) as pool:
         loaded = list(pool.map(registry.load, [runs[0].key] * 4))
     assert calls == [runs[0].key] and all(r is loaded[0] for r in loaded)
+
+
+def _path_analysis(num_ranks: int, path_us: dict[int, float]) -> Any:
+    """A run of ``num_ranks`` whose step 1 critical path spends ``path_us[rank]`` per rank."""
+    links = pd.DataFrame(
+        {"step": 1, "rank": list(path_us), "dur_us": list(path_us.values())}, index=None
+    )
+    path = CriticalPath(links, pd.DataFrame())
+    return helpers.analysis(ranks=pd.DataFrame({"rank": range(num_ranks)}), path=path)
+
+
+@pytest.mark.parametrize(
+    ("asked", "path_us", "shown", "left_out", "unknown", "elsewhere"),
+    [
+        ([], {9: 5.0, 3: 9.0}, (3, 9), (), (), ()),
+        ([], {r: float(r) for r in range(10)}, tuple(range(2, 10)), (), (), (0, 1)),
+        ([], {}, (0, 1, 2, 3), (), (), ()),
+        ([7, 7, 2], {3: 1.0}, (2, 7), (), (), (3,)),
+        (list(range(12, 2, -1)), {}, tuple(range(5, 13)), (4, 3), (), ()),
+        ([1, 99, "x", True, None], {}, (1,), (), ("99", "x", "True", "None"), ()),
+        ("not a list", {4: 1.0}, (4,), (), (), ()),
+    ],
+    ids=["path", "path-capped", "no-path", "chosen", "chosen-capped", "unknown", "not-a-list"],
+)
+def test_choose_ranks(
+    asked: Any,
+    path_us: dict[int, float],
+    shown: tuple[int, ...],
+    left_out: tuple[int, ...],
+    unknown: tuple[str, ...],
+    elsewhere: tuple[int, ...],
+) -> None:
+    choice = choose_ranks(_path_analysis(16, path_us), 1, asked)
+    assert (choice.shown, choice.left_out, choice.unknown) == (shown, left_out, unknown)
+    assert choice.path_elsewhere == elsewhere and choice.num_ranks == 16
+    assert f"{len(shown)} of 16 ranks shown" in choice.note("run", 1)
+
+
+def test_path_on_the_shown_ranks_breaks_where_it_leaves_them() -> None:
+    """Links latest first: 0 -> (rank 5, not shown) -> 0 -> 2 gives two pieces."""
+    links = pd.DataFrame({"step": [1, 1, 1, 1, 2], "rank": [0, 5, 0, 2, 0]})
+    kept = shown_path(CriticalPath(links, pd.DataFrame()), [0, 2])
+    assert kept is not None
+    assert kept.links["rank"].tolist() == [0, 0, 2, 0]
+    assert kept.links[GAP].tolist() == [False, True, False, False]
