@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from dash import Dash
 
@@ -10,15 +11,22 @@ from dashboards import callbacks, guard
 from dashboards.data import RunRegistry, RunSource
 from dashboards.layout import build_layout
 
+if TYPE_CHECKING:
+    from overlapscope.cluster.run import DaskTarget
+
 TITLE = "overlapscope dashboard"
 
 
-def create_app(runs: Sequence[RunSource], *, use_disk_cache: bool = True) -> Dash:
+def create_app(
+    runs: Sequence[RunSource], *, use_disk_cache: bool = True, dask: DaskTarget | None = None
+) -> Dash:
     """A Dash app showing ``runs``; the browser can only pick among their keys.
 
     Nothing is loaded here: each run is analysed on first view (or ``warm``), then cached.
+    ``dask``: each run is analysed as ``analyze --dask`` does, and its timeline read a step
+    and a few ranks at a time from that cache (dashboards/big_run.py).
     """
-    registry = RunRegistry(runs, use_disk_cache=use_disk_cache)
+    registry = RunRegistry(runs, use_disk_cache=use_disk_cache, dask=dask)
     app = Dash(
         __name__,
         title=TITLE,

@@ -29,9 +29,11 @@ def windowed_timeline(
     step: int | None,
     relayout: dict[str, Any] | None,
     clocks: str | None = None,
+    ranks: object = None,
 ) -> go.Figure | None:
     """The timeline redrawn for a zoomed range, or None when redrawing would change nothing
-    (every panel already fits in ``MAX_BARS``, or the zoom did not move the x axis)."""
+    (every panel already fits in ``MAX_BARS``, or the zoom did not move the x axis); a run
+    opened with ``--dask`` is always redrawn (its step is read again, for its ranks)."""
     window = parse_window(relayout)
     if window is None:
         return None
@@ -39,7 +41,7 @@ def windowed_timeline(
         runs = [registry.load(k) for k in {run_a, run_b} if k is not None]
     except UserError:
         return None
-    if all(len(r.analysis.timeline) <= MAX_BARS for r in runs):
+    if all(r.timelines is None and len(r.analysis.timeline) <= MAX_BARS for r in runs):
         return None
     children = views.timeline_view(
         registry,
@@ -48,6 +50,7 @@ def windowed_timeline(
         step,
         None if window == "auto" else window,  # type: ignore[arg-type]
         clocks,
+        ranks,
     )
     graph = children[-1]
     figure = getattr(graph, "figure", None)
@@ -90,17 +93,27 @@ def _register_views(app: Dash, registry: RunRegistry) -> None:
         return [{"label": f"step {s}", "value": s} for s in steps], value
 
     @app.callback(
+        Output(ids.RANKS, "options"),
+        Output(ids.RANKS, "value"),
+        Output(ids.RANKS_PICKER, "style"),
+        Input(ids.RUN_A, "value"),
+        Input(ids.RUN_B, "value"),
+    )
+    def _ranks(run_a: str | None, run_b: str | None) -> tuple[Any, Any, Any]:
+        options, style = views.rank_picker(registry, run_a, run_b)
+        return options, [], style  # another run: its default ranks again
+
+    @app.callback(
         Output(ids.VIEW, "children"),
         Input(ids.TABS, "value"),
         Input(ids.RUN_A, "value"),
         Input(ids.RUN_B, "value"),
         Input(ids.STEP, "value"),
         Input(ids.CLOCKS, "value"),
+        Input(ids.RANKS, "value"),
     )
-    def _view(
-        tab: str, run_a: str | None, run_b: str | None, step: int | None, clocks: str | None
-    ) -> Any:
-        return views.render_view(registry, tab, run_a, run_b, step, clocks=clocks)
+    def _view(tab: str, run_a: Any, run_b: Any, step: Any, clocks: Any, ranks: Any) -> Any:
+        return views.render_view(registry, tab, run_a, run_b, step, clocks=clocks, ranks=ranks)
 
     @app.callback(
         Output(ids.TIMELINE_GRAPH, "figure"),
@@ -109,12 +122,11 @@ def _register_views(app: Dash, registry: RunRegistry) -> None:
         State(ids.RUN_B, "value"),
         State(ids.STEP, "value"),
         State(ids.CLOCKS, "value"),
+        State(ids.RANKS, "value"),
         prevent_initial_call=True,
     )
-    def _zoom(
-        relayout: dict[str, Any] | None, run_a: Any, run_b: Any, step: Any, clocks: Any
-    ) -> Any:
-        fig = windowed_timeline(registry, run_a, run_b, step, relayout, clocks)
+    def _zoom(relayout: Any, run_a: Any, run_b: Any, step: Any, clocks: Any, ranks: Any) -> Any:
+        fig = windowed_timeline(registry, run_a, run_b, step, relayout, clocks, ranks)
         return no_update if fig is None else fig
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 from dash import dcc, html
 
 from dashboards import ids
+from dashboards.big_run import chosen_step
 from dashboards.critical_path import ClockMode, raw_tables
 from dashboards.data import LoadedRun
 from dashboards.figures import TimelinePanel, step_panel
@@ -94,10 +95,10 @@ def run_panel(
     """The timeline panel of ``run``'s ``step`` (its first profiled step when ``step`` is not
     one), titled by run, policy and step; ``mode`` picks aligned or raw clocks."""
     a = run.analysis
-    available = sorted(int(s) for s in a.steps["step"].unique())
-    if not available:
-        raise UserError(f"{run.source.label}: no profiled steps")
-    chosen = step if step in available else available[0]
+    try:
+        chosen = chosen_step(a, step)
+    except UserError as e:
+        raise UserError(f"{run.source.label}: {e}") from None
     note = "" if chosen == step or step is None else f" (step {step} not profiled)"
     title = f"{prefix}{run.source.label} · policy {run.source.policy or '?'} · step {chosen}{note}"
     timeline, exposed = raw_tables(a) if mode is ClockMode.RAW else (a.timeline, a.exposed)

@@ -21,6 +21,7 @@ from overlapscope.analysis.clocks import offset_at
 
 PATH_NAME = "critical path"
 PATH_COLOUR = "#111111"
+GAP = "gap_before"  # a link whose previous one is not drawn (dashboards/big_run.py)
 
 
 class ClockMode(enum.Enum):
@@ -77,13 +78,18 @@ def path_trace(links: pd.DataFrame, origin_us: float) -> go.Scatter:
             links["kind"], links["rank"], links["unit"], links["dur_us"], strict=True
         )
     ]
+    texts = np.repeat(np.asarray(text, dtype=object), 2)
+    if GAP in links:  # links of the ranks shown only: break the line where it left them
+        at = 2 * np.flatnonzero(links[GAP].to_numpy(dtype=bool))
+        none = np.full(len(at), None, dtype=object)
+        xs, ys, texts = np.insert(xs, at, np.nan), np.insert(ys, at, none), np.insert(texts, at, "")
     return go.Scatter(
         x=xs,
         y=ys,
         mode="lines",
         name=PATH_NAME,
         line={"color": PATH_COLOUR, "width": 3},
-        text=np.repeat(np.asarray(text, dtype=object), 2),
+        text=texts,
         hovertemplate="%{text}<extra>critical path</extra>",
     )
 

@@ -28,6 +28,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dashboards.runs import (
     RUN_JSON,
@@ -46,6 +47,10 @@ from overlapscope.sim import Calibration
 from overlapscope.sim.calibrate import SimInputs, sim_inputs
 from overlapscope.sim.predict import calibrate_loaded
 from overlapscope.trace.loader import load_run
+
+if TYPE_CHECKING:
+    from overlapscope.cluster.run import DaskTarget
+    from overlapscope.cluster.timeline import RankTimelines
 
 __all__ = [
     "CalibrationError",
@@ -84,10 +89,15 @@ class CalibrationError(UserError):
 
 @dataclass(frozen=True, slots=True)
 class LoadedRun:
+    """``timelines``: None when ``analysis.timeline`` holds every drawable event; for a run
+    opened with ``--dask``, where each rank's events lie in the cache (its timeline is read
+    a step and a few ranks at a time; ``analysis.timeline`` is empty)."""
+
     source: RunSource
     analysis: RunAnalysis
     manifest: RunManifest | None
     sim_inputs: SimInputs | None = None  # what the what-if calibration takes beside analysis
+    timelines: RankTimelines | None = None
 
 
 def input_files(path: Path) -> list[Path]:
@@ -205,6 +215,23 @@ def _analyse(path: Path, use_disk: bool) -> tuple[RunAnalysis, RunManifest | Non
     return analysis, meta, inputs, key
 
 
+def analyse_on_dask(src: RunSource, target: DaskTarget) -> LoadedRun:
+    """The run analysed as ``overlapscope analyze --dask`` does (its summaries cached in
+    ``target``'s cache), without its events: they stay in the cache, read per step."""
+    from overlapscope.cluster.run import analyze_with_tables
+    from overlapscope.cluster.timeline import RankTimelines
+
+    try:
+        done = analyze_with_tables([src.path], target, (False, False, True, False))
+    except UserError as e:
+        raise RunLoadError(str(e)) from e
+    except Exception as e:  # a trace that breaks the parser must not take the app down
+        raise RunLoadError(f"{src.path}: failed to load: {type(e).__name__}: {e}") from e
+    timelines = RankTimelines.of(target.cache().root, done)
+    manifest = read_manifest(src.path) if src.path.is_dir() else None
+    return LoadedRun(src, done.analysis, manifest, timelines=timelines)
+
+
 def calibrate_run(src: RunSource, loaded: LoadedRun) -> Calibration:
     """The what-if calibration of one run from its cached analysis (the run is parsed once);
     ``CalibrationError`` says why not and what to do."""
@@ -216,8 +243,12 @@ def calibrate_run(src: RunSource, loaded: LoadedRun) -> Calibration:
             f"{src.label} is a what-if prediction (from {origin.name or 'another run'}), "
             "not a measurement: pick the measured run it was predicted from"
         )
+    if loaded.sim_inputs is None:
+        raise CalibrationError(
+            f"{src.label} was opened with --dask: the dashboard holds its summaries, not the "
+            "events the what-if replays; open it without --dask for the what-if"
+        )
     try:
-        assert loaded.sim_inputs is not None
         return calibrate_loaded(loaded.analysis, loaded.sim_inputs)
     except UserError as e:
         # the simulator's messages start with the path: name the run as the page does
@@ -233,18 +264,26 @@ def calibrate_run(src: RunSource, loaded: LoadedRun) -> Calibration:
 class RunRegistry:
     """The runs the app was started with, by key; loads each through the cache."""
 
-    def __init__(self, runs: Iterable[RunSource], *, use_disk_cache: bool = True) -> None:
+    def __init__(
+        self,
+        runs: Iterable[RunSource],
+        *,
+        use_disk_cache: bool = True,
+        dask: DaskTarget | None = None,
+    ) -> None:
         self._runs: dict[str, RunSource] = {}
         for r in runs:
             if r.key in self._runs:
                 raise ValueError(f"duplicate run key {r.key!r}")
             self._runs[r.key] = r
         self._use_disk = use_disk_cache
+        self.dask = dask  # runs analysed on Dask, their events left in its cache
         self._memory: dict[str, tuple[str, LoadedRun]] = {}
         self._calibrations: OrderedDict[str, tuple[str, Calibration | CalibrationError]] = (
             OrderedDict()
         )
         self._lock = threading.Lock()
+        self._dask_lock = threading.Lock()
 
     @property
     def sources(self) -> list[RunSource]:
@@ -263,11 +302,27 @@ class RunRegistry:
             hit = self._memory.get(src.key)
             if hit is not None and hit[0] == fp:
                 return hit[1]
+        if self.dask is not None:
+            return self._load_on_dask(src, fp)
         analysis, meta, inputs, fp = _analyse(src.path, self._use_disk)
         loaded = LoadedRun(source=src, analysis=analysis, manifest=meta, sim_inputs=inputs)
         with self._lock:
             self._memory[src.key] = (fp, loaded)
         return loaded
+
+    def _load_on_dask(self, src: RunSource, fp: str) -> LoadedRun:
+        """One analysis at a time: the page's first callbacks ask for a run together, and
+        each would otherwise start its own tasks (with ``local``, its own cluster)."""
+        assert self.dask is not None
+        with self._dask_lock:
+            with self._lock:
+                hit = self._memory.get(src.key)
+            if hit is not None and hit[0] == fp:
+                return hit[1]
+            loaded = analyse_on_dask(src, self.dask)
+            with self._lock:
+                self._memory[src.key] = (fp, loaded)
+            return loaded
 
     def calibration(self, key: object) -> Calibration:
         """The run's what-if calibration, from memory while its files are unchanged (LRU of

@@ -9,6 +9,11 @@ RUN_B = "run-b"
 STEP = "step"
 WINDOW = "timeline-window"
 CLOCKS = "clock-mode"  # timeline: aligned or raw clocks (dashboards/critical_path.py)
+# Runs opened with --dask: the ranks whose step the timeline reads (dashboards/big_run.py);
+# the picker is shown only for such runs.
+RANKS = "timeline-ranks"
+RANKS_PICKER = "timeline-ranks-picker"
+RANKS_NOTE = "timeline-ranks-note"
 
 OVERVIEW_TABLE = "overview-table"
 FINDINGS = "findings"

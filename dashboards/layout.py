@@ -8,6 +8,7 @@ from typing import Any
 from dash import dcc, html
 
 from dashboards import ids
+from dashboards.big_run import MAX_SHOWN_RANKS, PICKER_HIDDEN
 from dashboards.data import RunRegistry, default_pair
 from dashboards.views import default_target, run_options
 from dashboards.whatif import LIMIT_CHOICES, LIMIT_OFF, NETWORK_LABELS, NetworkMode
@@ -152,6 +153,16 @@ def whatif_panel(registry: RunRegistry, run_a: str | None, run_b: str | None) ->
     )
 
 
+def _ranks_picker() -> html.Div:
+    """Ranks of a run opened with --dask whose step the timeline reads; hidden otherwise
+    (``views.rank_picker`` shows it)."""
+    dropdown = dcc.Dropdown(
+        id=ids.RANKS, options=[], value=[], multi=True, placeholder="the step's critical path"
+    )
+    label = html.Label(f"Ranks (timeline, at most {MAX_SHOWN_RANKS})", style=LABEL_STYLE)
+    return html.Div([label, dropdown], id=ids.RANKS_PICKER, style=PICKER_HIDDEN)
+
+
 def build_layout(registry: RunRegistry) -> html.Div:
     run_a, run_b = default_pair(registry.sources)
     options = run_options(registry)
@@ -172,6 +183,7 @@ def build_layout(registry: RunRegistry) -> html.Div:
                         "Step (timeline, what-if)",
                         dcc.Dropdown(id=ids.STEP, options=[], value=None, clearable=False),
                     ),
+                    _ranks_picker(),
                     _picker(
                         "Clocks (timeline)",
                         dcc.RadioItems(

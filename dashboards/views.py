@@ -6,6 +6,7 @@ gone or unreadable becomes an error panel (``error_panel``), never an exception.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import pandas as pd
@@ -13,6 +14,13 @@ from dash import dcc, html
 from dash.development.base_component import Component
 
 from dashboards import ids
+from dashboards.big_run import (
+    PICKER_HIDDEN,
+    PICKER_SHOWN,
+    chosen_step,
+    rank_options,
+    step_view,
+)
 from dashboards.components import (
     GRAPH_CONFIG,
     error_panel,
@@ -135,23 +143,54 @@ def timeline_view(
     step: int | None,
     window_ms: tuple[float, float] | None = None,
     clocks: str | None = None,
+    ranks: object = None,
 ) -> list[Component]:
+    """The step's timeline of each chosen run; of a run opened with ``--dask``, the rows of
+    ``ranks`` only (the ranks picker's value; empty: the default), read on demand."""
     mode = clock_mode(clocks)
     runs, errors = _load_many(registry, _selected(run_a, run_b))
     panels: list[TimelinePanel] = []
     paths = []
+    notes: list[Component] = []
     for run in runs:
         try:
+            run, suffix = _ranks_shown(run, step, ranks, notes)
             panels.append(run_panel(run, step, mode=mode))
         except UserError as e:
             errors.append(error_panel(str(e)))
             continue
-        p = panels[-1]
+        p = panels[-1] = dataclasses.replace(panels[-1], title=panels[-1].title + suffix)
         paths.append((len(panels), panel_path(run.analysis, p.timeline, mode), p.origin_us))
     if not panels:
         return errors or [error_panel("no run selected")]
     fig = add_paths(timeline_figure(panels, window_ms=window_ms), paths)
-    return [*errors, dcc.Graph(id=ids.TIMELINE_GRAPH, figure=fig, config=GRAPH_CONFIG)]
+    graph = dcc.Graph(id=ids.TIMELINE_GRAPH, figure=fig, config=GRAPH_CONFIG)
+    shown = [html.Div(notes, id=ids.RANKS_NOTE)] if notes else []  # runs opened with --dask
+    return [*errors, *shown, graph]
+
+
+def _ranks_shown(
+    run: LoadedRun, step: int | None, ranks: object, notes: list[Component]
+) -> tuple[LoadedRun, str]:
+    """A run opened with ``--dask`` as its panel draws it (the step's rows of the chosen
+    ranks), the panel title's rank suffix, and its note in ``notes``; others unchanged."""
+    if run.timelines is None:
+        return run, ""
+    view, choice = step_view(run, step, ranks)
+    note = choice.note(run.source.label, chosen_step(run.analysis, step))
+    notes.append(html.P(note))
+    return view, choice.title()
+
+
+def rank_picker(
+    registry: RunRegistry, run_a: str | None, run_b: str | None
+) -> tuple[list[dict[str, object]], dict[str, str]]:
+    """The ranks picker's options and style: shown for runs opened with ``--dask`` only."""
+    if registry.dask is None:
+        return [], PICKER_HIDDEN
+    runs, _ = _load_many(registry, _selected(run_a, run_b))
+    big = [r for r in runs if r.timelines is not None]
+    return (rank_options(big), PICKER_SHOWN) if big else ([], PICKER_HIDDEN)
 
 
 def units_view(registry: RunRegistry, run_a: str | None, run_b: str | None) -> list[Component]:
@@ -194,6 +233,7 @@ def render_view(
     step: int | None,
     window_ms: tuple[float, float] | None = None,
     clocks: str | None = None,
+    ranks: object = None,
 ) -> list[Component]:
     """The chosen tab's content; unknown tabs and run keys become an error panel."""
     try:
@@ -204,7 +244,7 @@ def render_view(
             case ids.TAB_OVERVIEW:
                 return overview_view(registry)
             case ids.TAB_TIMELINE:
-                return timeline_view(registry, run_a, run_b, step, window_ms, clocks)
+                return timeline_view(registry, run_a, run_b, step, window_ms, clocks, ranks)
             case ids.TAB_UNITS:
                 return units_view(registry, run_a, run_b)
             case ids.TAB_TRADEOFF:

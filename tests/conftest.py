@@ -6,6 +6,7 @@ import os
 import socket
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +117,26 @@ def fsdp2_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def fsdp1_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One real torch FSDP1 CPU run for the whole session."""
     return _torch_fsdp_run("fsdp1", tmp_path_factory)
+
+
+@dataclass(frozen=True, slots=True)
+class RankSet:
+    """A many-rank run made of re-ranked copies of a shipped run, and the ``--dask`` cache
+    its tests share (a second analysis of it reads the result back: no task runs)."""
+
+    run: Path
+    cache: Path
+    num_ranks: int
+
+
+@pytest.fixture(scope="session")
+def ranks64(tmp_path_factory: pytest.TempPathFactory) -> RankSet:
+    """64 ranks (``overlapscope.cluster.synth.rerank_copies`` of the first shipped run, 0.5 s)
+    for tests/cluster and tests/dashboard; its analysis is cached in ``cache`` by the first
+    test that makes it."""
+    from overlapscope.cluster.synth import rerank_copies
+
+    source = sorted(p for p in (REPO / "traces").iterdir() if (p / "run.json").is_file())[0]
+    base = tmp_path_factory.mktemp("ranks64")
+    rerank_copies(source, 64, base / "run64")
+    return RankSet(base / "run64", base / "cache", 64)

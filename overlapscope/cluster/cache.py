@@ -167,14 +167,30 @@ def write_table(path: Path, df: pd.DataFrame) -> None:
     atomic(path, lambda t: df.to_parquet(t, engine="pyarrow", index=False))
 
 
-def read_table(path: Path, filters: list[tuple[str, str, Any]] | None = None) -> pd.DataFrame:
-    """A frame written by :func:`write_table` (``filters``: pyarrow row filters)."""
-    df = pd.read_parquet(path, engine="pyarrow", filters=filters)
+def read_table(
+    path: Path,
+    filters: list[tuple[str, str, Any]] | None = None,
+    columns: list[str] | None = None,
+) -> pd.DataFrame:
+    """A frame written by :func:`write_table` (``filters``: pyarrow row filters;
+    ``columns``: only these columns are read)."""
+    df = pd.read_parquet(path, engine="pyarrow", filters=filters, columns=columns)
     if filters:
         df = df.reset_index(drop=True)
-    dtypes: dict[str, Any] = pickle.loads(path.with_suffix(".dtypes").read_bytes())
-    fixed = {c: _restore(df[c], t) for c, t in dtypes.items() if df[c].dtype != t}
+    dtypes = table_dtypes(path)
+    fixed = {c: _restore(df[c], t) for c, t in dtypes.items() if c in df and df[c].dtype != t}
     return df.assign(**fixed) if fixed else df
+
+
+def table_dtypes(path: Path) -> dict[str, Any]:
+    """The columns and exact dtypes of a frame written by :func:`write_table` (no row read)."""
+    dtypes: dict[str, Any] = pickle.loads(path.with_suffix(".dtypes").read_bytes())
+    return dtypes
+
+
+def empty_table(path: Path) -> pd.DataFrame:
+    """The frame :func:`read_table` gives, without its rows (and without reading them)."""
+    return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in table_dtypes(path).items()})
 
 
 def _restore(col: pd.Series, dtype: Any) -> pd.Series:

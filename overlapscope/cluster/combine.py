@@ -21,7 +21,7 @@ from overlapscope.analysis.bound import bound_summary, bound_table
 from overlapscope.analysis.collectives import collective_tables
 from overlapscope.analysis.critical_path import LINK_COLUMNS, STEP_COLUMNS, CriticalPath
 from overlapscope.analysis.metrics import TIMELINE_LANES
-from overlapscope.cluster.cache import read_table
+from overlapscope.cluster.cache import empty_table, read_table
 from overlapscope.cluster.tasks import SMALL_TABLES, read_summary
 from overlapscope.trace.loader import RunTraces
 
@@ -64,7 +64,7 @@ def _timeline(root: Path, folders: Sequence[str]) -> pd.DataFrame:
 
 def _empty_timeline(root: Path, folder: str) -> pd.DataFrame:
     """The timeline's columns and dtypes, no rows (the report does not read it)."""
-    empty = read_table(root / folder / "timeline.parquet").iloc[:0]
+    empty = empty_table(root / folder / "timeline.parquet")
     return empty.assign(lane=pd.Categorical([], categories=list(TIMELINE_LANES)))
 
 

@@ -22,6 +22,7 @@ import dataclasses
 import hashlib
 import pickle
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -53,7 +54,7 @@ from overlapscope.errors import UserError
 from overlapscope.trace.loader import ALLOW_FLAG, ParseFiles, RunTraces, _Parsed, load_run
 from overlapscope.trace.parse import TraceFileError
 
-__all__ = ["analyze_on_dask", "parse_to_cache"]
+__all__ = ["DaskAnalysis", "DaskTarget", "analyze_on_dask", "analyze_with_tables", "parse_to_cache"]
 # (key, meta) of each parsed file, by its path as the loader names it.
 Metas = dict[str, tuple[str, RankMeta]]
 
@@ -195,6 +196,29 @@ def _path(
     return path
 
 
+@dataclass(frozen=True, slots=True)
+class DaskTarget:
+    """Where ``--dask`` runs its tasks (a scheduler's address, or ``local``) and ``--cache``
+    (None: the default cache)."""
+
+    address: str
+    cache_dir: Path | None = None
+
+    def cache(self) -> RankCache:
+        return RankCache(self.cache_dir if self.cache_dir is not None else default_cache_dir())
+
+
+@dataclass(frozen=True, slots=True)
+class DaskAnalysis:
+    """An analysis made on Dask, and where each rank's tables lie in the cache:
+    ``folders[i]`` (under the cache root) holds the tables of rank ``ranks[i]``, its
+    ``timeline.parquet`` among them (every drawable event, read a step at a time)."""
+
+    analysis: RunAnalysis
+    ranks: tuple[int, ...]
+    folders: tuple[str, ...]
+
+
 def analyze_on_dask(
     paths: Sequence[Path],
     address: str,
@@ -208,14 +232,24 @@ def analyze_on_dask(
     """``analyze(load_run(paths), align_clocks=...)`` with the per-rank work in Dask tasks
     on ``address`` (a scheduler, or ``local``) and the summaries cached in ``cache_dir``.
     ``timeline``: gather every rank's timeline rows (only ``--csv`` writes them)."""
-    cache = RankCache(cache_dir if cache_dir is not None else default_cache_dir())
-    cache.prepare()
     flags = (allow_missing_ranks, rank_from_names, align_clocks, timeline)
+    done = analyze_with_tables(paths, DaskTarget(address, cache_dir), flags)
+    return done.analysis
+
+
+def analyze_with_tables(
+    paths: Sequence[Path], target: DaskTarget, flags: tuple[bool, bool, bool, bool]
+) -> DaskAnalysis:
+    """:func:`analyze_on_dask` with where each rank's tables lie; ``flags``:
+    (allow_missing_ranks, rank_from_names, align_clocks, timeline)."""
+    allow_missing_ranks, rank_from_names, align_clocks, timeline = flags
+    cache = target.cache()
+    cache.prepare()
     entry = cache.root / f"result-{result_token(paths, flags)}.pkl"
     if entry.is_file():
-        cached: RunAnalysis = pickle.loads(entry.read_bytes())
+        cached: DaskAnalysis = pickle.loads(entry.read_bytes())
         return cached
-    with LazyClient(address) as client:
+    with LazyClient(target.address) as client:
         run, clocks, jobs = plan(
             paths, client, cache, allow_missing_ranks, rank_from_names, align_clocks
         )
@@ -223,9 +257,11 @@ def analyze_on_dask(
         path = _path(client, cache, reduced)
     folders = [f for f, _ in reduced]
     result = combine(run, cache.root, folders, clocks, path, timeline=timeline)
-    data = pickle.dumps(result)
+    ranks = tuple(int(j.info.rank) for j in jobs)
+    done = DaskAnalysis(result, ranks, tuple(folders))
+    data = pickle.dumps(done)
     atomic(entry, lambda t: t.write_bytes(data))
-    return result
+    return done
 
 
 def result_token(paths: Sequence[Path], flags: tuple[object, ...]) -> str:

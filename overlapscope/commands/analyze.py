@@ -11,6 +11,7 @@ import orjson
 from overlapscope.analysis.api import RunAnalysis, analyze
 from overlapscope.analysis.path_report import report_text
 from overlapscope.analysis.report import markdown, text
+from overlapscope.commands.flags import add_dask_args, dask_target
 from overlapscope.errors import UserError
 from overlapscope.outputs import check_dir, check_file, write_file
 from overlapscope.trace.loader import ALLOW_FLAG, load_run
@@ -62,38 +63,25 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
         help="compare the ranks' timestamps as recorded, without estimating each rank's clock "
         "offset from the ends of matched collectives",
     )
-    p.add_argument(
-        "--dask",
-        metavar="ADDRESS",
-        help="parse each rank file in a task on the Dask scheduler at ADDRESS "
-        "(tcp://HOST:PORT), or 'local' for a cluster on this machine (needs overlapscope[cluster])",
-    )
-    p.add_argument(
-        "--cache",
-        metavar="DIR",
-        type=Path,
-        help="with --dask: where the parsed ranks and their summaries are cached "
-        "(default: ~/.cache/overlapscope/ranks)",
-    )
+    add_dask_args(p)
 
 
 def load_and_analyze(args: argparse.Namespace) -> RunAnalysis:
-    if getattr(args, "dask", None):
+    target = dask_target(args)
+    if target is not None:
         if getattr(args, "hta", False):
             raise UserError("--hta runs HTA on the whole traces locally; leave it out with --dask")
         from overlapscope.cluster.run import analyze_on_dask
 
         return analyze_on_dask(
             args.paths,
-            args.dask,
-            cache_dir=args.cache,
+            target.address,
+            cache_dir=target.cache_dir,
             allow_missing_ranks=args.allow_missing_ranks,
             rank_from_names=getattr(args, "rank_from_name", False),
             align_clocks=not getattr(args, "no_align", False),
             timeline=getattr(args, "csv", None) is not None,
         )
-    if getattr(args, "cache", None):
-        raise UserError("--cache is used with --dask; add --dask local or --dask ADDRESS")
     run_traces = load_run(
         args.paths,
         progress=False if args.no_progress else None,

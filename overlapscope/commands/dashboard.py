@@ -1,6 +1,9 @@
 """``overlapscope dashboard [RUN_DIR ...]``: serve the web dashboard (``dashboards``).
 
 With no RUN_DIR it opens every run directory below ``traces/`` (the shipped sample runs).
+With ``--dask ADDRESS|local`` each run is analysed as ``analyze --dask`` does (summaries in the
+``--cache``), and the timeline reads one step of a few chosen ranks from that cache on demand
+(dashboards/big_run.py): for runs of many ranks. Without it, nothing of the cache is read.
 Binds 127.0.0.1 unless ``--host`` says otherwise; Dash debug mode only with ``--debug``.
 """
 
@@ -10,10 +13,11 @@ import argparse
 import logging
 import socket
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from overlapscope.commands.run import int_at_least
+from overlapscope.commands.flags import add_dask_args, dask_target, int_at_least
 from overlapscope.errors import UserError
 from overlapscope.manifest import RUN_JSON
 
@@ -40,6 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument("--debug", action="store_true", help="Dash debug mode (never on a shared host)")
     p.add_argument("--no-warm", action="store_true", help="do not analyse every run before serving")
+    add_dask_args(p)  # each run analysed as analyze --dask does; its events left in the cache
     p.set_defaults(func=run)
     return p
 
@@ -102,25 +107,40 @@ def url_for(host: str, port: int) -> str:
     return f"http://{shown}:{port}/"
 
 
-def run(args: argparse.Namespace) -> int:
-    from dashboards import create_app, discover_runs  # Dash is imported only for this command
+def warm(app: Any, runs: Sequence[Any], dask: bool) -> list[UserError]:
+    """Analyse every run now; the errors of those that fail (shown as a panel in the app).
+    None loads: one line, the run's own error with ``--dask`` (an unreachable scheduler is
+    said as ``analyze --dask`` says it)."""
     from dashboards.app import registry_of
 
-    sock = bind_port(args.host, args.port)
-    runs = discover_runs(args.paths or default_roots())
-    app = create_app(runs)
+    registry = registry_of(app)
     failed: list[UserError] = []
-    if not args.no_warm:
-        registry = registry_of(app)
-        for src in runs:
-            try:
-                registry.load(src.key)
-            except UserError as e:  # shown as an error panel in the app; say it here too
-                failed.append(e)
-        if runs and len(failed) == len(runs):
-            raise UserError(f"no run could be loaded ({failed[0]}); give a run directory")
-        for err in failed:
-            print(f"warning: {err}", file=sys.stderr)
+    for src in runs:
+        try:
+            registry.load(src.key)
+        except UserError as e:  # shown as an error panel in the app; say it here too
+            failed.append(e)
+    if runs and len(failed) == len(runs):
+        if dask:
+            raise UserError(str(failed[0]))
+        raise UserError(f"no run could be loaded ({failed[0]}); give a run directory")
+    for err in failed:
+        print(f"warning: {err}", file=sys.stderr)
+    return failed
+
+
+def run(args: argparse.Namespace) -> int:
+    from dashboards import create_app, discover_runs  # Dash is imported only for this command
+
+    target = dask_target(args)
+    sock = bind_port(args.host, args.port)
+    try:
+        runs = discover_runs(args.paths or default_roots())
+        app = create_app(runs, dask=target)
+        failed = [] if args.no_warm else warm(app, runs, target is not None)
+    except BaseException:
+        sock.close()
+        raise
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: serving on {args.host}: reachable from other machines", file=sys.stderr)
     print(

@@ -5,6 +5,13 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from overlapscope.errors import UserError
+
+if TYPE_CHECKING:
+    from overlapscope.cluster.run import DaskTarget
 
 # argparse ``type=`` converters: a bad value is rejected while parsing, before anything is
 # created, as one line ``argument --FLAG: <message>``.
@@ -51,3 +58,32 @@ def positive_float(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"{text!r}: give a finite number > 0")
     return value
+
+
+def add_dask_args(p: argparse.ArgumentParser) -> None:
+    """``--dask ADDRESS|local`` and ``--cache DIR`` (analyze, diagnose, dashboard)."""
+    p.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="parse each rank file in a task on the Dask scheduler at ADDRESS "
+        "(tcp://HOST:PORT), or 'local' for a cluster on this machine (needs overlapscope[cluster])",
+    )
+    p.add_argument(
+        "--cache",
+        metavar="DIR",
+        type=Path,
+        help="with --dask: where the parsed ranks and their summaries are cached "
+        "(default: ~/.cache/overlapscope/ranks)",
+    )
+
+
+def dask_target(args: argparse.Namespace) -> DaskTarget | None:
+    """The ``--dask`` scheduler and ``--cache`` of ``args``; None without ``--dask``
+    (``--cache`` alone is refused: it means nothing without it)."""
+    if getattr(args, "dask", None):
+        from overlapscope.cluster.run import DaskTarget
+
+        return DaskTarget(args.dask, args.cache)
+    if getattr(args, "cache", None):
+        raise UserError("--cache is used with --dask; add --dask local or --dask ADDRESS")
+    return None

@@ -7,9 +7,8 @@ from pathlib import Path
 import pytest
 
 from overlapscope.cli import main
-from overlapscope.cluster.synth import rerank_copies
 from tests.cluster.conftest import DaskProcesses
-from tests.conftest import EXTERNAL_TRACES, REPO
+from tests.conftest import EXTERNAL_TRACES, REPO, RankSet
 
 SHIPPED = sorted(p for p in (REPO / "traces").iterdir() if (p / "run.json").is_file())
 # Small external traces, one run each: GPU (AMD, H100), CPU only, no distributedInfo (the
@@ -57,11 +56,14 @@ def test_external_traces_identical(
 
 
 def test_64_ranks_identical(
-    dask_two_workers: DaskProcesses, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    dask_two_workers: DaskProcesses,
+    ranks64: RankSet,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    run = tmp_path / "run64"
-    rerank_copies(SHIPPED[0], 64, run)
-    flags = ("--dask", dask_two_workers.address, "--cache", str(tmp_path / "cache"))
+    """(Its cache is the session's 64-rank one: the dashboard's tests open it from there.)"""
+    run = ranks64.run
+    flags = ("--dask", dask_two_workers.address, "--cache", str(ranks64.cache))
     on_dask = report(capsys, tmp_path, [run], *flags)
     assert on_dask == report(capsys, tmp_path, [run])
     assert '"world_size": 64' in on_dask[0]

@@ -32,6 +32,7 @@ def _view_request(tab: str, run_a: Any, run_b: Any = None, step: Any = None) -> 
         {"id": ids.RUN_B, "property": "value", "value": run_b},
         {"id": ids.STEP, "property": "value", "value": step},
         {"id": ids.CLOCKS, "property": "value", "value": "aligned"},
+        {"id": ids.RANKS, "property": "value", "value": []},  # runs opened with --dask only
     ]
     return {
         "output": f"{ids.VIEW}.children",

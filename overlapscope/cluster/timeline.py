@@ -1,0 +1,66 @@
+"""One step of a few ranks' timeline rows, read from the ``--dask`` cache on demand.
+
+The reduce task writes each rank's drawable events as ``<cache>/<folder>/timeline.parquet``
+(:mod:`overlapscope.cluster.tasks`). :class:`RankTimelines` reads, for the ranks asked for
+only, the rows of one step (a Parquet row filter) and the columns asked for: what a dashboard
+of a 1,000-rank run draws without ever holding the other ranks' events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from overlapscope.cluster.cache import empty_table, read_table
+from overlapscope.cluster.run import DaskAnalysis
+from overlapscope.errors import UserError
+
+TIMELINE_FILE = "timeline.parquet"
+
+
+def read_rank_step(path: Path, step: int, columns: Sequence[str]) -> pd.DataFrame:
+    """The rows of ``step`` of one rank's timeline file, ``columns`` only."""
+    return read_table(path, [("step", "==", step)], list(columns))
+
+
+@dataclass(frozen=True, slots=True)
+class RankTimelines:
+    """Where each rank's timeline lies: ``root / folders[i] / timeline.parquet`` holds the
+    rows of rank ``ranks[i]``."""
+
+    root: Path
+    ranks: tuple[int, ...]
+    folders: tuple[str, ...]
+
+    @classmethod
+    def of(cls, root: Path, done: DaskAnalysis) -> RankTimelines:
+        return cls(root, done.ranks, done.folders)
+
+    def file(self, rank: int) -> Path:
+        try:
+            folder = self.folders[self.ranks.index(rank)]
+        except ValueError:
+            raise UserError(f"rank {rank} is not in this run (ranks {self.span()})") from None
+        return self.root / folder / TIMELINE_FILE
+
+    def span(self) -> str:
+        return f"{min(self.ranks)}-{max(self.ranks)}" if self.ranks else "none"
+
+    def step_rows(self, step: int, ranks: Sequence[int], columns: Sequence[str]) -> pd.DataFrame:
+        """The timeline rows of ``step`` of ``ranks`` (in rank order), ``columns`` only;
+        the other ranks' files are not opened."""
+        wanted = sorted(set(ranks))
+        files = [self.file(r) for r in wanted]
+        missing = [f for f in files if not f.is_file()]
+        if missing:
+            raise UserError(
+                f"{missing[0].parent}: this rank's tables are no longer in the cache; "
+                "restart the dashboard with --dask to analyse the run again"
+            )
+        if not files:
+            return empty_table(self.file(self.ranks[0]))[list(columns)]
+        frames = [read_rank_step(f, step, columns) for f in files]
+        return pd.concat(frames, ignore_index=True)
