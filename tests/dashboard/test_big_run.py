@@ -122,6 +122,18 @@ def _figure_ranks(dash_duo: Any) -> tuple[str, set[int]]:
     return str(got["title"]), {int(y.split(" ")[1]) for y in got["ys"]}
 
 
+def _graph_fits(dash_duo: Any) -> bool:
+    """The timeline's container is as tall as its figure (not the previous render's)."""
+    js = (
+        "const el = document.getElementById(arguments[0]);"
+        "const gd = el && el.querySelector('.js-plotly-plot');"
+        "if (!gd || !gd.layout) return [0, null];"
+        "return [el.getBoundingClientRect().height, gd.layout.height];"
+    )
+    box, fig = dash_duo.driver.execute_script(js, ids.TIMELINE_GRAPH)
+    return fig is not None and abs(float(box) - float(fig)) < 2  # None while re-drawing
+
+
 @pytest.mark.browser
 def test_a_64_rank_run_served_with_dask_local(dash_duo: Any, ranks64: RankSet) -> None:
     """The CLI with ``--dask local`` serves the run; the page shows its 64 ranks, and the
@@ -148,6 +160,7 @@ def test_a_64_rank_run_served_with_dask_local(dash_duo: Any, ranks64: RankSet) -
         _pick(dash_duo, ids.RANKS, "rank 63")  # one rank chosen: only its lanes
         until(lambda: _figure_ranks(dash_duo)[1] == {63}, timeout=30)
         assert "1 of 64 ranks shown" in dash_duo.find_element(f"#{ids.RANKS_NOTE}").text
+        until(lambda: _graph_fits(dash_duo), timeout=30)  # shrunk to one rank's lanes
 
         other = first_step + 1
         _pick(dash_duo, ids.STEP, f"step {other}")
@@ -163,6 +176,7 @@ def test_a_64_rank_run_served_with_dask_local(dash_duo: Any, ranks64: RankSet) -
         until(lambda: "critical path" in dash_duo.find_element(f"#{ids.RANKS_NOTE}").text, 30)
         title, shown = _figure_ranks(dash_duo)
         assert f"step {other}" in title and 1 < len(shown) <= MAX_SHOWN_RANKS
+        until(lambda: _graph_fits(dash_duo), timeout=30)  # grown back to their lanes
         assert dash_duo.get_logs() == []
     finally:
         proc.terminate()
