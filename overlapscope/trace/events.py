@@ -25,16 +25,15 @@ MAX_TS_US = 1e16  # ~300 years after 1970 in µs
 MAX_DUR_US = 1e12  # ~11 days
 
 
-def bad_events(names: list[Any], args: list[Any], ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Per event: 0 when usable, else 1 + the index of the first reason in BAD_REASONS."""
+def bad_events(
+    names: list[Any], odd_args: np.ndarray, ts: np.ndarray, dur: np.ndarray
+) -> np.ndarray:
+    """Per event: 0 when usable, else 1 + the index of the first reason in BAD_REASONS;
+    ``odd_args``: the events whose ``args`` is there but not an object."""
     with np.errstate(invalid="ignore"):
         checks = [
             np.fromiter((not isinstance(n, str) for n in names), dtype=bool, count=len(names)),
-            np.fromiter(
-                (a is not None and not isinstance(a, dict) for a in args),
-                dtype=bool,
-                count=len(args),
-            ),
+            odd_args,
             ~np.isfinite(ts),
             ~np.isfinite(dur),
             dur < 0,
