@@ -2,9 +2,8 @@
 
 The document is decoded with msgspec into the Structs of :mod:`overlapscope.trace.fields`,
 which declare only the fields used: every other key is skipped while parsing, and no dict is
-built per event. Kineto's indented layout is decoded a slice of events at a time, so only one
-slice's objects exist at once (the Python objects of a whole trace take several times its
-size). Values follow orjson's reading of the document, as before this decoder: a document
+built per event (:mod:`overlapscope.trace.reader` feeds large files a slice of events at a
+time). Values follow orjson's reading of the document, as before this decoder: a document
 msgspec refuses is read again with orjson, which either gives the error the user sees
 (``truncated or invalid JSON ...``) or a document msgspec then decodes; integers orjson reads
 as floats (beyond 64 bits) are read as floats where a column is built.
@@ -12,8 +11,10 @@ as floats (beyond 64 bits) are read as floats where a column is built.
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,9 @@ import msgspec
 import numpy as np
 import orjson
 import pandas as pd
-from pandas.api.types import union_categoricals
 
 from overlapscope.errors import UserError
-from overlapscope.trace.comm_args import comm_args
+from overlapscope.trace.comm_args import COMM_FIELDS, add_comm_rows, comm_frame, is_comm_name
 from overlapscope.trace.events import bad_events
 from overlapscope.trace.fields import EVENTS, TRACE, Args, Event, orjson_number
 
@@ -77,7 +77,7 @@ def _category(values: list[Any]) -> pd.Categorical:
 
 @dataclass(frozen=True, slots=True)
 class Columns:
-    """The complete (``ph: "X"``) events of a document, or of a slice of it, as columns."""
+    """The complete (``ph: "X"``) events of a document as columns."""
 
     tid: np.ndarray
     stream: np.ndarray
@@ -91,116 +91,142 @@ class Columns:
     bad: np.ndarray  # int8 per event: 0 valid, else 1 + index into BAD_REASONS
 
 
+class _Strings:
+    """One string column built a slice at a time: each value's code in order of first
+    appearance, the categories sorted at the end, as pandas makes them of the whole column
+    (which it does itself, :func:`_category`, when some value is not a string)."""
+
+    def __init__(self) -> None:
+        self.index: dict[Any, int] = {}
+        self.parts: list[np.ndarray | list[Any]] = []  # codes, or a slice's odd values
+
+    def add(self, values: list[Any]) -> np.ndarray | None:
+        """The slice's codes (None when some value is not a string)."""
+        if not set(map(type, values)) <= {str}:
+            self.parts.append(values)
+            return None
+        index = self.index
+        codes = np.fromiter(
+            [index.setdefault(v, len(index)) for v in values], dtype=np.int64, count=len(values)
+        )
+        self.parts.append(codes)
+        return codes
+
+    def categorical(self) -> pd.Categorical:
+        cats = list(self.index)
+        if any(isinstance(p, list) for p in self.parts):
+            found = np.asarray(cats, dtype=object)
+            values: list[Any] = []
+            for p in self.parts:
+                values += p if isinstance(p, list) else found[p].tolist()
+            return _category(values)
+        order = sorted(range(len(cats)), key=cats.__getitem__)
+        rank = np.empty(len(cats), dtype=np.int64)
+        rank[order] = np.arange(len(cats))
+        codes = rank[np.concatenate(self.parts)] if self.parts else np.empty(0, np.int64)
+        return pd.Categorical.from_codes(codes, categories=[cats[i] for i in order])
+
+
 def _thread_names(events: list[Event]) -> dict[int, str]:
     names: dict[int, str] = {}
-    for e in events:
-        if e.ph == "M" and e.name == "thread_name":
+    for e in [e for e in events if e.ph == "M"]:
+        if e.name == "thread_name":
             a, tid = e.args, orjson_number(e.tid)
             if isinstance(a, Args) and isinstance(tid, int):
                 names[tid] = str(orjson_number(a.name))
     return names
 
 
-def columns(events: list[Event]) -> Columns:
-    """The columns of the complete events among ``events``."""
-    complete = [e for e in events if e.ph == "X"]
-    args = [e.args for e in complete]
-    fields = [a if type(a) is Args else None for a in args]
-    raw_names = [e.name for e in complete]
-    names = _category([n if isinstance(n, str) else "" for n in raw_names])
-    ts = _float_column([e.ts for e in complete])
-    dur = _float_column([e.dur for e in complete])
-    odd_args = np.fromiter(
-        (a is not None and f is None for a, f in zip(args, fields, strict=True)),
-        dtype=bool,
-        count=len(args),
-    )
-    return Columns(
-        tid=_int_column([e.tid for e in complete]),
-        stream=_int_column([-1 if f is None else f.stream for f in fields]),
-        correlation=_int_column([-1 if f is None else f.correlation for f in fields]),
-        ts=ts,
-        dur=dur,
-        cat=_category([e.cat for e in complete]),
-        name=names,
-        comm=comm_args(names, fields),
-        thread_names=_thread_names(events),
-        bad=bad_events(raw_names, odd_args, ts, dur),
-    )
+def _odd(values: list[Any], *usual: type) -> np.ndarray:
+    """Per value: its type is none of ``usual`` (all False, found in one pass in C, for a
+    well-formed trace)."""
+    if set(map(type, values)) <= set(usual):
+        return np.zeros(len(values), dtype=bool)
+    return np.fromiter((type(v) not in usual for v in values), dtype=bool, count=len(values))
+
+
+_NAME, _CAT, _TS, _DUR, _TID, _ARGS = map(attrgetter, ("name", "cat", "ts", "dur", "tid", "args"))
+_NUMERIC = ("tid", "stream", "correlation", "ts", "dur", "bad")
+
+
+class EventColumns:
+    """Builds the :class:`Columns` of a document from its events, one slice of the events
+    array at a time (:meth:`add`) or all at once."""
+
+    def __init__(self) -> None:
+        self.names, self.cats = _Strings(), _Strings()
+        self.numeric: dict[str, list[np.ndarray]] = {k: [] for k in _NUMERIC}
+        self.comm_name: list[bool] = []  # per name code: may carry collective arguments
+        self.comm_idx: list[np.ndarray] = []
+        self.comm_rows: dict[str, list[Any]] = {k: [] for k in COMM_FIELDS}
+        self.thread_names: dict[int, str] = {}
+        self.num_events = 0
+
+    def add_slice(self, events: memoryview) -> None:
+        """Add a run of events cut from an events array (``{...},\n  {...}``)."""
+        self.add(EVENTS.decode(b"".join((b"[", events, b"]"))))
+
+    def add(self, events: list[Event]) -> None:
+        complete = [e for e in events if e.ph == "X"]
+        raw_names = list(map(_NAME, complete))
+        odd_names = _odd(raw_names, str)
+        if odd_names.any():
+            raw_names = [n if type(n) is str else "" for n in raw_names]
+        codes = self.names.add(raw_names)
+        assert codes is not None  # every name is a string now
+        fields: list[Any] = list(map(_ARGS, complete))
+        odd_args = _odd(fields, Args, type(None))
+        if odd_args.any():
+            fields = [a if type(a) is Args else None for a in fields]
+        self._add_comm(codes, fields)
+        ts = _float_column(list(map(_TS, complete)))
+        dur = _float_column(list(map(_DUR, complete)))
+        self.cats.add(list(map(_CAT, complete)))
+        self.thread_names.update(_thread_names(events))
+        for key, column in (
+            ("tid", _int_column(list(map(_TID, complete)))),
+            ("stream", _int_column([-1 if a is None else a.stream for a in fields])),
+            ("correlation", _int_column([-1 if a is None else a.correlation for a in fields])),
+            ("ts", ts),
+            ("dur", dur),
+            ("bad", bad_events(odd_names, odd_args, ts, dur)),
+        ):
+            self.numeric[key].append(column)
+        self.num_events += len(complete)
+
+    def _add_comm(self, codes: np.ndarray, fields: list[Any]) -> None:
+        new = list(itertools.islice(self.names.index, len(self.comm_name), None))
+        self.comm_name += [is_comm_name(n) for n in new]
+        rows = np.flatnonzero(np.asarray(self.comm_name, dtype=bool)[codes])
+        self.comm_idx.append(rows + self.num_events)
+        add_comm_rows(self.comm_rows, [fields[i] for i in rows])
+
+    def finish(self) -> Columns:
+        num = {k: np.concatenate(v) if v else np.empty(0) for k, v in self.numeric.items()}
+        idx = np.concatenate(self.comm_idx) if self.comm_idx else np.empty(0, np.int64)
+        return Columns(
+            tid=num["tid"].astype(np.int64),
+            stream=num["stream"].astype(np.int64),
+            correlation=num["correlation"].astype(np.int64),
+            ts=num["ts"],
+            dur=num["dur"],
+            cat=self.cats.categorical(),
+            name=self.names.categorical(),
+            comm=comm_frame(self.comm_rows, idx),
+            thread_names=self.thread_names,
+            bad=num["bad"].astype(np.int8),
+        )
 
 
 # What makes the fast path give way to orjson's reading: msgspec's refusal, or a number
 # orjson refuses (an integer beyond the float range) in a field the analysis reads.
 _REFUSED = (msgspec.DecodeError, OverflowError, orjson.JSONDecodeError)
 
-# torch's export_chrome_trace writes one event per indented block; splitting the events
-# array at these separators lets large files be decoded a slice at a time.
-_EVENT_SEP = b"\n  },\n  {"
-CHUNK_BYTES = 8 * 1024 * 1024
 
-
-def _chunked(data: bytes) -> tuple[dict[str, Any], list[Columns]] | None:
-    """Decode a Kineto-layout document slice by slice; None when the layout is not
-    recognised or a slice does not decode (the caller then decodes the whole document)."""
-    key = data.find(b'"traceEvents"')
-    if key < 0 or len(data) < 2 * CHUNK_BYTES or data.find(_EVENT_SEP, key) < 0:
-        return None
-    open_ = data.find(b"[", key)
-    close = data.rfind(b"]")
-    if open_ < 0 or close <= open_:
-        return None
-    try:
-        top = orjson.loads(data[:key] + b'"traceEvents": []' + data[close + 1 :])
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(top, dict):
-        return None
-    chunks: list[Columns] = []
-    view = memoryview(data)
-    pos = open_ + 1
-    while pos < close:
-        cut = data.find(_EVENT_SEP, pos + CHUNK_BYTES, close)
-        end = close if cut < 0 else cut + 4  # keep the closing "\n  }"
-        try:
-            events = EVENTS.decode(b"".join((b"[", view[pos:end], b"]")))
-            chunks.append(columns(events))
-        except _REFUSED:
-            return None
-        del events
-        pos = close if cut < 0 else cut + 5  # skip the comma
-    return top, chunks
-
-
-def _union_categories(parts: list[pd.Categorical]) -> pd.Categorical:
-    parts = [p for p in parts if len(p)] or parts[:1]
-    try:
-        return union_categoricals(parts)
-    except TypeError:  # category dtypes differ (e.g. str vs object)
-        return pd.Categorical(np.concatenate([np.asarray(p, dtype=object) for p in parts]))
-
-
-def _concat(chunks: list[Columns]) -> Columns:
-    if len(chunks) == 1:
-        return chunks[0]
-    offsets = np.cumsum([0] + [len(c.ts) for c in chunks])
-    comm = pd.concat(
-        [c.comm.set_axis(c.comm.index + off) for c, off in zip(chunks, offsets, strict=False)]
-    )
-    names: dict[int, str] = {}
-    for c in chunks:
-        names.update(c.thread_names)
-    return Columns(
-        tid=np.concatenate([c.tid for c in chunks]),
-        stream=np.concatenate([c.stream for c in chunks]),
-        correlation=np.concatenate([c.correlation for c in chunks]),
-        ts=np.concatenate([c.ts for c in chunks]),
-        dur=np.concatenate([c.dur for c in chunks]),
-        cat=_union_categories([c.cat for c in chunks]),
-        name=_union_categories([c.name for c in chunks]),
-        comm=comm,
-        thread_names=names,
-        bad=np.concatenate([c.bad for c in chunks]),
-    )
+def _columns(events: list[Event]) -> Columns:
+    build = EventColumns()
+    build.add(events)
+    return build.finish()
 
 
 def _top(distributed: msgspec.Raw, base: msgspec.Raw) -> dict[str, Any]:
@@ -230,20 +256,15 @@ def _strict(data: bytes, path: Path) -> tuple[dict[str, Any], Columns]:
         raise TraceFileError(path, "malformed trace: 'traceEvents' holds non-object entries")
     doc = TRACE.decode(orjson.dumps(obj))
     del obj
-    return _top(doc.distributedInfo, doc.baseTimeNanoseconds), columns(doc.traceEvents)
+    return _top(doc.distributedInfo, doc.baseTimeNanoseconds), _columns(doc.traceEvents)
 
 
 def decode(data: bytes, path: Path) -> tuple[dict[str, Any], Columns]:
     """The top-level fields the analysis reads (``distributedInfo``,
-    ``baseTimeNanoseconds``) and the event columns of a document; raises
+    ``baseTimeNanoseconds``) and the event columns of a whole document; raises
     :class:`TraceFileError` naming ``path`` when it is not a usable trace."""
-    split = _chunked(data)
-    if split is not None:
-        del data
-        top, chunks = split
-        return top, _concat(chunks)
     try:
         doc = TRACE.decode(data)
-        return _top(doc.distributedInfo, doc.baseTimeNanoseconds), columns(doc.traceEvents)
+        return _top(doc.distributedInfo, doc.baseTimeNanoseconds), _columns(doc.traceEvents)
     except _REFUSED:
         return _strict(data, path)

@@ -7,8 +7,6 @@ An event left out is counted by reason; the loader prints one warning line per f
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
@@ -26,13 +24,14 @@ MAX_DUR_US = 1e12  # ~11 days
 
 
 def bad_events(
-    names: list[Any], odd_args: np.ndarray, ts: np.ndarray, dur: np.ndarray
+    odd_names: np.ndarray, odd_args: np.ndarray, ts: np.ndarray, dur: np.ndarray
 ) -> np.ndarray:
     """Per event: 0 when usable, else 1 + the index of the first reason in BAD_REASONS;
-    ``odd_args``: the events whose ``args`` is there but not an object."""
+    ``odd_names``: the events whose name is not a string; ``odd_args``: those whose
+    ``args`` is there but not an object."""
     with np.errstate(invalid="ignore"):
         checks = [
-            np.fromiter((not isinstance(n, str) for n in names), dtype=bool, count=len(names)),
+            odd_names,
             odd_args,
             ~np.isfinite(ts),
             ~np.isfinite(dur),

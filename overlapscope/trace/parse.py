@@ -1,24 +1,21 @@
 """Read one Kineto trace file into raw columns (no interpretation yet).
 
-:func:`read_trace` reads and gunzips the file (ISA-L's igzip), decodes the fields the analysis
-uses (:mod:`overlapscope.trace.decode`), checks the run-level fields and leaves out unusable
-events. Collective arguments are read only for the few events that can carry them.
+:func:`read_trace` reads the fields the analysis uses (:mod:`overlapscope.trace.reader`),
+checks the run-level fields and leaves out unusable events. Collective arguments are read only for the few events that can carry them.
 """
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from isal import igzip
 
-from overlapscope.trace.decode import NotATraceError, TraceFileError, decode
+from overlapscope.trace.decode import NotATraceError, TraceFileError
 from overlapscope.trace.events import bad_summary, host_category
+from overlapscope.trace.reader import read_document
 
 __all__ = ["MAX_WORLD_SIZE", "NotATraceError", "RawTrace", "TraceFileError", "read_trace"]
 
@@ -65,37 +62,10 @@ def _distributed(path: Path, obj: dict[str, Any]) -> tuple[int | None, int | Non
     return rank, ws, str(backend) if backend is not None else None
 
 
-def _gunzip(data: bytes, path: Path) -> bytes:
-    try:
-        return igzip.decompress(data)  # ~1.7x the CPU speed of zlib's inflate (measured)
-    except Exception:  # any refusal: zlib's own reading gives the message
-        pass
-    try:
-        return gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as e:
-        raise TraceFileError(
-            path, f"corrupt gzip ({e}); copy the file again or re-export the trace"
-        ) from e
-
-
-def _read_bytes(path: Path) -> bytes:
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise TraceFileError(path, f"cannot read ({e.strerror or e})") from e
-    if data[:2] == b"\x1f\x8b":
-        data = _gunzip(data, path)
-    if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark (editors on Windows)
-        data = data[3:]
-    if not data or data.isspace():  # (strip() would copy the whole file)
-        raise TraceFileError(path, "empty file; the profiler did not write this trace")
-    return data
-
-
 def read_trace(path: Path) -> RawTrace:
     """Decode one ``.json`` / ``.json.gz`` Kineto trace; raise :class:`TraceFileError` with the
     file and the problem when it cannot be used."""
-    obj, cols = decode(_read_bytes(path), path)
+    obj, cols = read_document(path)
     if len(cols.ts) == 0:
         raise TraceFileError(
             path, "empty trace: no complete ('X') events; was the profiler active for a step?"
