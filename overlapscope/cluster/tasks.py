@@ -1,7 +1,7 @@
 """The three kinds of Dask task of ``--dask``, each run on a worker (module docstring of
 :mod:`overlapscope.cluster.run` for how they chain).
 
-* :func:`parse_to_cache`: one rank file -> its recognised events (Parquet) and a few-KB
+* :func:`parse_to_cache`: one rank file -> its recognised events (Arrow IPC) and a few-KB
   :class:`~overlapscope.cluster.cache.RankMeta` for the client;
 * :func:`reduce_rank`: one rank's cached events -> its tables (steps, ranks, units, the
   collectives with their exposure, compute per unit, levers, exposed intervals, timeline, and
@@ -161,7 +161,7 @@ class RankJob:
 def rank_events(job: RankJob, cache: RankCache) -> pd.DataFrame:
     """The rank's rows of the run's event table, as the loader and the clock alignment give
     them: shifted to the run's epoch, the run's categories, then the rank's clock offset."""
-    ev = pd.read_parquet(cache.events_path(job.key))
+    ev = pd.read_feather(cache.events_path(job.key))
     ev = ev.assign(ts_us=ev["ts_us"] + job.shift_us, end_us=ev["end_us"] + job.shift_us)
     ev.insert(0, "rank", np.int32(job.info.rank))
     cats = {c: pd.Categorical(ev[c], categories=job.schema[c].cat.categories) for c in _CATEGORIES}

@@ -106,9 +106,9 @@ class _Strings:
             self.parts.append(values)
             return None
         index = self.index
-        codes = np.fromiter(
-            [index.setdefault(v, len(index)) for v in values], dtype=np.int64, count=len(values)
-        )
+        for v in dict.fromkeys(values):  # the slice's distinct values: few
+            index.setdefault(v, len(index))
+        codes = np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
         self.parts.append(codes)
         return codes
 

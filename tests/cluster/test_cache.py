@@ -60,7 +60,7 @@ def test_worker_with_another_parser_refuses_and_caches_nothing(tmp_path: Path) -
         cluster_run.parse_to_cache(str(trace), 0, str(tmp_path), "k", "another-parser")
     assert not list(tmp_path.iterdir())
     key = cluster_run.parse_to_cache(str(trace), 0, str(tmp_path), "k", parser_digest())
-    assert key == "k" and (tmp_path / "k.parquet").is_file()
+    assert key == "k" and (tmp_path / "k.arrow").is_file()
 
 
 def test_client_never_reads_an_event_table(
@@ -84,7 +84,7 @@ def test_client_never_reads_an_event_table(
             report(capsys, tmp_path, [SHIPPED[0]], "--dask", dask_two_workers.address, *cache)
             == local
         )
-    events = [p for p in (tmp_path / "cache").glob("*.parquet")]
+    events = [p for p in (tmp_path / "cache").glob("*.arrow")]
     assert len(events) == 2
     for p in events:
         p.unlink()
