@@ -66,7 +66,17 @@ class Trace(msgspec.Struct, gc=False):
     baseTimeNanoseconds: msgspec.Raw = NULL
 
 
+class Outline(msgspec.Struct, gc=False):
+    """The document with each event left as raw JSON: one pass finds the events' bounds, so
+    that they can be decoded a batch at a time."""
+
+    traceEvents: list[msgspec.Raw]
+    distributedInfo: msgspec.Raw = NULL
+    baseTimeNanoseconds: msgspec.Raw = NULL
+
+
 TRACE = msgspec.json.Decoder(Trace)
+OUTLINE = msgspec.json.Decoder(Outline)
 EVENTS = msgspec.json.Decoder(list[Event])
 
 

@@ -107,3 +107,27 @@ def test_odd_values_give_the_same_table_sliced_or_whole(tmp_path: Path, monkeypa
     p = tmp_path / "kineto.json"
     p.write_bytes(kineto_layout(doc))
     same(read_trace(p), whole)
+
+
+def test_a_large_compact_document_decoded_in_batches_gives_the_same_table(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A document not in Kineto's indented layout (one line, e.g. re-saved by a tool) is
+    decoded a batch of events at a time once large; odd entries still give their errors."""
+    import overlapscope.trace.decode as decode
+
+    doc = sample()
+    doc["traceEvents"].append(x("odd cat", 61.0, 1.0) | {"cat": None})
+    path = dump(tmp_path / "compact.json", doc)
+    whole = read_trace(path)
+    batches: list[int] = []
+    add = decode.EventColumns.add
+    monkeypatch.setattr(
+        decode.EventColumns, "add", lambda b, e: batches.append(len(e)) or add(b, e)
+    )
+    monkeypatch.setattr(decode, "BATCH_BYTES", 300)
+    same(read_trace(path), whole)
+    assert len(batches) > 5 and sum(batches) == len(doc["traceEvents"])
+    doc["traceEvents"].insert(3, 7)
+    with pytest.raises(TraceFileError, match="non-object entries"):
+        read_trace(dump(tmp_path / "odd.json", doc))
