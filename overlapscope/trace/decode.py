@@ -252,7 +252,7 @@ def _top(distributed: msgspec.Raw, base: msgspec.Raw) -> dict[str, Any]:
     }
 
 
-def _strict(data: bytes, path: Path) -> tuple[dict[str, Any], Columns]:
+def _strict(data: bytes | bytearray, path: Path) -> tuple[dict[str, Any], Columns]:
     """Read a document msgspec refused with orjson: its error for the user, or the document
     re-encoded for msgspec."""
     try:
@@ -275,7 +275,7 @@ def _strict(data: bytes, path: Path) -> tuple[dict[str, Any], Columns]:
     return _top(doc.distributedInfo, doc.baseTimeNanoseconds), _columns(doc.traceEvents)
 
 
-def decode(data: bytes, path: Path) -> tuple[dict[str, Any], Columns]:
+def decode(data: bytes | bytearray, path: Path) -> tuple[dict[str, Any], Columns]:
     """The top-level fields the analysis reads (``distributedInfo``,
     ``baseTimeNanoseconds``) and the event columns of a whole document; raises
     :class:`TraceFileError` naming ``path`` when it is not a usable trace."""

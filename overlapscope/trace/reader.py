@@ -44,7 +44,7 @@ def _gunzip(data: bytes, path: Path) -> bytes:
         ) from e
 
 
-def _checked(data: bytes, path: Path) -> bytes:
+def _checked(data: bytes | bytearray, path: Path) -> bytes | bytearray:
     if data.startswith(_BOM):
         data = data[3:]
     if not data or data.isspace():  # (strip() would copy the whole file)
@@ -52,7 +52,7 @@ def _checked(data: bytes, path: Path) -> bytes:
     return data
 
 
-def read_bytes(path: Path) -> bytes:
+def read_bytes(path: Path) -> bytes | bytearray:
     """The file's JSON text, gunzipped, without a byte-order mark."""
     try:
         data = path.read_bytes()
@@ -75,7 +75,7 @@ def _blocks(path: Path) -> Iterator[bytes]:
 class _NotSliced(Exception):
     """The stream cannot be decoded in slices; ``data``: the whole file when it was read."""
 
-    def __init__(self, data: bytes | None = None) -> None:
+    def __init__(self, data: bytes | bytearray | None = None) -> None:
         super().__init__()
         self.data = data
 
@@ -89,12 +89,15 @@ def _opening(blocks: Iterator[bytes]) -> tuple[bytes, int, int]:
         if block is None:  # a small file: decoded whole
             raise _NotSliced(buf)
         buf += block
-    buf = buf[3:] if buf.startswith(_BOM) else buf
-    key = buf.find(b'"traceEvents"')
-    open_ = buf.find(b"[", key)
-    if key < 0 or open_ < 0 or buf.find(_EVENT_SEP, key) < 0:  # another layout
-        raise _NotSliced(b"".join([buf, *blocks]))
-    return buf, key, open_ + 1
+    text = buf[3:] if buf.startswith(_BOM) else buf
+    key = text.find(b'"traceEvents"')
+    open_ = text.find(b"[", key)
+    if key < 0 or open_ < 0 or text.find(_EVENT_SEP, key) < 0:  # another layout
+        whole = bytearray(buf)  # grown in place: no second copy of the file at the end
+        for block in blocks:
+            whole += block
+        raise _NotSliced(whole)
+    return text, key, open_ + 1
 
 
 def _sliced(blocks: Iterator[bytes]) -> tuple[dict[str, Any], Columns]:
@@ -126,7 +129,7 @@ def _sliced(blocks: Iterator[bytes]) -> tuple[dict[str, Any], Columns]:
 def read_document(path: Path) -> tuple[dict[str, Any], Columns]:
     """The top-level fields the analysis reads and the event columns of one trace file;
     raises :class:`TraceFileError` naming ``path`` when it cannot be used."""
-    data: bytes | None = None
+    data: bytes | bytearray | None = None
     try:
         return _sliced(_blocks(path))
     except _NotSliced as e:
