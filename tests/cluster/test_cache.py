@@ -121,3 +121,17 @@ def test_hta_with_dask_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--hta" in err and "--dask" in err
     assert not list(tmp_path.iterdir())
+
+
+def _arrow_pool() -> str:
+    import pyarrow
+
+    return str(pyarrow.default_memory_pool().backend_name)
+
+
+def test_local_workers_take_arrow_buffers_from_the_system_allocator() -> None:
+    """``--dask local`` starts its workers with ARROW_DEFAULT_MEMORY_POOL=system (mimalloc,
+    pyarrow's default, keeps freed memory resident: docs/BENCHMARKS.md)."""
+    with cluster_client.connect(cluster_client.LOCAL) as client:
+        pools = client.run(_arrow_pool)
+    assert pools and set(pools.values()) == {"system"}
