@@ -131,3 +131,6 @@ def test_a_large_compact_document_decoded_in_batches_gives_the_same_table(
     doc["traceEvents"].insert(3, 7)
     with pytest.raises(TraceFileError, match="non-object entries"):
         read_trace(dump(tmp_path / "odd.json", doc))
+    doc = {"traceEvents": [], "padding": "x" * 1000}
+    with pytest.raises(TraceFileError, match="no complete"):
+        read_trace(dump(tmp_path / "empty.json", doc))
