@@ -174,11 +174,13 @@ def fold_p2p(raw: RawTrace, world_size: int) -> RawTrace:
     kept = np.ones(len(ev), dtype=bool)
     kept[p2p[holder >= 0]] = False
     keep = np.flatnonzero(kept)
-    events = pd.concat([ev.iloc[keep], folded[ev.columns]], ignore_index=True)
-    for col in ev.columns:  # keep the parser's dtypes (categoricals turn to object on concat)
+    columns: dict[str, object] = {}
+    for col in ev.columns:  # the kept rows then the folded ones, in the parser's dtypes
         if col in ("cat", "name"):
-            events[col] = _joined(ev[col].array[keep], folded[col])
+            columns[col] = _joined(ev[col].array[keep], folded[col])
         else:
-            events[col] = events[col].astype(ev[col].dtype)
+            added = folded[col].to_numpy().astype(ev[col].dtype)
+            columns[col] = np.concatenate([ev[col].to_numpy()[keep], added])
+    events = pd.DataFrame(columns)
     comm_args = _folded_args(raw.comm_args, keep, kind, agg["send_bytes"].to_numpy(), world_size)
     return dataclasses.replace(raw, events=events, comm_args=comm_args)
