@@ -11,7 +11,6 @@ id) on the launching thread, for a gloo op its own start (looked up on every non
 
 from __future__ import annotations
 
-import collections
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,16 +92,16 @@ def holder(ctx: RowContext, range_rows: IntArray) -> IntArray:
 
 def label_categorical(values: ObjArray, categories: list[str] | None = None) -> pd.Categorical:
     """``pd.Categorical(values, categories)`` of a label column (strings or None, a few
-    distinct ones repeated), from one dictionary lookup per row: pandas would hash every row
-    (through an Arrow string array when it infers the categories). ``categories`` None: the
-    strings present, sorted, as pandas infers them."""
-    rows = values.tolist()
-    distinct = dict.fromkeys(rows)
-    present = [v for v in distinct if v is not None]
+    distinct ones repeated), from one hashing pass (``pd.factorize``) and the few distinct
+    values: pandas would hash every row again against the categories (through an Arrow
+    string array when it infers them). ``categories`` None: the strings present, sorted, as
+    pandas infers them."""
+    found, distinct = pd.factorize(values)  # missing (None): -1
+    present = distinct.tolist()
     if not present or not all(type(v) is str for v in present):
         return pd.Categorical(values, categories=categories)  # all missing, or odd values
     cats = sorted(present) if categories is None else categories
-    code: collections.defaultdict[object, int] = collections.defaultdict(lambda: -1)
-    code.update((c, i) for i, c in enumerate(cats))
-    codes = np.fromiter(map(code.__getitem__, rows), dtype=np.int64, count=len(rows))
+    index = {c: i for i, c in enumerate(cats)}
+    lookup = np.asarray([index.get(v, -1) for v in present], dtype=np.int64)
+    codes = np.where(found >= 0, lookup[np.maximum(found, 0)], -1)
     return pd.Categorical.from_codes(codes, categories=cats)

@@ -134,3 +134,22 @@ def test_a_large_compact_document_decoded_in_batches_gives_the_same_table(
     doc = {"traceEvents": [], "padding": "x" * 1000}
     with pytest.raises(TraceFileError, match="no complete"):
         read_trace(dump(tmp_path / "empty.json", doc))
+
+
+@pytest.mark.parametrize(
+    ("values", "categories"),
+    [
+        (["b", None, "a", "b", None], None),
+        (["comm", None, "compute", "comm"], ["compute", "comm", "wait"]),
+        ([None, None], None),
+        ([None, 3, "a"], None),
+    ],
+)
+def test_label_columns_are_the_categoricals_pandas_makes(values, categories) -> None:
+    import numpy as np
+
+    from overlapscope.trace.attribution import label_categorical
+
+    array = np.asarray(values, dtype=object)
+    got, want = label_categorical(array, categories), pd.Categorical(array, categories=categories)
+    assert got.dtype == want.dtype and got.codes.tolist() == want.codes.tolist()
