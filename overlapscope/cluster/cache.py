@@ -12,8 +12,9 @@ Layout of ``<cache>``:
 * ``<key>.meta.pkl``: what the client needs of a parsed file, a few KB (:class:`RankMeta`:
   the loader's view of the file without its events, its categories, its collectives' ends
   for the clock estimate), or its error;
-* ``<key>.parquet``: the recognised events, on the file's own clock (read by the reduction
-  only, on a worker);
+* ``<key>.arrow``: the recognised events, on the file's own clock, as an Arrow IPC file
+  (lz4: ~4x less CPU to write and read back than Parquet, measured by hand on a 56 MB rank's
+  events; read by the reduction only, on a worker);
 * ``<key>.sum-<context>/<table>.parquet``: the rank's reduced tables for one run context
   (clock shift, categories, clock offset), each with ``<table>.dtypes`` beside it;
 * ``path-<run>.pkl``: the critical path of a run (cross-rank).
@@ -36,7 +37,7 @@ from overlapscope.errors import UserError
 from overlapscope.trace.loader import _Parsed
 from overlapscope.trace.parse import NotATraceError, TraceFileError
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 CACHE_ENV = "OVERLAPSCOPE_CACHE"
 _PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -114,7 +115,7 @@ class RankCache:
         return self.root / f"{key}.meta.pkl"
 
     def events_path(self, key: str) -> Path:
-        return self.root / f"{key}.parquet"
+        return self.root / f"{key}.arrow"
 
     def has(self, key: str) -> bool:
         return self.meta_path(key).is_file()
@@ -122,7 +123,8 @@ class RankCache:
     def write(self, key: str, result: RankMeta | TraceFileError, events: pd.DataFrame) -> None:
         """Store one parse result (the events first, then the meta that marks it whole)."""
         if isinstance(result, RankMeta):
-            atomic(self.events_path(key), lambda t: events.to_parquet(t, index=False))
+            frame = events.reset_index(drop=True)
+            atomic(self.events_path(key), lambda t: frame.to_feather(t, compression="lz4"))
             data = pickle.dumps(result)
         else:
             error = (isinstance(result, NotATraceError), str(result.path), result.problem)

@@ -25,6 +25,10 @@ NOT_SHARED = (
     "the workers and this machine"
 )
 INSTALL_HINT = "pip install 'overlapscope[cluster]'"
+# The workers' Arrow buffers from the system allocator, not pyarrow's default mimalloc, which
+# kept ~35 MB more resident at the two tasks' peak on a 33 MB rank file, ~25 MB on a 56 MB one
+# (measured: docs/BENCHMARKS.md). Workers started by hand take it from their environment.
+WORKER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
 
 
 @contextlib.contextmanager
@@ -36,7 +40,11 @@ def connect(address: str) -> Iterator[Client]:
         raise UserError(f"--dask needs Dask's distributed package; {INSTALL_HINT}") from e
     if address == LOCAL:
         cluster = LocalCluster(
-            threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=50
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            silence_logs=50,
+            env=WORKER_ENV,
         )
         with cluster, Client(cluster) as client:
             yield client

@@ -2,7 +2,7 @@
 
 Three rounds of tasks, each cached, so the client never holds an event::
 
-    parse    one task per rank file: decode + recognise -> events (Parquet) + meta (KB)
+    parse    one task per rank file: decode + recognise -> events (Arrow) + meta (KB)
     client   the loader's checks on the metas (ranks, world size, warnings), the run's
              epoch and categories, the clock offsets from the collectives' ends
     reduce   one task per rank: its events -> its tables (steps, units, collectives ...)

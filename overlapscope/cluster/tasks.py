@@ -1,7 +1,7 @@
 """The three kinds of Dask task of ``--dask``, each run on a worker (module docstring of
 :mod:`overlapscope.cluster.run` for how they chain).
 
-* :func:`parse_to_cache`: one rank file -> its recognised events (Parquet) and a few-KB
+* :func:`parse_to_cache`: one rank file -> its recognised events (Arrow IPC) and a few-KB
   :class:`~overlapscope.cluster.cache.RankMeta` for the client;
 * :func:`reduce_rank`: one rank's cached events -> its tables (steps, ranks, units, the
   collectives with their exposure, compute per unit, levers, exposed intervals, timeline, and
@@ -67,6 +67,9 @@ COMM_COLUMNS = [
 SMALL_TABLES = ("ranks", "steps", "units", "comm", "compute", "levers", "exposed")
 BIG_TABLES = ("timeline", "path")
 _CATEGORIES = [c for c, t in EVENT_COLUMNS.items() if t == "category"]
+# The event table's columns but those no per-rank table reads (the category, the GPU stream,
+# the correlation id): less to read from the cache and to copy in every row selection.
+REDUCE_COLUMNS = [c for c in EVENT_COLUMNS if c not in ("cat", "stream", "correlation")]
 
 
 @contextlib.contextmanager
@@ -160,12 +163,18 @@ class RankJob:
 
 def rank_events(job: RankJob, cache: RankCache) -> pd.DataFrame:
     """The rank's rows of the run's event table, as the loader and the clock alignment give
-    them: shifted to the run's epoch, the run's categories, then the rank's clock offset."""
-    ev = pd.read_parquet(cache.events_path(job.key))
+    them: shifted to the run's epoch, the run's categories, then the rank's clock offset;
+    only the columns the per-rank tables read (:data:`REDUCE_COLUMNS`)."""
+    stored = [c for c in REDUCE_COLUMNS if c != "rank"]  # the rank is not stored
+    ev = pd.read_feather(cache.events_path(job.key), columns=stored)
     ev = ev.assign(ts_us=ev["ts_us"] + job.shift_us, end_us=ev["end_us"] + job.shift_us)
     ev.insert(0, "rank", np.int32(job.info.rank))
-    cats = {c: pd.Categorical(ev[c], categories=job.schema[c].cat.categories) for c in _CATEGORIES}
-    ev = ev.assign(**cats)[list(EVENT_COLUMNS)]
+    cats = {
+        c: pd.Categorical(ev[c], categories=job.schema[c].cat.categories)
+        for c in _CATEGORIES
+        if c in ev.columns
+    }
+    ev = ev.assign(**cats)[REDUCE_COLUMNS]
     shift = offset_at(job.offsets, ev["rank"].to_numpy(), ev["ts_us"].to_numpy())
     if np.any(shift):
         ev["ts_us"] = ev["ts_us"].to_numpy() - shift

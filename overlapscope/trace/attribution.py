@@ -2,7 +2,8 @@
 
 :class:`RowContext` (per-row facts of one rank), :class:`Labels` (the columns being
 filled), :func:`innermost_containing` (which profiler range holds each point) and
-:func:`holder` (which range holds each collective's anchor).
+:func:`holder` (which range holds each collective's anchor); :func:`label_categorical` (a
+filled column as the table's categorical).
 
 A collective's *anchor* is where it was issued: for a GPU kernel its launch (same correlation
 id) on the launching thread, for a gloo op its own start (looked up on every non-gloo thread).
@@ -13,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from overlapscope.arrays import BoolArray, FloatArray, IntArray, ObjArray
 
@@ -86,3 +88,20 @@ def holder(ctx: RowContext, range_rows: IntArray) -> IntArray:
         hit = innermost_containing(ctx.ts[rng], ctx.end[rng], ctx.anchor_ts[comm[q]])
         out[q[hit >= 0]] = rng[hit[hit >= 0]]
     return out
+
+
+def label_categorical(values: ObjArray, categories: list[str] | None = None) -> pd.Categorical:
+    """``pd.Categorical(values, categories)`` of a label column (strings or None, a few
+    distinct ones repeated), from one hashing pass (``pd.factorize``) and the few distinct
+    values: pandas would hash every row again against the categories (through an Arrow
+    string array when it infers them). ``categories`` None: the strings present, sorted, as
+    pandas infers them."""
+    found, distinct = pd.factorize(values)  # missing (None): -1
+    present = distinct.tolist()
+    if not present or not all(type(v) is str for v in present):
+        return pd.Categorical(values, categories=categories)  # all missing, or odd values
+    cats = sorted(present) if categories is None else categories
+    index = {c: i for i, c in enumerate(cats)}
+    lookup = np.asarray([index.get(v, -1) for v in present], dtype=np.int64)
+    codes = np.where(found >= 0, lookup[np.maximum(found, 0)], -1)
+    return pd.Categorical.from_codes(codes, categories=cats)

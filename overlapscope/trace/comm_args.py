@@ -6,11 +6,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import msgspec
 import numpy as np
+import orjson
 import pandas as pd
 
 from overlapscope.arrays import BoolArray, FloatArray, IntArray, ObjArray
 from overlapscope.trace.attribution import Labels
+from overlapscope.trace.fields import EMPTY_ARGS, Args, orjson_number
 from overlapscope.trace.labels import collective_kind
 from overlapscope.trace.schema import CollectiveKind
 
@@ -75,32 +78,37 @@ def _dims_bytes(dims: object, types: object) -> int:
     return total if total > 0 else -1
 
 
-def comm_args(names: pd.Categorical, args: list[Any]) -> pd.DataFrame:
-    cats = np.asarray(names.categories, dtype=object)
-    cat_is_comm = np.fromiter(
-        (COMM_ARG_NAME_RE.match(c) is not None for c in cats), dtype=bool, count=len(cats)
-    )
-    idx = np.flatnonzero(cat_is_comm[names.codes]) if len(cats) else np.empty(0, np.int64)
-    rows: dict[str, list[Any]] = {
-        "coll_name": [],
-        "in_nelems": [],
-        "out_nelems": [],
-        "dtype": [],
-        "group_size": [],
-        "pg_name": [],
-        "seq_arg": [],
-        "dims_bytes": [],
-    }
-    for i in idx:
-        a = args[i] if isinstance(args[i], dict) else {}
-        rows["coll_name"].append(a.get("Collective name"))
-        rows["in_nelems"].append(a.get("In msg nelems"))
-        rows["out_nelems"].append(a.get("Out msg nelems"))
-        rows["dtype"].append(a.get("dtype"))
-        rows["group_size"].append(a.get("Group size"))
-        rows["pg_name"].append(a.get("Process Group Name"))
-        rows["seq_arg"].append(a.get("Seq"))
-        rows["dims_bytes"].append(_dims_bytes(a.get("Input Dims"), a.get("Input type")))
+def _tensors(raw: msgspec.Raw) -> Any:
+    return orjson.loads(bytes(raw))
+
+
+COMM_FIELDS = (
+    *("coll_name", "in_nelems", "out_nelems", "dtype"),
+    *("group_size", "pg_name", "seq_arg", "dims_bytes"),
+)
+
+
+def is_comm_name(name: str) -> bool:
+    """Whether events of this name may carry collective arguments."""
+    return COMM_ARG_NAME_RE.match(name) is not None
+
+
+def add_comm_rows(rows: dict[str, list[Any]], args: list[Args | None]) -> None:
+    """Append the collective arguments of events that may be collectives to ``rows`` (one
+    list per :data:`COMM_FIELDS`); ``args``: each event's ``args`` (None: not an object)."""
+    picked = [EMPTY_ARGS if a is None else a for a in args]
+    rows["coll_name"] += [a.coll_name for a in picked]
+    rows["in_nelems"] += [orjson_number(a.in_nelems) for a in picked]
+    rows["out_nelems"] += [orjson_number(a.out_nelems) for a in picked]
+    rows["dtype"] += [a.dtype for a in picked]
+    rows["group_size"] += [orjson_number(a.group_size) for a in picked]
+    rows["pg_name"] += [a.pg_name for a in picked]
+    rows["seq_arg"] += [orjson_number(a.seq_arg) for a in picked]
+    rows["dims_bytes"] += [_dims_bytes(_tensors(a.dims), _tensors(a.types)) for a in picked]
+
+
+def comm_frame(rows: dict[str, list[Any]], idx: np.ndarray) -> pd.DataFrame:
+    """The collective arguments as a table indexed by the events' positions ``idx``."""
     out = pd.DataFrame(rows, index=pd.Index(idx, dtype=np.int64))
     for col in ("in_nelems", "out_nelems", "group_size", "seq_arg"):
         out[col] = pd.to_numeric(out[col], errors="coerce").astype("float64")

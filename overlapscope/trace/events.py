@@ -7,8 +7,6 @@ An event left out is counted by reason; the loader prints one warning line per f
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
@@ -25,16 +23,16 @@ MAX_TS_US = 1e16  # ~300 years after 1970 in µs
 MAX_DUR_US = 1e12  # ~11 days
 
 
-def bad_events(names: list[Any], args: list[Any], ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Per event: 0 when usable, else 1 + the index of the first reason in BAD_REASONS."""
+def bad_events(
+    odd_names: np.ndarray, odd_args: np.ndarray, ts: np.ndarray, dur: np.ndarray
+) -> np.ndarray:
+    """Per event: 0 when usable, else 1 + the index of the first reason in BAD_REASONS;
+    ``odd_names``: the events whose name is not a string; ``odd_args``: those whose
+    ``args`` is there but not an object."""
     with np.errstate(invalid="ignore"):
         checks = [
-            np.fromiter((not isinstance(n, str) for n in names), dtype=bool, count=len(names)),
-            np.fromiter(
-                (a is not None and not isinstance(a, dict) for a in args),
-                dtype=bool,
-                count=len(args),
-            ),
+            odd_names,
+            odd_args,
             ~np.isfinite(ts),
             ~np.isfinite(dur),
             dur < 0,

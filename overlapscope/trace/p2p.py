@@ -30,6 +30,7 @@ import dataclasses
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from overlapscope.arrays import FloatArray, IntArray
 from overlapscope.trace.attribution import innermost_containing
@@ -97,7 +98,7 @@ def _transfers(raw: RawTrace, p2p: IntArray, issue: IntArray, holder: IntArray) 
     groups = pd.DataFrame(
         {"row": p2p[held], "issue": holder[held], "start": ts[p2p[held]], "end": end[p2p[held]]}
     )
-    is_send = ev["name"].astype(str).to_numpy()[p2p[held]] == "gloo:send"
+    is_send = ev["name"].iloc[p2p[held]].astype(str).to_numpy() == "gloo:send"
     groups["send_bytes"] = np.where(is_send, dims[held], np.nan)
     agg = groups.groupby("issue").agg(
         start=("start", "min"), end=("end", "max"), send_bytes=("send_bytes", "sum")
@@ -137,6 +138,18 @@ def _folded_args(
     return comm_args
 
 
+def _joined(kept: pd.Categorical, added: pd.Series) -> pd.Categorical:
+    """``kept`` then ``added`` as one categorical whose categories are the values present,
+    sorted (as pandas makes them of the values), from the codes: no value is hashed again."""
+    try:
+        both = union_categoricals([kept, pd.Categorical(added)], sort_categories=True)
+    except TypeError:  # the categories' dtypes differ (odd values): pandas reads the values
+        return pd.Categorical(
+            np.concatenate([np.asarray(kept, dtype=object), added.to_numpy(dtype=object)])
+        )
+    return both.remove_unused_categories()
+
+
 def fold_p2p(raw: RawTrace, world_size: int) -> RawTrace:
     """``raw`` with every issue range's sends and receives folded into one event."""
     found = _holders(raw)
@@ -158,11 +171,16 @@ def fold_p2p(raw: RawTrace, world_size: int) -> RawTrace:
             "correlation": -1,
         }
     )
-    keep = np.setdiff1d(np.arange(len(ev)), p2p[holder >= 0])
-    events = pd.concat([ev.iloc[keep], folded[ev.columns]], ignore_index=True)
-    for col in ev.columns:  # keep the parser's dtypes (categoricals turn to object on concat)
-        events[col] = events[col].astype(
-            ev[col].dtype if col not in ("cat", "name") else "category"
-        )
+    kept = np.ones(len(ev), dtype=bool)
+    kept[p2p[holder >= 0]] = False
+    keep = np.flatnonzero(kept)
+    columns: dict[str, object] = {}
+    for col in ev.columns:  # the kept rows then the folded ones, in the parser's dtypes
+        if col in ("cat", "name"):
+            columns[col] = _joined(ev[col].array[keep], folded[col])
+        else:
+            added = folded[col].to_numpy().astype(ev[col].dtype)
+            columns[col] = np.concatenate([ev[col].to_numpy()[keep], added])
+    events = pd.DataFrame(columns)
     comm_args = _folded_args(raw.comm_args, keep, kind, agg["send_bytes"].to_numpy(), world_size)
     return dataclasses.replace(raw, events=events, comm_args=comm_args)

@@ -13,7 +13,12 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.arrays import BoolArray, FloatArray, IntArray, ObjArray
-from overlapscope.trace.attribution import Labels, RowContext, innermost_containing
+from overlapscope.trace.attribution import (
+    Labels,
+    RowContext,
+    innermost_containing,
+    label_categorical,
+)
 from overlapscope.trace.comm_args import collective_columns, sequence
 from overlapscope.trace.labels import (
     GLOO_PREFIX,
@@ -268,12 +273,12 @@ def _table(
             "ts_us": ts,
             "dur_us": frame["dur_us"].to_numpy(),
             "end_us": ts + frame["dur_us"].to_numpy(),
-            "lane": pd.Categorical(out.lane, categories=LANE_CATEGORIES),
-            "phase": pd.Categorical(out.phase, categories=PHASE_CATEGORIES),
-            "unit": pd.Categorical(out.unit),
-            "kind": pd.Categorical(out.kind, categories=KIND_CATEGORIES),
+            "lane": label_categorical(out.lane, LANE_CATEGORIES),
+            "phase": label_categorical(out.phase, PHASE_CATEGORIES),
+            "unit": label_categorical(out.unit),
+            "kind": label_categorical(out.kind, KIND_CATEGORIES),
             "bytes": nbytes,
-            "group": pd.Categorical(out.group),
+            "group": label_categorical(out.group),
             "seq": seq,
             "correlation": frame["correlation"].to_numpy(),
         }

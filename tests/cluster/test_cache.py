@@ -60,7 +60,7 @@ def test_worker_with_another_parser_refuses_and_caches_nothing(tmp_path: Path) -
         cluster_run.parse_to_cache(str(trace), 0, str(tmp_path), "k", "another-parser")
     assert not list(tmp_path.iterdir())
     key = cluster_run.parse_to_cache(str(trace), 0, str(tmp_path), "k", parser_digest())
-    assert key == "k" and (tmp_path / "k.parquet").is_file()
+    assert key == "k" and (tmp_path / "k.arrow").is_file()
 
 
 def test_client_never_reads_an_event_table(
@@ -84,7 +84,7 @@ def test_client_never_reads_an_event_table(
             report(capsys, tmp_path, [SHIPPED[0]], "--dask", dask_two_workers.address, *cache)
             == local
         )
-    events = [p for p in (tmp_path / "cache").glob("*.parquet")]
+    events = [p for p in (tmp_path / "cache").glob("*.arrow")]
     assert len(events) == 2
     for p in events:
         p.unlink()
@@ -121,3 +121,17 @@ def test_hta_with_dask_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--hta" in err and "--dask" in err
     assert not list(tmp_path.iterdir())
+
+
+def _arrow_pool() -> str:
+    import pyarrow
+
+    return str(pyarrow.default_memory_pool().backend_name)
+
+
+def test_local_workers_take_arrow_buffers_from_the_system_allocator() -> None:
+    """``--dask local`` starts its workers with ARROW_DEFAULT_MEMORY_POOL=system (mimalloc,
+    pyarrow's default, keeps freed memory resident: docs/BENCHMARKS.md)."""
+    with cluster_client.connect(cluster_client.LOCAL) as client:
+        pools = client.run(_arrow_pool)
+    assert pools and set(pools.values()) == {"system"}

@@ -41,7 +41,7 @@ def test_shipped_runs_identical_on_scheduler(
     for run in SHIPPED:
         assert report(capsys, tmp_path, [run], *flags) == report(capsys, tmp_path, [run]), run
     # Every rank file of every run was parsed by a task and cached.
-    assert len(list((tmp_path / "cache").glob("*.parquet"))) == 2 * len(SHIPPED)
+    assert len(list((tmp_path / "cache").glob("*.arrow"))) == 2 * len(SHIPPED)
 
 
 def test_external_traces_identical(

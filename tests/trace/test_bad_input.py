@@ -287,8 +287,10 @@ def kineto_layout(doc: dict) -> bytes:
     )
 
 
-def test_sliced_decoding_gives_the_same_table_as_whole_decoding(tmp_path, monkeypatch):
-    import overlapscope.trace.parse as parse
+@pytest.mark.parametrize("gz", [False, True])
+def test_sliced_decoding_gives_the_same_table_as_whole_decoding(tmp_path, monkeypatch, gz):
+    import overlapscope.trace.decode as decode
+    import overlapscope.trace.reader as reader
     from tests.analysis.test_known_answers import cpu_rank_events, gpu_events
 
     shapes = {"Input Dims": [[4, 4], [4]], "Input type": ["float", "float"]}
@@ -296,25 +298,33 @@ def test_sliced_decoding_gives_the_same_table_as_whole_decoding(tmp_path, monkey
     events = cpu_rank_events(1.0) + extra + gpu_events()
     doc = trace(0, 1, events)
     whole = read_trace(write(tmp_path / "compact.json", doc))
-    p = tmp_path / "kineto.json"
-    p.write_bytes(kineto_layout(doc))
-    monkeypatch.setattr(parse, "CHUNK_BYTES", 150)
-    split = parse._chunked(p.read_bytes(), p)
-    assert split is not None and len(split[1]) > 3
-    # the CPU ops' shapes are dropped before decoding, the rest is kept
-    slim = parse._slim(p.read_bytes())
-    assert b"[[4, 4], [4]]" in p.read_bytes() and b"[[4, 4], [4]]" not in slim
-    assert b'"Input Dims": [[100]]' in slim and b'"correlation": 4' in slim
+    p = tmp_path / ("kineto.json.gz" if gz else "kineto.json")
+    text = kineto_layout(doc)
+    p.write_bytes(gzip.compress(text) if gz else text)
+    # slices of ~150 bytes of events, read 100 bytes at a time
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 150)
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 100)
+    slices: list[int] = []
+    add_slice = decode.EventColumns.add_slice
+    monkeypatch.setattr(
+        decode.EventColumns, "add_slice", lambda b, v: slices.append(len(v)) or add_slice(b, v)
+    )
     sliced = read_trace(p)
+    assert len(slices) > 3 and sum(slices) > 0.9 * len(text)
     for col in whole.events.columns:
         assert whole.events[col].astype(str).tolist() == sliced.events[col].astype(str).tolist()
     pd.testing.assert_frame_equal(whole.comm_args, sliced.comm_args, check_dtype=False)
     assert sliced.thread_names == whole.thread_names and len(sliced.thread_names) == 2
     assert sliced.base_time_ns == whole.base_time_ns
-    # a cut-off file in this layout still reports truncated JSON
-    p.write_bytes(kineto_layout(doc)[:-60])
+    # a cut-off file in this layout still reports truncated JSON, a corrupt gzip the gzip
+    cut = text[:-60]
+    p.write_bytes(gzip.compress(cut) if gz else cut)
     with pytest.raises(TraceFileError, match="truncated or invalid JSON"):
         read_trace(p)
+    if gz:
+        p.write_bytes(gzip.compress(text)[:-30])
+        with pytest.raises(TraceFileError, match="corrupt gzip"):
+            read_trace(p)
 
 
 def test_progress_display_does_not_change_results(tmp_path):

@@ -1,0 +1,104 @@
+"""Where one rank file's ``--dask`` tasks spend CPU and memory, phase by phase.
+
+    python benchmarks/decode_phases.py FILE [--repeat 3]
+
+In a fresh process per repeat: the parse task's phases (``read_trace``: read, gunzip and
+decode; of it, msgspec's decoding of the events alone; ``recognize``; the event cache write)
+and the reduce task's (reading the events back, the per-rank tables, writing them). Per
+phase: CPU time (user + sys, best of the repeats) and the resident set's peak above the
+imported process during it (Linux: the peak is reset before each phase), in MB. Printed as
+JSON lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+PHASES = """
+import json, pickle, resource, sys, tempfile
+from pathlib import Path
+import pandas, pyarrow
+from overlapscope.cluster import tasks
+from overlapscope.cluster.cache import RankCache, entry_key, parser_digest, write_table
+from overlapscope.cluster.client import LazyClient
+from overlapscope.cluster.run import plan
+from overlapscope.trace import decode, fields
+from overlapscope.trace.loader import RunTraces
+from overlapscope.trace.parse import read_trace
+from overlapscope.trace.recognize import recognize
+
+def mb(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1]) / 1024
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+out, idle = {}, mb("VmRSS")
+def phase(name, fn):
+    open("/proc/self/clear_refs", "w").write("5")
+    t = cpu()
+    result = fn()
+    out[name] = {"cpu_s": cpu() - t, "peak_above_idle_mb": mb("VmHWM") - idle}
+    return result
+spent = [0.0]
+add_slice = decode.EventColumns.add_slice
+def timed(self, events):
+    t = cpu()
+    decoded = fields.EVENTS.decode(b"".join((b"[", events, b"]")))
+    spent[0] += cpu() - t
+    self.add(decoded)
+decode.EventColumns.add_slice = timed
+path = Path(sys.argv[1])
+with tempfile.TemporaryDirectory() as d:
+    raw = phase("read_trace", lambda: read_trace(path))
+    out["read_trace"]["msgspec_decode_cpu_s"] = spent[0]
+    table = phase("recognize", lambda: recognize(raw, raw.world_size or 0))
+    del raw
+    events = table.events.reset_index(drop=True)
+    phase("write_events", lambda: events.to_feather(d + "/events", compression="lz4"))
+    del table, events
+    tasks.parse_to_cache(str(path), 0, d, entry_key(path, 0), parser_digest())
+    with LazyClient("unused: the parse is cached") as client:
+        _, _, jobs = plan([path], client, RankCache(Path(d)), allow_missing_ranks=True)
+    job = jobs[0]
+    ev = phase("reduce_read", lambda: tasks.rank_events(job, RankCache(Path(d))))
+    run = RunTraces(
+        events=ev, ranks=(job.info,), world_size=job.world_size, manifest=job.manifest,
+        completed_run=job.completed_run, warnings=(), sources=(job.info.path,),
+    )
+    tables = phase("reduce_tables", lambda: tasks.rank_tables(run))
+    def write():
+        for name in tasks.BIG_TABLES:
+            write_table(Path(d) / "out" / f"{name}.parquet", tables[name])
+        pickle.dumps({name: tables[name] for name in tasks.SMALL_TABLES})
+    phase("reduce_write", write)
+print(json.dumps(out))
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("file", type=Path)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    runs = []
+    for _ in range(args.repeat):
+        cmd = [sys.executable, "-c", PHASES, str(args.file.resolve())]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+        runs.append(json.loads(done.stdout.splitlines()[-1]))
+    for name in runs[0]:
+        row = {key: min(r[name][key] for r in runs) for key in runs[0][name]}
+        print(json.dumps({"phase": name, **row}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""The fields of a Kineto trace that the analysis reads, as msgspec Structs.
+
+Decoding into these skips every other key while parsing, without building Python objects
+for it: most of a CPU trace's bytes are the shapes and inputs in the ``args`` of every CPU op,
+which the analysis reads only for collectives. Values are typed ``Any`` so that a field of an
+odd type decodes as it is and is judged by the column builders (:mod:`overlapscope.trace.
+decode`), as for any other JSON decoder: the types decide nothing here. The Structs are not
+tracked by the garbage collector (``gc=False``: decoded JSON holds no reference cycles): the
+collections that hundreds of thousands of tracked objects would set off took a third of the
+decoding time (measured).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+# A JSON null, for the tensor lists an event does not carry.
+NULL = msgspec.Raw(b"null")
+
+
+class Args(msgspec.Struct, gc=False):
+    """An event's ``args`` object: the GPU stream, the launch <-> kernel correlation, a
+    thread's name (metadata events) and a collective's arguments."""
+
+    stream: Any = -1
+    correlation: Any = -1
+    name: Any = ""
+    coll_name: Any = msgspec.field(default=None, name="Collective name")
+    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
+    dtype: Any = None
+    group_size: Any = msgspec.field(default=None, name="Group size")
+    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
+    seq_arg: Any = msgspec.field(default=None, name="Seq")
+    # Every CPU op carries these (with record_shapes); they are decoded (orjson) only for
+    # the few events that may be collectives (comm_args), so they stay raw JSON here.
+    dims: msgspec.Raw = msgspec.field(default=NULL, name="Input Dims")
+    types: msgspec.Raw = msgspec.field(default=NULL, name="Input type")
+
+
+EMPTY_ARGS = Args()
+
+
+class Event(msgspec.Struct, gc=False):
+    """One entry of ``traceEvents``; a missing field gets the default a ``dict.get`` would
+    give the column builders."""
+
+    ph: Any = None
+    name: Any = None
+    cat: Any = ""
+    ts: Any = None
+    dur: Any = None
+    tid: Any = 0
+    # An object, or any other JSON value (left out later as "args that are not an object").
+    args: Args | list[Any] | str | int | float | bool | None = None
+
+
+class Trace(msgspec.Struct, gc=False):
+    """The document: its events and the two top-level fields the analysis reads."""
+
+    traceEvents: list[Event]  # Kineto's key names
+    # Raw: decoded with orjson, as the rest of the top level is in the sliced path.
+    distributedInfo: msgspec.Raw = NULL
+    baseTimeNanoseconds: msgspec.Raw = NULL
+
+
+class Outline(msgspec.Struct, gc=False):
+    """The document with each event left as raw JSON: one pass finds the events' bounds, so
+    that they can be decoded a batch at a time."""
+
+    traceEvents: list[msgspec.Raw]
+    distributedInfo: msgspec.Raw = NULL
+    baseTimeNanoseconds: msgspec.Raw = NULL
+
+
+TRACE = msgspec.json.Decoder(Trace)
+OUTLINE = msgspec.json.Decoder(Outline)
+EVENTS = msgspec.json.Decoder(list[Event])
+
+
+_INT_MIN, _INT_END = -(2**63), 2**64
+
+
+def orjson_number(value: Any) -> Any:
+    """``value`` as orjson reads it: an integer beyond 64 bits is a float there (msgspec
+    keeps it an int). Raises OverflowError beyond the float range, where orjson refuses the
+    document."""
+    if type(value) is int and not _INT_MIN <= value < _INT_END:
+        return float(value)
+    return value

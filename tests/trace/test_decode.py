@@ -1,0 +1,155 @@
+"""The decoder reads only the fields the analysis uses, and reads them as orjson reads the
+document (the reader before msgspec, whose values and errors the users have)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import overlapscope.trace.reader as reader
+from overlapscope.trace.parse import RawTrace, TraceFileError, read_trace
+from tests.analysis.test_known_answers import cpu_rank_events, gpu_events
+from tests.trace.kineto import thread_name, trace, x
+from tests.trace.test_bad_input import kineto_layout
+
+BIG = [list(range(1000))] * 20  # ~80 KB of JSON
+
+
+def sample() -> dict:
+    extra = [thread_name(1, "python")]
+    return trace(0, 2, cpu_rank_events(1.0) + gpu_events() + extra)
+
+
+def same(a: RawTrace, b: RawTrace) -> None:
+    pd.testing.assert_frame_equal(a.events, b.events)
+    pd.testing.assert_frame_equal(a.comm_args, b.comm_args)
+    assert (a.rank, a.world_size, a.backend) == (b.rank, b.world_size, b.backend)
+    assert (a.base_time_ns, a.origin_ns, a.first_ts_us) == (
+        b.base_time_ns,
+        b.origin_ns,
+        b.first_ts_us,
+    )
+    assert a.thread_names == b.thread_names and a.dropped == b.dropped
+
+
+def dump(path: Path, doc: dict) -> Path:
+    path.write_text(json.dumps(doc))  # json, not orjson: it writes integers beyond 64 bits
+    return path
+
+
+def test_unused_fields_do_not_change_the_table(tmp_path: Path) -> None:
+    doc = sample()
+    padded = copy.deepcopy(doc)
+    padded["deviceProperties"] = [{"big": BIG}]
+    for e in padded["traceEvents"]:
+        e["pid"], e["id"], e["unused"] = "x", 7, {"nested": BIG}
+        if isinstance(e.get("args"), dict):  # the shapes of a CPU op; kept for a collective
+            e["args"] |= {"Input Strides": BIG, "Concrete Inputs": ["", BIG]}
+    assert len(json.dumps(padded)) > 20 * len(json.dumps(doc))
+    same(read_trace(dump(tmp_path / "a.json", doc)), read_trace(dump(tmp_path / "b.json", padded)))
+
+
+def test_numbers_beyond_64_bits_read_as_floats_as_orjson_reads_them(tmp_path: Path) -> None:
+    big = 2**70
+    docs = []
+    for value in (big, float(big)):
+        doc = sample()
+        events = doc["traceEvents"]
+        events.append(x("odd tid", 50.0, 1.0, tid=value))  # type: ignore[arg-type]
+        events.append(x("odd cat", 51.0, 1.0, cat=value))  # type: ignore[arg-type]
+        events.append(thread_name(value, "odd"))  # type: ignore[arg-type]
+        dims = {"Seq": value, "Input Dims": [[value]], "Input type": ["float"]}
+        events.append(x("gloo:all_reduce", 52.0, 1.0, args=dims))
+        doc["baseTimeNanoseconds"] = value
+        docs.append(read_trace(dump(tmp_path / f"{type(value).__name__}.json", doc)))
+    same(*docs)
+    assert "1.1805916207174113e+21" in docs[0].events["cat"].astype(str).tolist()
+    assert docs[0].base_time_ns is None  # a float: not a base time
+
+
+def test_an_integer_beyond_the_float_range_is_invalid_json_in_a_field_used(tmp_path: Path) -> None:
+    doc = sample()
+    doc["traceEvents"][3]["ts"] = 10**400
+    with pytest.raises(TraceFileError, match="truncated or invalid JSON"):
+        read_trace(dump(tmp_path / "used.json", doc))
+    # in a field never read it is skipped (orjson refused the whole file)
+    doc = sample()
+    doc["traceEvents"][3]["unused"] = 10**400
+    same(
+        read_trace(dump(tmp_path / "unused.json", doc)),
+        read_trace(dump(tmp_path / "a.json", sample())),
+    )
+
+
+def test_odd_values_give_the_same_table_sliced_or_whole(tmp_path: Path, monkeypatch) -> None:
+    doc = sample()
+    events = doc["traceEvents"]
+    events += [
+        x("odd name", 60.0, 1.0) | {"name": 3},
+        x("odd cat", 61.0, 1.0) | {"cat": None},
+        x("list cat", 62.0, 1.0) | {"cat": [1]},
+        x("odd tid", 63.0, 1.0, tid="PyTorch Profiler"),  # type: ignore[arg-type]
+        x("no ts", 64.0, 1.0) | {"ts": "soon"},
+        x("gloo:broadcast", 65.0, 1.0, args={"stream": "s", "correlation": None}),
+    ]
+    events[5:5] = [events.pop()]  # an odd event early: in the first slice
+    whole = read_trace(dump(tmp_path / "compact.json", doc))
+    assert "event" in whole.dropped
+    for col in ("name", "cat"):  # sorted, as pandas infers the categories of the values
+        cats = list(whole.events[col].cat.categories)
+        assert cats == sorted(cats) and len(cats) > 5
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 200)
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 128)
+    p = tmp_path / "kineto.json"
+    p.write_bytes(kineto_layout(doc))
+    same(read_trace(p), whole)
+
+
+def test_a_large_compact_document_decoded_in_batches_gives_the_same_table(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A document not in Kineto's indented layout (one line, e.g. re-saved by a tool) is
+    decoded a batch of events at a time once large; odd entries still give their errors."""
+    import overlapscope.trace.decode as decode
+
+    doc = sample()
+    doc["traceEvents"].append(x("odd cat", 61.0, 1.0) | {"cat": None})
+    path = dump(tmp_path / "compact.json", doc)
+    whole = read_trace(path)
+    batches: list[int] = []
+    add = decode.EventColumns.add
+    monkeypatch.setattr(
+        decode.EventColumns, "add", lambda b, e: batches.append(len(e)) or add(b, e)
+    )
+    monkeypatch.setattr(decode, "BATCH_BYTES", 300)
+    same(read_trace(path), whole)
+    assert len(batches) > 5 and sum(batches) == len(doc["traceEvents"])
+    doc["traceEvents"].insert(3, 7)
+    with pytest.raises(TraceFileError, match="non-object entries"):
+        read_trace(dump(tmp_path / "odd.json", doc))
+    doc = {"traceEvents": [], "padding": "x" * 1000}
+    with pytest.raises(TraceFileError, match="no complete"):
+        read_trace(dump(tmp_path / "empty.json", doc))
+
+
+@pytest.mark.parametrize(
+    ("values", "categories"),
+    [
+        (["b", None, "a", "b", None], None),
+        (["comm", None, "compute", "comm"], ["compute", "comm", "wait"]),
+        ([None, None], None),
+        ([None, 3, "a"], None),
+    ],
+)
+def test_label_columns_are_the_categoricals_pandas_makes(values, categories) -> None:
+    import numpy as np
+
+    from overlapscope.trace.attribution import label_categorical
+
+    array = np.asarray(values, dtype=object)
+    got, want = label_categorical(array, categories), pd.Categorical(array, categories=categories)
+    assert got.dtype == want.dtype and got.codes.tolist() == want.codes.tolist()
