@@ -27,7 +27,7 @@ NOT_SHARED = (
 INSTALL_HINT = "pip install 'overlapscope[cluster]'"
 # The workers' Arrow buffers from the system allocator, not pyarrow's default mimalloc, which
 # kept ~35 MB more resident at the two tasks' peak on a 33 MB rank file, ~25 MB on a 56 MB one
-# (measured: docs/BENCHMARKS.md). Workers started by hand take it from their environment.
+# (measured: docs/BENCHMARKS.md). Workers started by hand get it from the tasks (tasks.released).
 WORKER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
 
 

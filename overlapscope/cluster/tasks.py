@@ -76,14 +76,20 @@ REDUCE_COLUMNS = [c for c in EVENT_COLUMNS if c not in ("cat", "stream", "correl
 def released() -> Iterator[None]:
     """Hands the memory a task freed back to the system when it ends: a worker runs task
     after task, and what pyarrow's pool and glibc's arenas keep of one task's peak (~80 MB
-    after a 56 MB rank file, measured) would lift the next task's peak by as much."""
+    after a 56 MB rank file, measured) would lift the next task's peak by as much.
+
+    Arrow's buffers come from the system allocator, as ``--dask local`` starts its workers
+    (``client.WORKER_ENV``): set here too, so that workers started by hand get it without
+    the variable in their environment."""
+    import pyarrow
+
+    if pyarrow.default_memory_pool().backend_name != "system":
+        pyarrow.set_memory_pool(pyarrow.system_memory_pool())
     try:
         yield
     finally:
         # No gc.collect(): the tables hold no cycles, and in a worker holding Dask's state a
         # collection cost 20+ ms a task (measured), more than the task on a small rank.
-        import pyarrow
-
         pyarrow.default_memory_pool().release_unused()
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL("libc.so.6").malloc_trim(0)

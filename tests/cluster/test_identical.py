@@ -42,6 +42,18 @@ def test_shipped_runs_identical_on_scheduler(
         assert report(capsys, tmp_path, [run], *flags) == report(capsys, tmp_path, [run]), run
     # Every rank file of every run was parsed by a task and cached.
     assert len(list((tmp_path / "cache").glob("*.arrow"))) == 2 * len(SHIPPED)
+    # Workers started by hand, without ARROW_DEFAULT_MEMORY_POOL: the tasks chose the
+    # system allocator themselves (docs/BENCHMARKS.md, worker memory).
+    from distributed import Client
+
+    with Client(dask_two_workers.address, timeout=60) as client:
+        assert set(client.run(_arrow_pool).values()) == {"system"}
+
+
+def _arrow_pool() -> str:
+    import pyarrow
+
+    return str(pyarrow.default_memory_pool().backend_name)
 
 
 def test_external_traces_identical(
