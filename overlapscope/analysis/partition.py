@@ -27,6 +27,7 @@ its device's events.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +37,16 @@ from overlapscope.analysis.intervals import Intervals, clip, intersect, subtract
 from overlapscope.trace.names import Phase
 from overlapscope.trace.recognize import ComputeSource
 from overlapscope.trace.schema import EventLane
+
+
+def _codes(column: pd.Series) -> Callable[[str], int]:
+    """The code of a value in a categorical column (-2, which no row has, when absent)."""
+    categories = column.cat.categories
+
+    def code(value: str) -> int:
+        return int(categories.get_loc(value)) if value in categories else -2
+
+    return code
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,28 +63,33 @@ class LaneSets:
     @staticmethod
     def of(rows: pd.DataFrame, source: ComputeSource) -> LaneSets:
         """``rows``: one rank's counted rows. GPU ranks keep only GPU activity."""
-        device = rows[rows["on_gpu"].to_numpy()] if source is ComputeSource.GPU_KERNELS else rows
-        lane = device["lane"].to_numpy()
-        s = device["ts_us"].to_numpy()
-        e = device["end_us"].to_numpy()
-        all_lane = rows["lane"].to_numpy()
-        limiter = (rows["phase"].astype(object).to_numpy() == Phase.LIMITER.value) & (
-            all_lane == EventLane.WAIT.value
-        )
+        # Lanes and phases compared by their categorical codes: turning the columns into
+        # arrays of strings cost more than the rest of this function (measured).
+        all_lane = rows["lane"].cat.codes.to_numpy()
+        code = _codes(rows["lane"])
+        wait = all_lane == code(EventLane.WAIT.value)
+        limiter = (
+            rows["phase"].cat.codes.to_numpy() == _codes(rows["phase"])(Phase.LIMITER.value)
+        ) & wait
         rs, re_ = rows["ts_us"].to_numpy(), rows["end_us"].to_numpy()
-        waiting = (all_lane == EventLane.WAIT.value) & ~limiter
+        waiting = wait & ~limiter
+        on_device = rows["on_gpu"].to_numpy() if source is ComputeSource.GPU_KERNELS else None
+        lane = all_lane if on_device is None else all_lane[on_device]
+        s = rs if on_device is None else rs[on_device]
+        e = re_ if on_device is None else re_[on_device]
 
-        def pick(mask: np.ndarray) -> Intervals:
+        def pick(*lanes: EventLane) -> Intervals:
+            mask = np.isin(lane, [code(x.value) for x in lanes])
             return union(s[mask], e[mask])
 
         if source is ComputeSource.GPU_KERNELS:
-            other = pick(lane == EventLane.OTHER.value)
+            other = pick(EventLane.OTHER)
         else:
-            other = pick(np.isin(lane, [EventLane.WAIT.value, EventLane.ISSUE.value]))
+            other = pick(EventLane.WAIT, EventLane.ISSUE)
         return LaneSets(
-            compute=pick(lane == EventLane.COMPUTE.value),
-            comm=pick(lane == EventLane.COMM.value),
-            memory=pick(lane == EventLane.MEMORY.value),
+            compute=pick(EventLane.COMPUTE),
+            comm=pick(EventLane.COMM),
+            memory=pick(EventLane.MEMORY),
             other=other,
             wait=union(rs[waiting], re_[waiting]),
             limiter=union(rs[limiter], re_[limiter]),
