@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.analysis.intervals import covered, union
+from overlapscope.analysis.metrics import counted_rows
 from overlapscope.trace.loader import RunTraces
 from overlapscope.trace.names import Phase
 from overlapscope.trace.schema import EventLane
@@ -36,7 +37,7 @@ LEVER_COLUMNS = [
 
 
 def lever_table(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
-    ev = run.events[counted]
+    ev = counted_rows(run, counted)
     parts = []
     for rank, rows in ev.groupby("rank", sort=True):
         phase = rows["phase"].astype(object)

@@ -55,6 +55,12 @@ def counted_mask(run: RunTraces) -> pd.Series:
     return (ev["step"] >= 0) | ev["rank"].isin(no_steps)
 
 
+def counted_rows(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
+    """The counted rows of the event table: the table itself when every row counts (a row
+    selection copies every column; each table function starts with one)."""
+    return run.events if bool(counted.all()) else run.events[counted]
+
+
 def gpu_wait(
     compute: Intervals, comm: Intervals, tolerance_us: float = WAIT_END_TOLERANCE_US
 ) -> Intervals:
@@ -126,7 +132,7 @@ def rank_steps(rows: pd.DataFrame, info: RankInfo) -> pd.DataFrame:
 
 def step_table(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
     """Per (rank, step) partition and figures (see :mod:`overlapscope.analysis.partition`)."""
-    ev = run.events[counted]
+    ev = counted_rows(run, counted)
     groups = dict(tuple(ev.groupby("rank", sort=False)))
     tables = [rank_steps(groups.get(i.rank, ev.iloc[:0]), i) for i in run.ranks]
     if not tables:
@@ -160,7 +166,7 @@ RANK_COLUMNS = [
 def rank_table(run: RunTraces, counted: pd.Series, steps: pd.DataFrame) -> pd.DataFrame:
     """Per-rank figures: each part's total over the counted steps and mean per step; the
     overlap % over the rank's whole counted time (HTA's per-rank figure)."""
-    ev = run.events[counted]
+    ev = counted_rows(run, counted)
     sums = steps.groupby("rank")[[f"{f}_us" for f in SUMMED]].sum()
     counts = steps.groupby("rank").size()
     records = []
@@ -185,7 +191,7 @@ def rank_table(run: RunTraces, counted: pd.Series, steps: pd.DataFrame) -> pd.Da
 def comm_exposure(run: RunTraces, counted: pd.Series) -> pd.Series:
     """Exposed µs of every counted communication row (its duration minus the part covered by
     the rank's compute), indexed like the event table."""
-    ev = run.events[counted]
+    ev = counted_rows(run, counted)
     out = pd.Series(0.0, index=ev.index[ev["lane"] == EventLane.COMM.value], dtype=np.float64)
     for rank, rows in ev.groupby("rank", sort=False):
         comp = rows[rows["lane"] == EventLane.COMPUTE.value]
@@ -200,7 +206,7 @@ def comm_exposure(run: RunTraces, counted: pd.Series) -> pd.Series:
 def exposed_intervals(run: RunTraces, counted: pd.Series, steps: pd.DataFrame) -> pd.DataFrame:
     """Exposed-communication intervals per rank, inside its steps: ``rank, start_us, end_us,
     dur_us``."""
-    ev = run.events[counted]
+    ev = counted_rows(run, counted)
     parts = []
     sources = {i.rank: i.compute_source for i in run.ranks}
     for rank, rows in ev.groupby("rank", sort=True):
@@ -264,7 +270,7 @@ def unit_table(
     unknown). Where collectives overlap one another, the rank's exposed time is shared among
     them in proportion to each one's own exposed time, so the rows of a rank add up to its
     ``exposed_comm_total_us``."""
-    ev = run.events[counted]
+    ev = counted_rows(run, counted)
     comm = ev.loc[exposure.index]
     own = pd.Series(exposure.to_numpy(), index=comm.index)
     own_sum = own.groupby(comm["rank"].to_numpy()).transform("sum").to_numpy()
@@ -303,7 +309,7 @@ def compute_by_unit(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
     """``compute_total_us`` per (rank, unit): the length of the union of the unit's compute
     rows (CPU ops nest; a sum would count a parent and its children twice); unit "" for
     compute outside every unit. GPU ranks count only GPU kernels."""
-    ev = run.events[counted]
+    ev = counted_rows(run, counted)
     gpu_ranks = [i.rank for i in run.ranks if i.compute_source is ComputeSource.GPU_KERNELS]
     comp = ev[
         (ev["lane"] == EventLane.COMPUTE.value) & (ev["on_gpu"] | ~ev["rank"].isin(gpu_ranks))
@@ -327,7 +333,7 @@ def compute_by_unit(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
 def timeline_table(run: RunTraces, counted: pd.Series, exposure: pd.Series) -> pd.DataFrame:
     """Intervals a timeline chart can draw directly: one row per compute / comm / wait /
     memory event of the counted steps."""
-    ev = run.events[counted]
+    ev = counted_rows(run, counted)
     rows = ev[ev["lane"].isin(TIMELINE_LANES)]
     exposed = pd.Series(0.0, index=rows.index)
     common = exposure.index.intersection(rows.index)

@@ -191,6 +191,9 @@ def rank_events(job: RankJob, cache: RankCache) -> pd.DataFrame:
 def rank_tables(run: RunTraces) -> dict[str, pd.DataFrame]:
     """The per-rank part of :func:`overlapscope.analysis.api.analyze` on a one-rank run."""
     counted = counted_mask(run)
+    if not counted.all():  # the counted rows once, not in every table function
+        run = dataclasses.replace(run, events=run.events[counted])
+        counted = counted[counted]
     steps = step_table(run, counted)
     ranks = rank_table(run, counted, steps)
     exposure = comm_exposure(run, counted)
