@@ -26,6 +26,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+# Imported with this module, once per worker process: pandas reads and writes the cache's
+# Arrow files through these, and importing them on first use (pyarrow.parquet brings its
+# file systems and ssl) cost the first tasks of every worker ~25 ms of CPU (measured).
+import pyarrow.feather
+import pyarrow.parquet  # noqa: F401
+
 from overlapscope.analysis.clocks import offset_at
 from overlapscope.analysis.critical_path import critical_path
 from overlapscope.analysis.levers import lever_table
