@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.analysis.intervals import covered, union
-from overlapscope.analysis.metrics import counted_rows
+from overlapscope.analysis.metrics import by_rank, counted_rows
 from overlapscope.trace.loader import RunTraces
 from overlapscope.trace.names import Phase
 from overlapscope.trace.schema import EventLane
@@ -39,16 +39,17 @@ LEVER_COLUMNS = [
 def lever_table(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
     ev = counted_rows(run, counted)
     parts = []
-    for rank, rows in ev.groupby("rank", sort=True):
-        phase = rows["phase"].astype(object)
-        lev = rows[phase.isin(LEVER_PHASES).to_numpy()]
+    for rank, rows in by_rank(ev):
+        # Categorical comparisons (by code) and the two columns the sets need: no column of
+        # strings, no copy of the rows.
+        lev = rows[rows["phase"].isin(LEVER_PHASES).to_numpy()]
         if lev.empty:
             continue
-        lane = rows["lane"].astype(str)
-        comp = rows[lane == EventLane.COMPUTE.value]
-        comm = rows[lane == EventLane.COMM.value]
-        compute_set = union(comp["ts_us"].to_numpy(), comp["end_us"].to_numpy())
-        comm_set = union(comm["ts_us"].to_numpy(), comm["end_us"].to_numpy())
+        starts, ends = rows["ts_us"].to_numpy(), rows["end_us"].to_numpy()
+        comp = (rows["lane"] == EventLane.COMPUTE.value).to_numpy()
+        comm = (rows["lane"] == EventLane.COMM.value).to_numpy()
+        compute_set = union(starts[comp], ends[comp])
+        comm_set = union(starts[comm], ends[comm])
         ts, end, dur = (lev[c].to_numpy() for c in ("ts_us", "end_us", "dur_us"))
         is_recompute = (lev["phase"].astype(object) == Phase.RECOMPUTE.value).to_numpy()
         parts.append(

@@ -61,6 +61,15 @@ def counted_rows(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
     return run.events if bool(counted.all()) else run.events[counted]
 
 
+def by_rank(ev: pd.DataFrame, sort: bool = True) -> list[tuple[int, pd.DataFrame]]:
+    """``ev.groupby("rank")``'s groups; the table itself, not a copy of it, when it holds one
+    rank (a rank's own task, a one-rank run)."""
+    ranks = ev["rank"].to_numpy()
+    if len(ranks) and bool((ranks == ranks[0]).all()):
+        return [(int(ranks[0]), ev)]
+    return [(int(rank), rows) for rank, rows in ev.groupby("rank", sort=sort)]
+
+
 def gpu_wait(
     compute: Intervals, comm: Intervals, tolerance_us: float = WAIT_END_TOLERANCE_US
 ) -> Intervals:
@@ -133,7 +142,7 @@ def rank_steps(rows: pd.DataFrame, info: RankInfo) -> pd.DataFrame:
 def step_table(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
     """Per (rank, step) partition and figures (see :mod:`overlapscope.analysis.partition`)."""
     ev = counted_rows(run, counted)
-    groups = dict(tuple(ev.groupby("rank", sort=False)))
+    groups = dict(by_rank(ev, sort=False))
     tables = [rank_steps(groups.get(i.rank, ev.iloc[:0]), i) for i in run.ranks]
     if not tables:
         return pd.DataFrame(columns=["rank", "step", "start_us", "end_us", *STEP_FIGURES])
@@ -170,8 +179,9 @@ def rank_table(run: RunTraces, counted: pd.Series, steps: pd.DataFrame) -> pd.Da
     sums = steps.groupby("rank")[[f"{f}_us" for f in SUMMED]].sum()
     counts = steps.groupby("rank").size()
     records = []
+    groups = dict(by_rank(ev, sort=False))
     for info in run.ranks:
-        rows = ev[ev["rank"] == info.rank]
+        rows = groups.get(info.rank, ev.iloc[:0])
         sets = LaneSets.of(rows, info.compute_source)
         comm = sets.comm.total
         hidden = intersect(sets.comm, sets.compute).total
@@ -193,7 +203,7 @@ def comm_exposure(run: RunTraces, counted: pd.Series) -> pd.Series:
     the rank's compute), indexed like the event table."""
     ev = counted_rows(run, counted)
     out = pd.Series(0.0, index=ev.index[ev["lane"] == EventLane.COMM.value], dtype=np.float64)
-    for rank, rows in ev.groupby("rank", sort=False):
+    for rank, rows in by_rank(ev, sort=False):
         comp = rows[rows["lane"] == EventLane.COMPUTE.value]
         cu = union(comp["ts_us"].to_numpy(), comp["end_us"].to_numpy())
         comm = rows[rows["lane"] == EventLane.COMM.value]
@@ -209,8 +219,8 @@ def exposed_intervals(run: RunTraces, counted: pd.Series, steps: pd.DataFrame) -
     ev = counted_rows(run, counted)
     parts = []
     sources = {i.rank: i.compute_source for i in run.ranks}
-    for rank, rows in ev.groupby("rank", sort=True):
-        sets = LaneSets.of(rows, sources[int(rank)])
+    for rank, rows in by_rank(ev):
+        sets = LaneSets.of(rows, sources[rank])
         mine = steps[steps["rank"] == rank]
         inside = union(mine["start_us"].to_numpy(), mine["end_us"].to_numpy())
         x = intersect(subtract(sets.comm, sets.compute), inside)
