@@ -29,6 +29,7 @@ _BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark (editors on Windows)
 _EVENT_SEP = b"\n  },\n  {"
 CHUNK_BYTES = 2 * 1024 * 1024  # a slice of events decoded at once
 BLOCK_BYTES = 1024 * 1024  # read (and gunzipped) at once
+JOIN_SLICES = 4  # the buffer the slices are cut from is refilled to this many slices
 
 
 def _gunzip(data: bytes, path: Path) -> bytes:
@@ -111,11 +112,15 @@ def _sliced(blocks: Iterator[bytes]) -> tuple[dict[str, Any], Columns]:
             build.add_slice(memoryview(buf)[pos : cut + 4])  # "\n  }" kept
             pos = cut + 5  # past the comma
             continue
-        block = next(blocks, None)
-        if block is None:
+        # What is left plus several blocks, joined once: adding one block at a time copied
+        # the rest of the buffer for every megabyte read (~2.5x the text, measured).
+        pending, size = [buf[pos:]], len(buf) - pos
+        while size < JOIN_SLICES * CHUNK_BYTES and (block := next(blocks, None)) is not None:
+            pending.append(block)
+            size += len(block)
+        if len(pending) == 1:
             break
-        buf = buf[pos:] + block
-        pos = 0
+        buf, pos = b"".join(pending), 0
     close = buf.rfind(b"]")
     if close < pos:
         raise _NotSliced()
