@@ -181,6 +181,6 @@ def fold_p2p(raw: RawTrace, world_size: int) -> RawTrace:
         else:
             added = folded[col].to_numpy().astype(ev[col].dtype)
             columns[col] = np.concatenate([ev[col].to_numpy()[keep], added])
-    events = pd.DataFrame(columns)
+    events = pd.DataFrame(columns, copy=False)  # new arrays: not copied again
     comm_args = _folded_args(raw.comm_args, keep, kind, agg["send_bytes"].to_numpy(), world_size)
     return dataclasses.replace(raw, events=events, comm_args=comm_args)

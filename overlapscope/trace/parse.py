@@ -98,7 +98,8 @@ def read_trace(path: Path) -> RawTrace:
             "ts_us": ts[keep] - first_ts,
             "dur_us": dur[keep],
             "correlation": cols.correlation[keep],
-        }
+        },
+        copy=False,  # the columns as they are: stacking them into 2-D blocks copied them all
     )
     return RawTrace(
         path=path,

@@ -281,7 +281,8 @@ def _table(
             "group": label_categorical(out.group),
             "seq": seq,
             "correlation": frame["correlation"].to_numpy(),
-        }
+        },
+        copy=False,  # the columns as they are: stacking them into 2-D blocks copied them all
     )
 
 
