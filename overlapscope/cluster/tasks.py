@@ -178,15 +178,16 @@ def rank_events(job: RankJob, cache: RankCache) -> pd.DataFrame:
     them: shifted to the run's epoch, the run's categories, then the rank's clock offset;
     only the columns the per-rank tables read (:data:`REDUCE_COLUMNS`)."""
     stored = [c for c in REDUCE_COLUMNS if c != "rank"]  # the rank is not stored
-    ev = pd.read_feather(cache.events_path(job.key), columns=stored)
-    ev = ev.assign(ts_us=ev["ts_us"] + job.shift_us, end_us=ev["end_us"] + job.shift_us)
-    ev.insert(0, "rank", np.int32(job.info.rank))
-    cats = {
-        c: pd.Categorical(ev[c], categories=job.schema[c].cat.categories)
-        for c in _CATEGORIES
-        if c in ev.columns
-    }
-    ev = ev.assign(**cats)[REDUCE_COLUMNS]
+    read = pd.read_feather(cache.events_path(job.key), columns=stored)
+    columns: dict[str, Any] = {"rank": np.full(len(read), job.info.rank, dtype=np.int32)}
+    for c in stored:
+        if c in ("ts_us", "end_us"):
+            columns[c] = read[c].to_numpy() + job.shift_us
+        elif c in _CATEGORIES:  # re-coded by category, not by hashing every row again
+            columns[c] = read[c].cat.set_categories(job.schema[c].cat.categories)
+        else:
+            columns[c] = read[c]
+    ev = pd.DataFrame(columns, copy=False)  # built in place: no copy to reorder the columns
     shift = offset_at(job.offsets, ev["rank"].to_numpy(), ev["ts_us"].to_numpy())
     if np.any(shift):
         ev["ts_us"] = ev["ts_us"].to_numpy() - shift
