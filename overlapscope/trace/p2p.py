@@ -138,9 +138,27 @@ def _folded_args(
     return comm_args
 
 
+def _joined_strings(kept: pd.Categorical, added: list[str]) -> pd.Categorical:
+    """:func:`_joined` of string categories, by codes: the categories used, sorted, then
+    every code looked up once (union_categoricals and the removal of the unused categories
+    each went through every row)."""
+    codes = np.asarray(kept.codes, dtype=np.int64)
+    used = np.zeros(len(kept.categories), dtype=bool)
+    used[codes[codes >= 0]] = True
+    present = kept.categories.tolist()
+    cats = sorted({c for c, u in zip(present, used.tolist(), strict=True) if u} | set(added))
+    index = {c: i for i, c in enumerate(cats)}
+    lookup = np.asarray([index.get(c, -1) for c in present] + [-1], dtype=np.int64)
+    new = np.asarray([index[v] for v in added], dtype=np.int64)
+    return pd.Categorical.from_codes(np.concatenate([lookup[codes], new]), categories=cats)
+
+
 def _joined(kept: pd.Categorical, added: pd.Series) -> pd.Categorical:
     """``kept`` then ``added`` as one categorical whose categories are the values present,
     sorted (as pandas makes them of the values), from the codes: no value is hashed again."""
+    values = added.tolist()
+    if kept.categories.dtype == "str" and all(type(v) is str for v in values):
+        return _joined_strings(kept, values)
     try:
         both = union_categoricals([kept, pd.Categorical(added)], sort_categories=True)
     except TypeError:  # the categories' dtypes differ (odd values): pandas reads the values

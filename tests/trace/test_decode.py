@@ -153,3 +153,27 @@ def test_label_columns_are_the_categoricals_pandas_makes(values, categories) -> 
     array = np.asarray(values, dtype=object)
     got, want = label_categorical(array, categories), pd.Categorical(array, categories=categories)
     assert got.dtype == want.dtype and got.codes.tolist() == want.codes.tolist()
+
+
+@pytest.mark.parametrize(
+    ("kept", "added"),
+    [
+        (["gloo:send", "b", None, "a", "gloo:recv"], ["gloo:send/recv (all_gather)", "a"]),
+        (["cpu_op", "cpu_op"], ["gloo_p2p"]),
+        (["a", None, "c"], ["b"]),
+    ],
+)
+def test_folded_columns_are_the_categoricals_pandas_makes(kept, added) -> None:
+    """The folded p2p rows' names join the kept ones as union_categoricals would, the
+    categories no kept row uses left out."""
+    import numpy as np
+    from pandas.api.types import union_categoricals
+
+    from overlapscope.trace.p2p import _joined
+
+    rows = pd.Categorical(kept)[np.asarray([v is None or "gloo" not in v for v in kept])]
+    new = pd.Series(added)  # str, as the folded table infers it
+    got = _joined(rows, new)
+    want = union_categoricals([rows, pd.Categorical(new)], sort_categories=True)
+    want = want.remove_unused_categories()
+    assert got.dtype == want.dtype and got.codes.tolist() == want.codes.tolist()
