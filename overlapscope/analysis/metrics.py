@@ -272,6 +272,23 @@ def _unit_waits(ev: pd.DataFrame) -> pd.DataFrame:
     return w
 
 
+def _unit_sums(comm: pd.DataFrame) -> pd.DataFrame:
+    """Per (rank, unit, phase, kind): ``num_ops, comm_total_us, exposed_total_us,
+    bytes_total, unknown``; the three sums in one pass (named aggregations took one each)."""
+    g = comm.groupby(["rank", "unit", "phase", "kind"], observed=True, dropna=False)
+    sums = g[["dur_us", "exposed_us", "known_bytes"]].sum()
+    table = pd.DataFrame(
+        {
+            "num_ops": g.size(),
+            "comm_total_us": sums["dur_us"],
+            "exposed_total_us": sums["exposed_us"],
+            "bytes_total": sums["known_bytes"],
+            "unknown": g["unknown_bytes"].any(),
+        }
+    )
+    return table.reset_index()
+
+
 def unit_table(
     run: RunTraces, counted: pd.Series, exposure: pd.Series, ranks: pd.DataFrame
 ) -> pd.DataFrame:
@@ -292,17 +309,7 @@ def unit_table(
         known_bytes=np.where(nbytes >= 0, nbytes, 0),
         unknown_bytes=nbytes < 0,
     )
-    table = (
-        comm.groupby(["rank", "unit", "phase", "kind"], observed=True, dropna=False)
-        .agg(
-            num_ops=("dur_us", "size"),
-            comm_total_us=("dur_us", "sum"),
-            exposed_total_us=("exposed_us", "sum"),
-            bytes_total=("known_bytes", "sum"),
-            unknown=("unknown_bytes", "any"),
-        )
-        .reset_index()
-    )
+    table = _unit_sums(comm)
     table["bytes_total"] = table["bytes_total"].astype(np.float64).mask(table["unknown"])
     for c in ("unit", "phase", "kind"):
         table[c] = table[c].astype(object).where(table[c].notna(), None)
