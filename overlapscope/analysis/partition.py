@@ -174,13 +174,18 @@ def step_windows(
             span = (float(rows["ts_us"].min()), float(rows["end_us"].max()))
         lo, hi = span if span is not None else (0.0, 0.0)
         return pd.DataFrame({"step": [-1], "start_us": [lo], "end_us": [hi]})
+    # The few columns read, of the rows read: not a copy of every column of the rows.
+    step = rows["step"].to_numpy()
     if source is ComputeSource.GPU_KERNELS:
-        gpu = rows[rows["on_gpu"].to_numpy() & (rows["step"] >= 0).to_numpy()]
+        gpu = _columns(rows, rows["on_gpu"].to_numpy() & (step >= 0))
         return gpu_step_windows(gpu, list(steps))
-    marks = rows[rows["lane"] == EventLane.STEP.value]
-    win = (
-        marks.groupby("step", observed=True)
-        .agg(start_us=("ts_us", "min"), end_us=("end_us", "max"))
-        .reindex(list(steps))
+    marks = _columns(rows, (rows["lane"] == EventLane.STEP.value).to_numpy()).groupby("step")
+    win = pd.DataFrame({"start_us": marks["ts_us"].min(), "end_us": marks["end_us"].max()})
+    return win.reindex(list(steps)).dropna().reset_index()
+
+
+def _columns(rows: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
+    """``step, ts_us, end_us`` of the rows in ``mask``."""
+    return pd.DataFrame(
+        {c: rows[c].to_numpy()[mask] for c in ("step", "ts_us", "end_us")}, copy=False
     )
-    return win.dropna().reset_index()
