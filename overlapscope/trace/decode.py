@@ -162,9 +162,19 @@ class EventColumns:
         self.thread_names: dict[int, str] = {}
         self.num_events = 0
 
-    def add_slice(self, events: memoryview) -> None:
-        """Add a run of events cut from an events array (``{...},\n  {...}``)."""
-        self.add(EVENTS.decode(b"".join((b"[", events, b"]"))))
+    def add_slice(self, text: bytearray, lo: int, hi: int) -> None:
+        """Add the run of events ``text[lo + 1 : hi - 1]`` cut from an events array
+        (``{...},\n  {...}``), with the byte on either side of it (a comma or the array's
+        bracket): these are set to brackets while it is decoded in place, then restored (a
+        bracketed copy of every slice cost ~10 ms per 56 MB, measured). Nothing decoded
+        outlives :meth:`add`, which reads the raw tensor lists."""
+        first, last = text[lo], text[hi - 1]
+        text[lo], text[hi - 1] = 0x5B, 0x5D  # [ ]
+        try:
+            events = EVENTS.decode(memoryview(text)[lo:hi])
+        finally:
+            text[lo], text[hi - 1] = first, last
+        self.add(events)
 
     def add(self, events: list[Event]) -> None:
         complete = [e for e in events if e.ph == "X"]
