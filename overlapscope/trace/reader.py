@@ -117,7 +117,8 @@ def _sliced(blocks: Iterator[bytes]) -> tuple[dict[str, Any], Columns]:
             continue
         # What is left plus several blocks, joined once: adding one block at a time copied
         # the rest of the buffer for every megabyte read (~2.5x the text, measured).
-        pending, size = [buf[pos - 1 :]], len(buf) - pos
+        pending: list[bytes | bytearray] = [buf[pos - 1 :]]
+        size = len(buf) - pos
         while size < JOIN_SLICES * CHUNK_BYTES and (block := next(blocks, None)) is not None:
             pending.append(block)
             size += len(block)
