@@ -359,7 +359,7 @@ def timeline_table(run: RunTraces, counted: pd.Series, exposure: pd.Series) -> p
         {
             "rank": rows["rank"].to_numpy(),
             "step": rows["step"].to_numpy(),
-            "lane": rows["lane"].astype(str).to_numpy(),
+            "lane": _timeline_lanes(rows["lane"]),
             "phase": rows["phase"],
             "unit": rows["unit"],
             "kind": rows["kind"],
@@ -373,5 +373,14 @@ def timeline_table(run: RunTraces, counted: pd.Series, exposure: pd.Series) -> p
             "exposed_us": exposed.to_numpy(),
         }
     )
-    out["lane"] = pd.Categorical(out["lane"], categories=list(TIMELINE_LANES))
     return out.sort_values(["rank", "start_us"], ignore_index=True)
+
+
+def _timeline_lanes(lane: pd.Series) -> pd.Categorical:
+    """The lanes as a categorical of :data:`TIMELINE_LANES`, re-coded from the codes (not
+    through a column of strings hashed again)."""
+    cats = list(TIMELINE_LANES)
+    position = [cats.index(c) if c in cats else -1 for c in lane.cat.categories]
+    codes = lane.cat.codes.to_numpy()
+    lookup = np.asarray([*position, -1], dtype=np.int64)  # code -1 (missing) stays -1
+    return pd.Categorical.from_codes(lookup[codes], categories=cats)
