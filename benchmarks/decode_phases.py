@@ -60,6 +60,7 @@ def timed(self, text, lo, hi):
     self.add(decoded)
 decode.EventColumns.add_slice = timed
 path = Path(sys.argv[1])
+tasks.released().__enter__()  # the tasks' allocator settings for every phase
 with tempfile.TemporaryDirectory() as d:
     raw = phase("read_trace", lambda: read_trace(path))
     out["read_trace"]["msgspec_decode_cpu_s"] = spent[0]
