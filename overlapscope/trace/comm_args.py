@@ -3,6 +3,7 @@ process groups), read only for the events that can carry them."""
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -62,6 +63,13 @@ def dtype_bytes(dtype: object) -> int:
     return _DTYPE_BYTES.get(dtype.strip().lower(), 0)
 
 
+def _product(dims: list[int]) -> int:
+    """``int(np.prod(dims))`` (1 for none) without numpy's per-call cost: the exact product
+    where it fits in int64, as numpy's is there; numpy's own (which wraps around) beyond."""
+    p = math.prod(dims)
+    return p if -(2**63) <= p < 2**63 else int(np.prod(dims))
+
+
 def _dims_bytes(dims: object, types: object) -> int:
     """Bytes of the tensors listed in ``Input Dims`` / ``Input type`` (tensor lists included)."""
     if not isinstance(dims, list) or not isinstance(types, list):
@@ -74,7 +82,7 @@ def _dims_bytes(dims: object, types: object) -> int:
         if d and all(isinstance(x, list) for x in d):  # a tensor list
             total += sum(int(np.prod(x)) if x else 1 for x in d) * size
         elif all(isinstance(x, int) for x in d):
-            total += (int(np.prod(d)) if d else 1) * size
+            total += _product(d) * size
     return total if total > 0 else -1
 
 

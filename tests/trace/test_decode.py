@@ -177,3 +177,16 @@ def test_folded_columns_are_the_categoricals_pandas_makes(kept, added) -> None:
     want = union_categoricals([rows, pd.Categorical(new)], sort_categories=True)
     want = want.remove_unused_categories()
     assert got.dtype == want.dtype and got.codes.tolist() == want.codes.tolist()
+
+
+@pytest.mark.parametrize(
+    "dims",
+    [[], [4, 4], [True, 3], [2**40, 2**40], [2**40, 2**40, 0], [2**70, 0], [-(2**62), 2], [3]],
+)
+def test_tensor_sizes_are_numpys_products(dims) -> None:
+    """A tensor's element count is numpy's product of its dims, wrap-around included."""
+    import numpy as np
+
+    from overlapscope.trace.comm_args import _product
+
+    assert _product(dims) == int(np.prod(dims))
