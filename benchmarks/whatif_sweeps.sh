@@ -10,6 +10,12 @@
 # showed 0.25 Gbit/s runs computing 12 % more per step than 1 Gbit/s runs; alternated,
 # 5 % less). POLICIES: the sweep's --policies (default: the four of the validation; the
 # forward-prefetch check used none,backward_pre,backward_pre+fwd,backward_post+fwd).
+#
+# The policies' order rotates by one each repeat (repeat k starts with the k-th policy):
+# with a fixed order each policy always ran at the same place in its sweep (none first,
+# right after the lab re-shaped the link), so whatever the machine does at that place was
+# read as an effect of the policy. With as many repeats as policies, each policy runs once
+# at every place.
 set -euo pipefail
 if [[ $# -lt 1 || $# -gt 3 ]]; then
   echo "usage: $0 OUT_DIR [REPEATS] [POLICIES]" >&2
@@ -23,10 +29,16 @@ if ! [[ $repeats =~ ^[1-9][0-9]*$ ]]; then
   exit 2
 fi
 cd "$(dirname "$0")/.."
+IFS=, read -r -a order <<<"$policies"
 for ((rep = 0; rep < repeats; rep++)); do
+  rotated=()
+  for ((i = 0; i < ${#order[@]}; i++)); do
+    rotated+=("${order[(i + rep) % ${#order[@]}]}")
+  done
+  this=$(IFS=,; echo "${rotated[*]}")
   for link in 1 0.25; do
-    echo "== repeat $((rep + 1))/$repeats at $link Gbit/s -> $out/l$link-$rep" >&2
-    python3 -m overlapscope sweep --policies "$policies" \
+    echo "== repeat $((rep + 1))/$repeats at $link Gbit/s ($this) -> $out/l$link-$rep" >&2
+    python3 -m overlapscope sweep --policies "$this" \
       --link-gbit "$link" --repeats 1 --out "$out/l$link-$rep" --force \
       --layers 4 --dim 256 --seq-len 128 --global-batch 8 --steps 10 --profile-active 6
   done

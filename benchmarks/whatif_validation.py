@@ -170,6 +170,37 @@ def config_pair_rows(
     return config_rows
 
 
+def forward_us(c: Calibration) -> float:
+    """Mean duration of a unit's forward compute (no configuration here overlaps it)."""
+    rows = c.compute_rows
+    rows = rows[(rows["phase"] == "fwd") & rows["unit"].isin(c.step_model.units)]
+    return float(rows["dur_us"].mean())
+
+
+def place_and_policy(calibs: dict[Path, Calibration]) -> dict[str, Any]:
+    """Each run's forward compute against the median of its own sweep's runs (one repeat at
+    one link rate), averaged by configuration and by the run's place in its sweep: forward
+    overlaps no transfer, so a difference by configuration that follows the place instead is
+    the machine, and one that stays where the place rotates is the configuration's."""
+    sweeps: dict[Path, list[tuple[str, Calibration]]] = {}
+    for p, c in calibs.items():
+        sweeps.setdefault(p.parents[2], []).append(((c.manifest and c.manifest.created) or "", c))
+    by_cfg: dict[str, list[float]] = {}
+    by_place: dict[str, list[float]] = {}
+    for runs in sweeps.values():
+        ref = statistics.median(forward_us(c) for _, c in runs)
+        for place, (_, c) in enumerate(sorted(runs, key=lambda r: r[0])):
+            rel = 100.0 * (forward_us(c) / ref - 1.0)
+            by_cfg.setdefault(c.measured.scenario.label, []).append(rel)
+            by_place.setdefault(str(place + 1), []).append(rel)
+    return {
+        "forward_vs_sweep_median_pct_by_config": {k: statistics.mean(v) for k, v in by_cfg.items()},
+        "forward_vs_sweep_median_pct_by_place": {
+            k: statistics.mean(v) for k, v in by_place.items()
+        },
+    }
+
+
 def summarize_all(
     calibs: dict[Path, Calibration],
     by_config: dict[str, list[Calibration]],
@@ -216,6 +247,7 @@ def summarize_all(
             "per_run": compute,
         },
         "contention_fitted": {str(p): c.contention for p, c in calibs.items()},
+        **place_and_policy(calibs),
     }
     return summary
 
@@ -246,6 +278,8 @@ def print_summary(summary: dict[str, Any]) -> None:
     print(
         f"contention fitted across runs (leaving out each target): {min(across):.3f}-{max(across):.3f}"
     )
+    for k in ("forward_vs_sweep_median_pct_by_config", "forward_vs_sweep_median_pct_by_place"):
+        print(f"{k}: " + ", ".join(f"{n} {v:+.1f} %" for n, v in summary[k].items()))
     mc = summary["measured_compute_per_step_us"]
     print(f"measured compute per step across runs: {mc['min'] / 1e3:.0f}-{mc['max'] / 1e3:.0f} ms")
 
