@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from overlapscope.sim import Calibration, Scenario, load_calibration, predict_from
+from overlapscope.sim.calibrate import ComputeTimes, with_contention
 from overlapscope.sim.predict import contention_across
 
 
@@ -146,6 +147,12 @@ def config_pair_rows(
                 ).step_time_us
                 for t in tgts
             )
+            # the same with the source's compute scaled to the target's forward speed
+            fwd = statistics.median(forward_us(t) for t in tgts) / forward_us(src)
+            at_speed = predict_from(
+                at_forward_speed(with_contention(src, across.calibration.contention), fwd),
+                target_scenario(src, tgts[0]),
+            )
             meas = statistics.median(t.measured.step_time_us for t in tgts)
             mem = statistics.median(t.measured.peak_mem_bytes for t in tgts)
             config_rows.append(
@@ -161,6 +168,8 @@ def config_pair_rows(
                     "schedule_only_step_err_pct": err_pct(sched_cfg, meas),
                     "predicted_step_us_contention_across": across.step_time_us,
                     "step_err_pct_contention_across": err_pct(across.step_time_us, meas),
+                    "target_over_source_forward": fwd,
+                    "step_err_pct_at_target_forward_speed": err_pct(at_speed.step_time_us, meas),
                     "measured_peak_mem_bytes_median": mem,
                     "predicted_peak_mem_bytes": pred.peak_mem_bytes,
                     "mem_err_pct": err_pct(pred.peak_mem_bytes, mem),
@@ -168,6 +177,21 @@ def config_pair_rows(
             )
 
     return config_rows
+
+
+def at_forward_speed(c: Calibration, k: float) -> Calibration:
+    """The calibration with every base compute duration times ``k``."""
+
+    def times(t: ComputeTimes) -> ComputeTimes:
+        return {r: {key: us * k for key, us in per.items()} for r, per in t.items()}
+
+    ranks = {
+        r: dataclasses.replace(t, compute_us={key: us * k for key, us in t.compute_us.items()})
+        for r, t in c.ranks.items()
+    }
+    return dataclasses.replace(
+        c, ranks=ranks, step_compute_us=tuple(times(t) for t in c.step_compute_us)
+    )
 
 
 def forward_us(c: Calibration) -> float:
@@ -227,6 +251,9 @@ def summarize_all(
             "config_step_time_err_pct_contention_across",
         ),
         "contention_across_runs": {f"{k[0]} without {k[1]}": v for k, v in alpha.items()},
+        "config_step_time_err_pct_at_target_forward_speed": summarize(
+            col(config_rows, "step_err_pct_at_target_forward_speed")
+        ),
         "config_schedule_only_step_time_err_pct": summarize(
             col(config_rows, "schedule_only_step_err_pct")
         ),
@@ -263,6 +290,7 @@ def print_summary(summary: dict[str, Any]) -> None:
         "config_step_time_err_pct_contention_across",
         "config_step_time_err_pct_contention_across_same_link",
         "config_step_time_err_pct_contention_across_other_link",
+        "config_step_time_err_pct_at_target_forward_speed",
         "config_peak_mem_err_pct",
         "step_time_err_pct",
         "schedule_only_step_time_err_pct",
