@@ -16,6 +16,10 @@
 # right after the lab re-shaped the link), so whatever the machine does at that place was
 # read as an effect of the policy. With as many repeats as policies, each policy runs once
 # at every place.
+#
+# 10 profiled steps per run (6 in the sweeps of 2026-11-24): a unit's forward compute varies by up to
+# 40 % from step to step on this VM (spikes of 39-44 ms per step against 29-33), and a run's
+# mean over 6 steps carried that into every prediction made from it.
 set -euo pipefail
 if [[ $# -lt 1 || $# -gt 3 ]]; then
   echo "usage: $0 OUT_DIR [REPEATS] [POLICIES]" >&2
@@ -40,6 +44,6 @@ for ((rep = 0; rep < repeats; rep++)); do
     echo "== repeat $((rep + 1))/$repeats at $link Gbit/s ($this) -> $out/l$link-$rep" >&2
     python3 -m overlapscope sweep --policies "$this" \
       --link-gbit "$link" --repeats 1 --out "$out/l$link-$rep" --force \
-      --layers 4 --dim 256 --seq-len 128 --global-batch 8 --steps 10 --profile-active 6
+      --layers 4 --dim 256 --seq-len 128 --global-batch 8 --steps 14 --profile-active 10
   done
 done
