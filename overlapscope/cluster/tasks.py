@@ -51,6 +51,7 @@ from overlapscope.cluster.cache import (
     analysis_digest,
     atomic,
     parser_digest,
+    read_events,
     read_table,
     write_table,
 )
@@ -192,7 +193,7 @@ def rank_events(job: RankJob, cache: RankCache) -> pd.DataFrame:
     them: shifted to the run's epoch, the run's categories, then the rank's clock offset;
     only the columns the per-rank tables read (:data:`REDUCE_COLUMNS`)."""
     stored = [c for c in REDUCE_COLUMNS if c != "rank"]  # the rank is not stored
-    read = pd.read_feather(cache.events_path(job.key), columns=stored)
+    read = read_events(cache.events_path(job.key), stored)
     columns: dict[str, Any] = {"rank": np.full(len(read), job.info.rank, dtype=np.int32)}
     for c in stored:
         if c in ("ts_us", "end_us"):
