@@ -27,8 +27,13 @@ _BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark (editors on Windows)
 # torch's export_chrome_trace writes one event per indented block; the events array is cut
 # at these separators.
 _EVENT_SEP = b"\n  },\n  {"
-CHUNK_BYTES = 2 * 1024 * 1024  # a slice of events decoded at once
-BLOCK_BYTES = 1024 * 1024  # read (and gunzipped) at once
+# A slice of events decoded at once: small enough that its decoded objects are still in the
+# CPU's caches when the columns are built from them. Against 2 MB slices of 1 MB blocks,
+# read_trace took 5-10% less CPU and peaked at less than half the memory above the idle
+# process (33 MB GPU trace: 0.128 -> 0.115 s, 39 -> 17 MB; 56 MB CPU trace: 0.209 -> 0.203 s,
+# 47 -> 22 MB; measured with 128 KB to 4 MB slices, 256 KB to 1 MB blocks).
+CHUNK_BYTES = 512 * 1024
+BLOCK_BYTES = 512 * 1024  # read (and gunzipped) at once
 JOIN_SLICES = 4  # the buffer the slices are cut from is refilled to this many slices
 
 
