@@ -221,3 +221,18 @@ def test_folded_transfers_queue_behind_the_threads_earlier_ones() -> None:
     assert got["start"].tolist() == [1.0, 9.0, 1.0]
     assert got["end"].tolist() == [10.0, 9.0, 5.0]
     assert got["send_bytes"].tolist() == [64.0, 32.0, -1.0]
+
+
+@pytest.mark.parametrize(
+    "values", [["cpu_op", "kernel", None, "cpu_op"], ["kernel"], [], [None, None]]
+)
+def test_category_equality_from_codes_is_the_strings(values) -> None:
+    """A categorical's rows equal to a string, from its codes: as its strings compare."""
+    import numpy as np
+
+    from overlapscope.trace.recognize import _equals
+
+    column = pd.Series(pd.Categorical(values, categories=["cpu_op", "kernel"]))
+    want = column.astype(str).to_numpy() == "cpu_op"
+    assert np.array_equal(_equals(column, "cpu_op"), want)
+    assert np.array_equal(_equals(column.astype(object), "cpu_op"), want)
