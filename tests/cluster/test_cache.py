@@ -149,3 +149,15 @@ def test_events_file_reads_back_as_pandas_reads_it(tmp_path: Path) -> None:
     got = read_events(path, columns)
     pd.testing.assert_frame_equal(got, pd.read_feather(path, columns=columns))
     pd.testing.assert_frame_equal(got, events[columns])
+
+
+def _worker_callbacks(dask_worker: object) -> list[str]:
+    return sorted(getattr(dask_worker, "periodic_callbacks", {}))
+
+
+def test_local_workers_run_without_dasks_profiler() -> None:
+    """``--dask local`` starts its workers without Dask's statistical profiler (its stack
+    sampling cost the worker CPU and memory: docs/BENCHMARKS.md)."""
+    with cluster_client.connect(cluster_client.LOCAL) as client:
+        callbacks = client.run(_worker_callbacks)
+    assert callbacks and all("heartbeat" in c and "profile" not in c for c in callbacks.values())
