@@ -26,7 +26,7 @@ import json, pickle, resource, sys, tempfile
 from pathlib import Path
 import pandas, pyarrow
 from overlapscope.cluster import tasks
-from overlapscope.cluster.cache import RankCache, entry_key, parser_digest, write_table
+from overlapscope.cluster.cache import RankCache, entry_key, parser_digest, write_events, write_table
 from overlapscope.cluster.client import LazyClient
 from overlapscope.cluster.run import plan
 from overlapscope.trace import decode, fields
@@ -67,7 +67,7 @@ with tempfile.TemporaryDirectory() as d:
     table = phase("recognize", lambda: recognize(raw, raw.world_size or 0))
     del raw
     events = table.events.reset_index(drop=True)
-    phase("write_events", lambda: events.to_feather(d + "/events", compression="lz4"))
+    phase("write_events", lambda: write_events(Path(d) / "events", events))
     del table, events
     tasks.parse_to_cache(str(path), 0, d, entry_key(path, 0), parser_digest())
     with LazyClient("unused: the parse is cached") as client:

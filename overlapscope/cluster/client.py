@@ -29,6 +29,11 @@ INSTALL_HINT = "pip install 'overlapscope[cluster]'"
 # kept ~35 MB more resident at the two tasks' peak on a 33 MB rank file, ~25 MB on a 56 MB one
 # (measured: docs/BENCHMARKS.md). Workers started by hand get it from the tasks (tasks.released).
 WORKER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
+# Dask's statistical profiler samples every worker thread's stack every few ms: on two 56 MB
+# ranks it cost the worker ~0.2 s of CPU (0.9 -> 1.1-1.5 s) and made its peak vary from 120
+# to 150 MB above idle, against 66-69 MB without it (measured: docs/BENCHMARKS.md). Off for
+# the workers of --dask local; workers started by hand take it from their Dask config.
+WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
 
 
 @contextlib.contextmanager
@@ -39,13 +44,16 @@ def connect(address: str) -> Iterator[Client]:
     except ImportError as e:
         raise UserError(f"--dask needs Dask's distributed package; {INSTALL_HINT}") from e
     if address == LOCAL:
-        cluster = LocalCluster(
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=":0",
-            silence_logs=50,
-            env=WORKER_ENV,
-        )
+        import dask
+
+        with dask.config.set(WORKER_CONFIG):  # the workers are given the config of now
+            cluster = LocalCluster(
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=":0",
+                silence_logs=50,
+                env=WORKER_ENV,
+            )
         with cluster, Client(cluster) as client:
             yield client
         return

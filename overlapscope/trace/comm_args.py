@@ -7,7 +7,6 @@ import math
 import re
 from typing import Any
 
-import msgspec
 import numpy as np
 import orjson
 import pandas as pd
@@ -86,10 +85,6 @@ def _dims_bytes(dims: object, types: object) -> int:
     return total if total > 0 else -1
 
 
-def _tensors(raw: msgspec.Raw) -> Any:
-    return orjson.loads(bytes(raw))
-
-
 COMM_FIELDS = (
     *("coll_name", "in_nelems", "out_nelems", "dtype"),
     *("group_size", "pg_name", "seq_arg", "dims_bytes"),
@@ -101,9 +96,20 @@ def is_comm_name(name: str) -> bool:
     return COMM_ARG_NAME_RE.match(name) is not None
 
 
-def add_comm_rows(rows: dict[str, list[Any]], args: list[Args | None]) -> None:
+def _sized(raw: tuple[bytes, bytes], sizes: dict[tuple[bytes, bytes], int]) -> int:
+    size = sizes.get(raw)
+    if size is None:
+        size = sizes[raw] = _dims_bytes(orjson.loads(raw[0]), orjson.loads(raw[1]))
+    return size
+
+
+def add_comm_rows(
+    rows: dict[str, list[Any]], args: list[Args | None], sizes: dict[tuple[bytes, bytes], int]
+) -> None:
     """Append the collective arguments of events that may be collectives to ``rows`` (one
-    list per :data:`COMM_FIELDS`); ``args``: each event's ``args`` (None: not an object)."""
+    list per :data:`COMM_FIELDS`); ``args``: each event's ``args`` (None: not an object).
+    ``sizes``: the tensors' bytes by their raw ``Input Dims`` and ``Input type``, filled as
+    they are met (a job's collectives repeat their shapes every step: each is decoded once)."""
     picked = [EMPTY_ARGS if a is None else a for a in args]
     rows["coll_name"] += [a.coll_name for a in picked]
     rows["in_nelems"] += [orjson_number(a.in_nelems) for a in picked]
@@ -112,7 +118,7 @@ def add_comm_rows(rows: dict[str, list[Any]], args: list[Args | None]) -> None:
     rows["group_size"] += [orjson_number(a.group_size) for a in picked]
     rows["pg_name"] += [a.pg_name for a in picked]
     rows["seq_arg"] += [orjson_number(a.seq_arg) for a in picked]
-    rows["dims_bytes"] += [_dims_bytes(_tensors(a.dims), _tensors(a.types)) for a in picked]
+    rows["dims_bytes"] += [_sized((bytes(a.dims), bytes(a.types)), sizes) for a in picked]
 
 
 def comm_frame(rows: dict[str, list[Any]], idx: np.ndarray) -> pd.DataFrame:

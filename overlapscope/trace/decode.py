@@ -159,6 +159,7 @@ class EventColumns:
         self.comm_name: list[bool] = []  # per name code: may carry collective arguments
         self.comm_idx: list[np.ndarray] = []
         self.comm_rows: dict[str, list[Any]] = {k: [] for k in COMM_FIELDS}
+        self.tensor_bytes: dict[tuple[bytes, bytes], int] = {}
         self.thread_names: dict[int, str] = {}
         self.num_events = 0
 
@@ -209,7 +210,7 @@ class EventColumns:
         self.comm_name += [is_comm_name(n) for n in new]
         rows = np.flatnonzero(np.asarray(self.comm_name, dtype=bool)[codes])
         self.comm_idx.append(rows + self.num_events)
-        add_comm_rows(self.comm_rows, [fields[i] for i in rows])
+        add_comm_rows(self.comm_rows, [fields[i] for i in rows], self.tensor_bytes)
 
     def finish(self) -> Columns:
         num = {k: np.concatenate(v) if v else np.empty(0) for k, v in self.numeric.items()}

@@ -27,8 +27,13 @@ _BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark (editors on Windows)
 # torch's export_chrome_trace writes one event per indented block; the events array is cut
 # at these separators.
 _EVENT_SEP = b"\n  },\n  {"
-CHUNK_BYTES = 2 * 1024 * 1024  # a slice of events decoded at once
-BLOCK_BYTES = 1024 * 1024  # read (and gunzipped) at once
+# A slice of events decoded at once: small enough that its decoded objects are still in the
+# CPU's caches when the columns are built from them. Against 2 MB slices of 1 MB blocks,
+# read_trace took 5-10% less CPU and peaked at less than half the memory above the idle
+# process (33 MB GPU trace: 0.128 -> 0.115 s, 39 -> 17 MB; 56 MB CPU trace: 0.209 -> 0.203 s,
+# 47 -> 22 MB; measured with 128 KB to 4 MB slices, 256 KB to 1 MB blocks).
+CHUNK_BYTES = 512 * 1024
+BLOCK_BYTES = 512 * 1024  # read (and gunzipped) at once
 JOIN_SLICES = 4  # the buffer the slices are cut from is refilled to this many slices
 
 
@@ -115,16 +120,16 @@ def _sliced(blocks: Iterator[bytes]) -> tuple[dict[str, Any], Columns]:
             build.add_slice(buf, pos - 1, cut + 5)
             pos = cut + 5  # past the comma
             continue
-        # What is left plus several blocks, joined once: adding one block at a time copied
-        # the rest of the buffer for every megabyte read (~2.5x the text, measured).
-        pending: list[bytes | bytearray] = [buf[pos - 1 :]]
-        size = len(buf) - pos
-        while size < JOIN_SLICES * CHUNK_BYTES and (block := next(blocks, None)) is not None:
-            pending.append(block)
-            size += len(block)
-        if len(pending) == 1:
+        # What is left, then several blocks appended in place: the decoded head is dropped
+        # from the front of the buffer (no copy: a bytearray moves its start), the blocks
+        # are appended into its spare room.
+        del buf[: pos - 1]
+        pos, grown = 1, False
+        while len(buf) < JOIN_SLICES * CHUNK_BYTES and (block := next(blocks, None)) is not None:
+            buf += block
+            grown = True
+        if not grown:
             break
-        buf, pos = bytearray().join(pending), 1
     close = buf.rfind(b"]")
     if close < pos:
         raise _NotSliced()

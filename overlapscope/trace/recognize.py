@@ -213,6 +213,16 @@ def _row_classes(nc: _NameClasses, codes: IntArray, on_gpu: BoolArray) -> _RowCl
     )
 
 
+def _equals(column: pd.Series, value: str) -> BoolArray:
+    """``column.astype(str).to_numpy() == value`` of a categorical of strings, from its
+    codes (the strings of every row cost ~13 ms per 100,000 rows, measured)."""
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        return np.asarray(column.astype(str).to_numpy() == value, dtype=bool)
+    at = column.cat.categories.get_indexer([value])[0]
+    codes = column.cat.codes.to_numpy()
+    return codes == at if at >= 0 else np.zeros(len(codes), dtype=bool)
+
+
 def _lanes(
     nc: _NameClasses,
     codes: IntArray,
@@ -235,9 +245,13 @@ def _lanes(
     lane[gpu_comm] = EventLane.COMM.value
     cpu = ~on_gpu
     if source is ComputeSource.CPU_OPS:
-        cat = frame["cat"].astype(str).to_numpy()
         compute = (
-            cpu & (cat == "cpu_op") & ~on_gloo_thread & ~rc.issue_op & ~rc.wait_name & ~rc.is_ovs
+            cpu
+            & _equals(frame["cat"], "cpu_op")
+            & ~on_gloo_thread
+            & ~rc.issue_op
+            & ~rc.wait_name
+            & ~rc.is_ovs
         )
         blocking = rc.framework_issue | rc.issue_op | rc.limiter_label
         # An op that encloses a collective's issue (autograd hook wrappers, module calls)

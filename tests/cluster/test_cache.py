@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from overlapscope.cli import main
 from overlapscope.cluster import client as cluster_client
 from overlapscope.cluster import run as cluster_run
-from overlapscope.cluster.cache import RankCache, parser_digest
+from overlapscope.cluster.cache import RankCache, parser_digest, read_events, write_events
 from overlapscope.cluster.synth import rerank_copies
+from overlapscope.trace.loader import load_run
 from tests.cluster.conftest import DaskProcesses
 from tests.cluster.test_identical import SHIPPED, report
 
@@ -135,3 +137,27 @@ def test_local_workers_take_arrow_buffers_from_the_system_allocator() -> None:
     with cluster_client.connect(cluster_client.LOCAL) as client:
         pools = client.run(_arrow_pool)
     assert pools and set(pools.values()) == {"system"}
+
+
+def test_events_file_reads_back_as_pandas_reads_it(tmp_path: Path) -> None:
+    """The events' Arrow file, written and read in one thread (cache.write_events), gives
+    the columns asked for with the dtypes, categories and values ``pd.read_feather`` gives."""
+    events = load_run(SHIPPED[0]).events.drop(columns="rank").reset_index(drop=True)
+    path = tmp_path / "events.arrow"
+    write_events(path, events)
+    columns = ["name", "ts_us", "lane", "seq", "group"]
+    got = read_events(path, columns)
+    pd.testing.assert_frame_equal(got, pd.read_feather(path, columns=columns))
+    pd.testing.assert_frame_equal(got, events[columns])
+
+
+def _worker_callbacks(dask_worker: object) -> list[str]:
+    return sorted(getattr(dask_worker, "periodic_callbacks", {}))
+
+
+def test_local_workers_run_without_dasks_profiler() -> None:
+    """``--dask local`` starts its workers without Dask's statistical profiler (its stack
+    sampling cost the worker CPU and memory: docs/BENCHMARKS.md)."""
+    with cluster_client.connect(cluster_client.LOCAL) as client:
+        callbacks = client.run(_worker_callbacks)
+    assert callbacks and all("heartbeat" in c and "profile" not in c for c in callbacks.values())

@@ -190,3 +190,49 @@ def test_tensor_sizes_are_numpys_products(dims) -> None:
     from overlapscope.trace.comm_args import _product
 
     assert _product(dims) == int(np.prod(dims))
+
+
+def test_folded_transfers_queue_behind_the_threads_earlier_ones() -> None:
+    """Per issue range: its sends' and receives' first start and last end, its sends' bytes;
+    on one thread a transfer starts when the ones before it ended (the groupby it replaces
+    gave the same rows)."""
+    import numpy as np
+
+    from overlapscope.trace.p2p import _transfers
+
+    # rows 0-2: issue ranges (tid 1, 1, 2); 3-8: sends/receives (holder: their range)
+    names = ["ovs/a", "ovs/b", "ovs/c", *["gloo:send", "gloo:recv"] * 3]
+    events = pd.DataFrame(
+        {
+            "tid": [1, 1, 2, 1, 1, 1, 1, 2, 2],
+            "name": pd.Categorical(names),
+            "ts_us": [0.0, 5.0, 0.0, 1.0, 2.0, 6.0, 6.0, 1.0, 1.0],
+            "dur_us": [1.0, 1.0, 1.0, 9.0, 8.0, 2.0, 3.0, 4.0, 2.0],
+        }
+    )
+    comm = pd.DataFrame({"dims_bytes": [64, -1, 32, -1, -1, -1]}, index=range(3, 9))
+    raw = RawTrace(Path("t"), 0, 2, None, None, 0, events, comm)
+    p2p, issue = np.arange(3, 9), np.arange(3)
+    got = _transfers(raw, p2p, issue, np.asarray([0, 0, 1, 1, 2, 2]))
+    assert got.index.tolist() == [0, 1, 2]
+    assert got["tid"].tolist() == [1, 1, 2]
+    # range 1 (6..9) waits for range 0 (1..10) on thread 1: it starts, and ends, at 10 - its
+    # own end (9) is earlier, so it is clipped to it
+    assert got["start"].tolist() == [1.0, 9.0, 1.0]
+    assert got["end"].tolist() == [10.0, 9.0, 5.0]
+    assert got["send_bytes"].tolist() == [64.0, 32.0, -1.0]
+
+
+@pytest.mark.parametrize(
+    "values", [["cpu_op", "kernel", None, "cpu_op"], ["kernel"], [], [None, None]]
+)
+def test_category_equality_from_codes_is_the_strings(values) -> None:
+    """A categorical's rows equal to a string, from its codes: as its strings compare."""
+    import numpy as np
+
+    from overlapscope.trace.recognize import _equals
+
+    column = pd.Series(pd.Categorical(values, categories=["cpu_op", "kernel"]))
+    want = column.astype(str).to_numpy() == "cpu_op"
+    assert np.array_equal(_equals(column, "cpu_op"), want)
+    assert np.array_equal(_equals(column.astype(object), "cpu_op"), want)
