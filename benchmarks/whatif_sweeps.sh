@@ -17,9 +17,9 @@
 # read as an effect of the policy. With as many repeats as policies, each policy runs once
 # at every place.
 #
-# 10 profiled steps per run (6 in the sweeps of 2026-11-24): a unit's forward compute varies by up to
-# 40 % from step to step on this VM (spikes of 39-44 ms per step against 29-33), and a run's
-# mean over 6 steps carried that into every prediction made from it.
+# 10 profiled steps per run (6 in the earlier sweeps of 2026-11-24): forward compute varies
+# by up to 40 % from step to step on this VM (the four units: 27-33 ms per step, spikes to
+# 44 ms), and a run's mean over 6 steps carried that into every prediction made from it.
 set -euo pipefail
 if [[ $# -lt 1 || $# -gt 3 ]]; then
   echo "usage: $0 OUT_DIR [REPEATS] [POLICIES]" >&2
