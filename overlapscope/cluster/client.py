@@ -7,6 +7,7 @@ cache needs neither the cluster nor the ``cluster`` extra.
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -32,8 +33,10 @@ WORKER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
 # Dask's statistical profiler samples every worker thread's stack every few ms: on two 56 MB
 # ranks it cost the worker ~0.2 s of CPU (0.9 -> 1.1-1.5 s) and made its peak vary from 120
 # to 150 MB above idle, against 66-69 MB without it (measured: docs/BENCHMARKS.md). Off for
-# the workers of --dask local; workers started by hand take it from their Dask config.
+# the workers of --dask local; workers started by hand take it from their Dask config, and
+# the client warns when they have it on (:func:`warn_profiling`).
 WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
+PROFILE_OFF_ENV = "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False"
 
 
 @contextlib.contextmanager
@@ -55,6 +58,7 @@ def connect(address: str) -> Iterator[Client]:
                 env=WORKER_ENV,
             )
         with cluster, Client(cluster) as client:
+            warn_profiling(client, address)  # (none: WORKER_CONFIG turns it off)
             yield client
         return
     try:
@@ -66,7 +70,34 @@ def connect(address: str) -> Iterator[Client]:
             "'dask scheduler' and pass its address (tcp://HOST:8786), or pass --dask local"
         ) from e
     with client:
+        warn_profiling(client, address)
         yield client
+
+
+def profiling() -> bool:
+    """Whether this worker runs Dask's statistical profiler (run on each worker)."""
+    import dask
+
+    return bool(dask.config.get("distributed.worker.profile.enabled", True))
+
+
+def warn_profiling(client: Client, address: str) -> None:
+    """One line on stderr when workers of ``address`` run Dask's profiler, which costs the
+    per-rank tasks CPU and makes a worker's peak memory vary up to twice what it is without
+    (docs/BENCHMARKS.md, worker memory)."""
+    try:
+        on = client.run(profiling)
+    except Exception:  # a worker without this overlapscope: its tasks say so
+        return
+    if not any(on.values()):
+        return
+    print(
+        f"warning: --dask {address}: {sum(map(bool, on.values()))} of {len(on)} workers run "
+        "Dask's statistical profiler, with which a worker's peak memory varied from 1.2x to "
+        f"2.25x a rank file's size (1.2x without; docs/BENCHMARKS.md); start them with "
+        f"{PROFILE_OFF_ENV}",
+        file=sys.stderr,
+    )
 
 
 class LazyClient:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from overlapscope.cli import main
+from overlapscope.cluster.client import PROFILE_OFF_ENV
 from tests.cluster.conftest import DaskProcesses
 from tests.conftest import EXTERNAL_TRACES, REPO, RankSet
 
@@ -82,9 +83,15 @@ def test_64_ranks_identical(
 
 
 def test_local_cluster_identical(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    flags = ("--dask", "local", "--cache", str(tmp_path / "cache"))
-    run = [SHIPPED[-1]]
-    assert report(capsys, tmp_path, run, *flags) == report(capsys, tmp_path, run)
+    run = str(SHIPPED[-1])
+    out = tmp_path / "local.json"
+    assert (
+        main(["analyze", run, "--json", str(out), "--dask", "local", "--cache", str(tmp_path)]) == 0
+    )
+    on_dask = capsys.readouterr()
+    # the local workers run without Dask's profiler, so there is nothing to warn of
+    assert "profiler" not in on_dask.err
+    assert (out.read_text(), on_dask.out) == report(capsys, tmp_path, [SHIPPED[-1]])
 
 
 def test_diagnose_identical_on_scheduler(
@@ -96,7 +103,14 @@ def test_diagnose_identical_on_scheduler(
     )
     on_dask = capsys.readouterr()
     assert main(["diagnose", run]) == 0
-    assert capsys.readouterr() == on_dask
+    local = capsys.readouterr()
+    assert local.out == on_dask.out
+    # Workers started by hand run Dask's profiler by default: one line says so and how to
+    # turn it off; the rest of stderr is the local run's.
+    warning, _, rest = on_dask.err.partition("\n")
+    assert warning.startswith(f"warning: --dask {dask_two_workers.address}: 2 of 2 workers run")
+    assert PROFILE_OFF_ENV in warning
+    assert rest == local.err
 
 
 def test_no_align_and_csv_identical(

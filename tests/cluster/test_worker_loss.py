@@ -69,7 +69,11 @@ def test_killed_worker_tasks_are_retried(
 def test_killed_worker_without_retries_names_the_files(tmp_path: Path) -> None:
     run = tmp_path / "run"
     rerank_copies(SHIPPED[0], NUM_RANKS, run)
-    no_retry = {"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
+    # (workers as docs advise, without Dask's profiler: else a warning line comes first)
+    no_retry = {
+        "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0",
+        "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
+    }
     procs = start_dask(tmp_path, 2, env=no_retry)
     try:
         rc, err, done_at_kill = analyze_while_killing(procs, run, tmp_path)
