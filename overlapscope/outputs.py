@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -29,12 +30,29 @@ def _existing_ancestor(path: Path) -> Path:
     return p
 
 
+def is_special(path: Path) -> bool:
+    """An existing path (or a link to one) that is neither a regular file nor a directory:
+    a device (``/dev/null``), a pipe or a terminal (``/dev/stdout``). Written in place: a
+    file renamed over it would replace the device itself (as root, ``/dev/null`` for every
+    program on the machine)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def check_file(path: str | Path, flag: str) -> Path:
-    """A file the command will write: not a directory, in a folder that exists and is writable."""
+    """A file the command will write: not a directory, in a folder that exists and is writable
+    (or a device or pipe this process may write, such as ``/dev/null``)."""
     p = Path(path)
     if p.is_dir():
         raise UserError(f"{flag} {p}: is a directory; give a file name")
-    parent = p.absolute().parent
+    if is_special(p):
+        if not os.access(p, os.W_OK):
+            raise UserError(f"{flag} {p}: cannot write to it; pick another path")
+        return p
+    parent = Path(os.path.realpath(p)).parent  # a link is written through, to its file
     if parent.exists() and not parent.is_dir():
         raise UserError(f"{flag} {p}: {parent} is a file, not a folder; pick another path")
     if not parent.is_dir():
@@ -58,15 +76,24 @@ def check_dir(path: str | Path, flag: str) -> Path:
 
 
 def write_file(path: str | Path, data: bytes | str, flag: str = "") -> None:
-    """Write ``data`` to ``path`` whole: a temporary sibling, then an atomic rename."""
+    """Write ``data`` to ``path`` whole: a temporary sibling, then an atomic rename. A link is
+    written through (the file it names is replaced, the link stays); a device or pipe is
+    written in place (:func:`is_special`)."""
     p = Path(path)
     raw = data.encode() if isinstance(data, str) else data
-    tmp = p.with_name(f".{p.name}.partial-{os.getpid()}")
+    special = is_special(p)
+    target = Path(os.path.realpath(p))
+    tmp = target.with_name(f".{target.name}.partial-{os.getpid()}")
     try:
+        if special:
+            with open(p, "wb") as f:
+                f.write(raw)
+            return
         tmp.write_bytes(raw)
-        os.replace(tmp, p)
+        os.replace(tmp, target)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
+        if not special:
+            tmp.unlink(missing_ok=True)
         where = f"{flag} {p}" if flag else str(p)
         raise UserError(f"{where}: cannot write ({e.strerror}); pick another path") from None
 

@@ -173,3 +173,47 @@ def test_fresh_name_skips_existing(tmp_path: Path) -> None:
     base.mkdir()
     (tmp_path / "x.failed-2").write_text("")
     assert fresh_name(base) == tmp_path / "x.failed-3"
+
+
+def test_a_pipe_is_written_in_place(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--json /dev/null`` or a pipe: written into, never renamed over (a file renamed over
+    /dev/null replaced the device for every program on the machine, as root). A FIFO stands
+    in for the device here, so that the test cannot break this machine's /dev/null."""
+    import json
+    import stat
+    import threading
+
+    fifo = tmp_path / "report.pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+
+    def read() -> None:
+        with open(fifo, "rb") as f:  # blocks until the command opens the pipe to write
+            got.append(f.read())
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    result = cli(capsys, "analyze", str(run_dir), "--json", str(fifo), "--no-progress")
+    reader.join(timeout=120)
+    assert result.code == 0, result.err
+    assert not reader.is_alive(), "nothing was written into the pipe"
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert json.loads(got[0])["run"]["world_size"] == 2
+    assert hidden_entries(tmp_path) == []
+
+
+def test_a_link_is_written_through(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An output path that is a link: the file it names gets the report, the link stays."""
+    (tmp_path / "reports").mkdir()
+    real = tmp_path / "reports" / "latest.md"
+    real.write_text("last week's report\n")
+    link = tmp_path / "report.md"
+    link.symlink_to(real)
+    result = cli(capsys, "analyze", str(run_dir), "--markdown", str(link), "--no-progress")
+    assert result.code == 0, result.err
+    assert link.is_symlink() and link.resolve() == real
+    assert real.read_text().startswith("#") and "last week" not in real.read_text()
