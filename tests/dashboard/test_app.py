@@ -154,6 +154,11 @@ def test_default_runs_are_the_shipped_sample_runs() -> None:
     assert root.resolve() == (REPO / "traces").resolve()
 
 
+# How long a stopped dashboard may take to exit before the test calls it hung: generous, as
+# under a loaded CI machine a --dask local dashboard once took over 30 s (a hang guard only).
+EXIT_GUARD_S = 120
+
+
 def _serve(*args: str) -> tuple[subprocess.Popen[str], str]:
     """Start ``overlapscope dashboard``; return the process and the URL it printed."""
     proc = subprocess.Popen(
@@ -217,7 +222,7 @@ def test_cli_serves_on_localhost_only_without_debug() -> None:
         assert _listen_addresses(port) == {"0100007F"}  # 127.0.0.1, nothing else
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait(timeout=EXIT_GUARD_S)
 
 
 def test_cli_debug_is_opt_in() -> None:
@@ -227,7 +232,7 @@ def test_cli_debug_is_opt_in() -> None:
         assert _dash_config(_get(url))["ui"] is True
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait(timeout=EXIT_GUARD_S)
 
 
 def test_cli_refuses_a_missing_run_dir_in_one_line(tmp_path: Path) -> None:

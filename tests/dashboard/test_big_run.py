@@ -31,7 +31,7 @@ from overlapscope.cluster.run import DaskTarget
 from tests.conftest import RankSet, free_port
 
 from . import helpers
-from .test_app import _serve
+from .test_app import EXIT_GUARD_S, _serve
 from .test_browser import _open_tab, _pick, _screenshot
 
 pytest.importorskip("distributed", reason="the cluster extra is not installed (.[cluster])")
@@ -180,7 +180,7 @@ def test_a_64_rank_run_served_with_dask_local(dash_duo: Any, ranks64: RankSet) -
         assert dash_duo.get_logs() == []
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait(timeout=EXIT_GUARD_S)
 
 
 def test_concurrent_first_views_analyse_the_run_once(
