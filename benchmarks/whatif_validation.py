@@ -20,6 +20,11 @@ Two further columns separate the model from the machine:
   that noise is removed (the schedule, link and rate-scaling part of the model);
 - ``repeat spread``: each run against the median of its own configuration's repeats, the
   machine's floor: a prediction from a run carries that run's deviation;
+- ``at the target's forward speed``: the same with the source's compute scaled by the
+  target configuration's median forward compute over the source's (forward overlaps no
+  transfer): what is left once the machine's speed in the two runs is taken out;
+- forward compute by configuration and by place in its sweep (``place_and_policy``), which
+  tells a cost of a policy from a place effect of the machine;
 - ``contention across runs``: the configuration-level predictions again, with the compute
   slow-down from communication fitted across the runs of the source's link rate
   (``overlapscope whatif --contention-from``) instead of inside the source run alone,
@@ -37,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from overlapscope.sim import Calibration, Scenario, load_calibration, predict_from
-from overlapscope.sim.calibrate import ComputeTimes, with_contention
+from overlapscope.sim.calibrate import ComputeTimes
 from overlapscope.sim.predict import contention_across
 
 
@@ -150,7 +155,7 @@ def config_pair_rows(
             # the same with the source's compute scaled to the target's forward speed
             fwd = statistics.median(forward_us(t) for t in tgts) / forward_us(src)
             at_speed = predict_from(
-                at_forward_speed(with_contention(src, across.calibration.contention), fwd),
+                at_forward_speed(across.calibration, fwd),
                 target_scenario(src, tgts[0]),
             )
             meas = statistics.median(t.measured.step_time_us for t in tgts)
