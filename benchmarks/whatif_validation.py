@@ -26,9 +26,12 @@ Two further columns separate the model from the machine:
 - forward compute by configuration and by place in its sweep (``place_and_policy``), which
   tells a cost of a policy from a place effect of the machine;
 - ``contention across runs``: the configuration-level predictions again, with the compute
-  slow-down from communication fitted across the runs of the source's link rate
-  (``overlapscope whatif --contention-from``) instead of inside the source run alone,
-  leaving out the target configuration's runs (the fit never sees what it predicts).
+  slow-down from communication fitted across the runs of the source's link rate instead of
+  inside the source run alone, leaving out the target configuration's runs (the fit never
+  sees what it predicts);
+- ``across runs``: what ``overlapscope whatif --contention-from`` does when given every run
+  but the target configuration's: that α, and the source's compute scaled to the median
+  forward compute of the runs at its link rate (overlapscope/sim/across.py).
 """
 
 from __future__ import annotations
@@ -41,9 +44,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from overlapscope.sim import Calibration, Scenario, load_calibration, predict_from
-from overlapscope.sim.calibrate import ComputeTimes
-from overlapscope.sim.predict import contention_across
+from overlapscope.sim import Calibration, Prediction, Scenario, load_calibration, predict_from
+from overlapscope.sim.across import at_speed, contention_across, pool_runs
 
 
 def target_scenario(src: Calibration, tgt: Calibration) -> Scenario:
@@ -122,6 +124,35 @@ def pair_rows(
     return pairs, selfs
 
 
+def schedule_only_us(src: Calibration, tgts: list[Calibration]) -> float:
+    """The prediction with each target repeat's own compute, median over the repeats."""
+    return statistics.median(
+        predict_from(
+            dataclasses.replace(
+                src, ranks=t.ranks, step_compute_us=t.step_compute_us, contention=t.contention
+            ),
+            target_scenario(src, t),
+        ).step_time_us
+        for t in tgts
+    )
+
+
+def across_runs(
+    src: Calibration, calibs: dict[Path, Calibration], cfg: str, tgt: Calibration
+) -> tuple[Prediction, float]:
+    """What ``whatif --contention-from`` does given every run but the target configuration's:
+    α and the machine's speed calibrated across the runs at the source's rate."""
+    others = [c for c in calibs.values() if c is not src and run_name(c) != cfg]
+    pooled = pool_runs(src, others)
+    pred = predict_from(
+        src,
+        target_scenario(src, tgt),
+        contention=pooled.contention,
+        speed_scale=pooled.speed_scale,
+    )
+    return pred, pooled.speed_scale
+
+
 def config_pair_rows(
     calibs: dict[Path, Calibration],
     by_config: dict[str, list[Calibration]],
@@ -139,23 +170,12 @@ def config_pair_rows(
                 target_scenario(src, tgts[0]),
                 contention=alpha[(src.measured.link_gbit or 0.0, cfg)],
             )
-            # schedule only: the target's own compute (each repeat's), median over repeats
-            sched_cfg = statistics.median(
-                predict_from(
-                    dataclasses.replace(
-                        src,
-                        ranks=t.ranks,
-                        step_compute_us=t.step_compute_us,
-                        contention=t.contention,
-                    ),
-                    target_scenario(src, t),
-                ).step_time_us
-                for t in tgts
-            )
+            runs, speed = across_runs(src, calibs, cfg, tgts[0])
+            sched_cfg = schedule_only_us(src, tgts)
             # the same with the source's compute scaled to the target's forward speed
             fwd = statistics.median(forward_us(t) for t in tgts) / forward_us(src)
-            at_speed = predict_from(
-                at_forward_speed(across.calibration, fwd),
+            at_target_speed = predict_from(
+                at_speed(across.calibration, fwd),
                 target_scenario(src, tgts[0]),
             )
             meas = statistics.median(t.measured.step_time_us for t in tgts)
@@ -173,8 +193,13 @@ def config_pair_rows(
                     "schedule_only_step_err_pct": err_pct(sched_cfg, meas),
                     "predicted_step_us_contention_across": across.step_time_us,
                     "step_err_pct_contention_across": err_pct(across.step_time_us, meas),
+                    "predicted_step_us_across_runs": runs.step_time_us,
+                    "source_speed_scale_across_runs": speed,
+                    "step_err_pct_across_runs": err_pct(runs.step_time_us, meas),
                     "target_over_source_forward": fwd,
-                    "step_err_pct_at_target_forward_speed": err_pct(at_speed.step_time_us, meas),
+                    "step_err_pct_at_target_forward_speed": err_pct(
+                        at_target_speed.step_time_us, meas
+                    ),
                     "measured_peak_mem_bytes_median": mem,
                     "predicted_peak_mem_bytes": pred.peak_mem_bytes,
                     "mem_err_pct": err_pct(pred.peak_mem_bytes, mem),
@@ -182,21 +207,6 @@ def config_pair_rows(
             )
 
     return config_rows
-
-
-def at_forward_speed(c: Calibration, k: float) -> Calibration:
-    """The calibration with every base compute duration times ``k``."""
-
-    def times(t: ComputeTimes) -> ComputeTimes:
-        return {r: {key: us * k for key, us in per.items()} for r, per in t.items()}
-
-    ranks = {
-        r: dataclasses.replace(t, compute_us={key: us * k for key, us in t.compute_us.items()})
-        for r, t in c.ranks.items()
-    }
-    return dataclasses.replace(
-        c, ranks=ranks, step_compute_us=tuple(times(t) for t in c.step_compute_us)
-    )
 
 
 def forward_us(c: Calibration) -> float:
@@ -255,6 +265,10 @@ def summarize_all(
             "step_err_pct_contention_across",
             "config_step_time_err_pct_contention_across",
         ),
+        "config_step_time_err_pct_across_runs": summarize(
+            col(config_rows, "step_err_pct_across_runs")
+        ),
+        **by_link(config_rows, "step_err_pct_across_runs", "config_step_time_err_pct_across_runs"),
         "contention_across_runs": {f"{k[0]} without {k[1]}": v for k, v in alpha.items()},
         "config_step_time_err_pct_at_target_forward_speed": summarize(
             col(config_rows, "step_err_pct_at_target_forward_speed")
@@ -295,6 +309,9 @@ def print_summary(summary: dict[str, Any]) -> None:
         "config_step_time_err_pct_contention_across",
         "config_step_time_err_pct_contention_across_same_link",
         "config_step_time_err_pct_contention_across_other_link",
+        "config_step_time_err_pct_across_runs",
+        "config_step_time_err_pct_across_runs_same_link",
+        "config_step_time_err_pct_across_runs_other_link",
         "config_step_time_err_pct_at_target_forward_speed",
         "config_peak_mem_err_pct",
         "step_time_err_pct",

@@ -19,13 +19,10 @@ from pathlib import Path
 from overlapscope.commands.run import add_limit_flag, positive_float
 from overlapscope.errors import UserError
 from overlapscope.outputs import check_apart, check_dir, check_file, write_file
+from overlapscope.sim.across import Pooled, pool_runs
+from overlapscope.sim.calibrate import Calibration
 from overlapscope.sim.export import write_predicted_run
-from overlapscope.sim.predict import (
-    Prediction,
-    contention_across,
-    load_calibration,
-    predict_from,
-)
+from overlapscope.sim.predict import Prediction, load_calibration, predict_from
 from overlapscope.sim.schedule import Policy, Scenario
 
 
@@ -74,8 +71,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         type=Path,
         nargs="+",
         metavar="RUN",
-        help="fit the compute slow-down from communication across these runs of the same "
-        "workload (other policies) and RUN_DIR, instead of inside RUN_DIR alone",
+        help="calibrate across these runs of the same workload (other policies, RUN_DIR's "
+        "link rate) and RUN_DIR: the compute slow-down from communication, and the machine's "
+        "compute speed (their median forward compute) instead of RUN_DIR's alone",
     )
     p.add_argument("--json", metavar="FILE", help="write the prediction as JSON ('-': stdout)")
     p.add_argument(
@@ -142,17 +140,13 @@ def run(args: argparse.Namespace) -> int:
             )
     _check_outputs(args)
     calib = load_calibration(args.run_dir, _warn)
-    alpha = None
-    if args.contention_from:
-        others = [load_calibration(d, _warn) for d in args.contention_from]
-        for d, c in zip(args.contention_from, others, strict=True):
-            if c.step_model.units != calib.step_model.units:
-                raise UserError(
-                    f"--contention-from {d}: another workload (units {len(c.step_model.units)}, "
-                    f"not {len(calib.step_model.units)}): give runs of the same model"
-                )
-        alpha = contention_across([calib, *others])
-    pred = predict_from(calib, scenario, contention=alpha)
+    pooled = _pool(args, calib) if args.contention_from else None
+    pred = predict_from(
+        calib,
+        scenario,
+        contention=pooled.contention if pooled else None,
+        speed_scale=pooled.speed_scale if pooled else 1.0,
+    )
     if not math.isfinite(pred.step_time_us):
         raise UserError(f"{args.run_dir}: the replay produced no step time")
     doc = pred.to_json_dict()
@@ -179,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
     for name, a, b in [("", "measured", "predicted"), *rows]:
         print(f"  {name:{w[0]}}  {a:>{w[1]}}  {b:>{w[2]}}")
     print(f"  max alive units in backward: {pred.max_alive_in_backward}")
-    _print_contention(pred, len(args.contention_from or []))
+    _print_contention(pred, pooled)
     if pred.calibration.step_model.blocking:
         print(
             "  note: this torch run's collectives block their thread (CPU gloo), and the "
@@ -190,14 +184,47 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_contention(pred: Prediction, num_others: int) -> None:
+def _pool(args: argparse.Namespace, calib: Calibration) -> Pooled:
+    """α and the compute speed across ``--contention-from``'s runs at RUN_DIR's link rate
+    (overlapscope/sim/across.py); the others are named in a warning."""
+    link = calib.measured.link_gbit
+    others = [load_calibration(d, _warn) for d in args.contention_from]
+    for d, c in zip(args.contention_from, others, strict=True):
+        if c.step_model.units != calib.step_model.units:
+            raise UserError(
+                f"--contention-from {d}: another workload (units {len(c.step_model.units)}, "
+                f"not {len(calib.step_model.units)}): give runs of the same model"
+            )
+    rate = f"{link} Gbit/s" if link else "unshaped"
+    apart = [str(d) for d, c in zip(args.contention_from, others, strict=True)
+             if c.measured.link_gbit != link]  # fmt: skip
+    if len(apart) == len(others):
+        raise UserError(
+            f"--contention-from: no run at {args.run_dir}'s link rate ({rate}); give runs of "
+            "the same workload at that rate"
+        )
+    if apart:
+        _warn(
+            f"--contention-from: {len(apart)} run(s) at another link rate than {rate} left "
+            f"out of the calibration: {', '.join(apart)}"
+        )
+    return pool_runs(calib, others)
+
+
+def _print_contention(pred: Prediction, pooled: Pooled | None) -> None:
     """The compute slow-down α: fitted across runs (when asked), and as replayed on the
-    scenario's links (it follows the bytes moved per µs, overlapscope/sim/predict.py)."""
+    scenario's links (it follows the bytes moved per µs, overlapscope/sim/predict.py); and
+    the compute speed calibrated across runs."""
     fitted = pred.calibration.contention
     on_links = (
         f" ({pred.contention:.3f} on the scenario's link)" if pred.contention != fitted else ""
     )
-    if num_others:
-        print(f"  contention fitted across {1 + num_others} runs: {fitted:.3f}{on_links}")
+    if pooled is not None:
+        print(f"  contention fitted across {pooled.num_runs} runs: {fitted:.3f}{on_links}")
+        if pooled.speed_runs:
+            print(
+                f"  compute speed: x{pooled.speed_scale:.3f} the run's own (the median forward "
+                f"compute of {pooled.speed_runs} runs)"
+            )
     elif on_links:
         print(f"  contention: {fitted:.3f}{on_links}")

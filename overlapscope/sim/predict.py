@@ -22,6 +22,7 @@ import pandas as pd
 from overlapscope.analysis import RunAnalysis, analyze
 from overlapscope.errors import UserError
 from overlapscope.manifest import RUN_JSON, read_manifest
+from overlapscope.sim.across import at_speed
 from overlapscope.sim.calibrate import (
     TCP_EFFICIENCY,
     Calibration,
@@ -33,7 +34,6 @@ from overlapscope.sim.calibrate import (
     sim_inputs,
     with_contention,
 )
-from overlapscope.sim.contention import fit_contention_across
 from overlapscope.sim.events import replay_metrics
 from overlapscope.sim.memory import predicted_peak
 from overlapscope.sim.schedule import (
@@ -81,6 +81,7 @@ class Prediction:
     deferred_prefetches: int
     links: dict[str, LinkModel]  # the link models after the scenario's scaling
     contention: float  # the compute slow-down α replayed (the calibration's, on these links)
+    speed_scale: float  # the factor on the source's compute (1: the source's own speed)
 
     def table(self, target: Measured | None = None) -> pd.DataFrame:
         """Predicted vs measured: ``metric, measured_source, predicted`` (+ ``measured_target,
@@ -136,6 +137,7 @@ class Prediction:
             "calibration": {
                 "contention": c.contention,
                 "contention_on_scenario_links": self.contention,
+                "compute_speed_scale": self.speed_scale,
                 "lag_fixed_us": c.lag_fixed_us,
                 "peer_skew_us": c.peer_skew_us,
                 "blocking_collectives": c.step_model.blocking,
@@ -251,15 +253,22 @@ def _peak_mem(calib: Calibration, program: Program, rank: int, baseline: float) 
 
 
 def predict_from(
-    calib: Calibration, scenario: Scenario, *, contention: float | None = None
+    calib: Calibration,
+    scenario: Scenario,
+    *,
+    contention: float | None = None,
+    speed_scale: float = 1.0,
 ) -> Prediction:
     """Replay the calibrated run's steps under ``scenario``, one replay per measured step
     (that step's compute and transfer times), and average them. ``contention``: an α fitted
-    elsewhere (across runs: :func:`contention_across`) instead of the run's own."""
+    elsewhere instead of the run's own; ``speed_scale``: a factor on every base compute
+    duration (both from runs of the same workload: overlapscope/sim/across.py)."""
     program = build_program(calib.step_model, scenario)
     links = scaled_links(calib, scenario)
     if contention is not None and contention != calib.contention:
         calib = with_contention(calib, contention)  # base compute re-derived with this α
+    if speed_scale != 1.0:
+        calib = at_speed(calib, speed_scale)
     alpha = contention_under(calib, links)
     samples = list(
         zip(calib.step_compute_us, calib.step_transfer_us, calib.step_lag_us, strict=True)
@@ -294,6 +303,7 @@ def predict_from(
         deferred_prefetches=program.deferred_prefetches,
         links=links,
         contention=alpha,
+        speed_scale=speed_scale,
     )
 
 
@@ -335,14 +345,6 @@ def calibrate_loaded(analysis: RunAnalysis, inputs: SimInputs) -> Calibration:
         msg = str(e)
         where = inputs.source or "run"
         raise UserError(msg if msg.startswith(where) else f"{where}: {msg}") from None
-
-
-def contention_across(calibs: list[Calibration]) -> float:
-    """The compute slow-down from communication fitted across runs of one workload (their
-    busy fractions differ where one run's do not: overlapscope/sim/contention.py)."""
-    if not calibs:
-        return 0.0
-    return fit_contention_across([c.compute_rows for c in calibs], calibs[0].unit_full_bytes)
 
 
 def predict(
