@@ -30,8 +30,9 @@ Two further columns separate the model from the machine:
   inside the source run alone, leaving out the target configuration's runs (the fit never
   sees what it predicts);
 - ``across runs``: what ``overlapscope whatif --contention-from`` does when given every run
-  but the target configuration's: that α, and the source's compute scaled to the median
-  forward compute of the runs at its link rate (overlapscope/sim/across.py).
+  but the target configuration's: that α, the source's compute scaled to the median
+  forward compute of the runs at its link rate, and at another rate its forward compute
+  scaled to the median of the runs there (overlapscope/sim/across.py).
 """
 
 from __future__ import annotations
@@ -141,14 +142,17 @@ def across_runs(
     src: Calibration, calibs: dict[Path, Calibration], cfg: str, tgt: Calibration
 ) -> tuple[Prediction, float]:
     """What ``whatif --contention-from`` does given every run but the target configuration's:
-    α and the machine's speed calibrated across the runs at the source's rate."""
+    α and the machine's speed calibrated across the runs at the source's rate, the forward
+    speed at another rate across the runs there."""
     others = [c for c in calibs.values() if c is not src and run_name(c) != cfg]
-    pooled = pool_runs(src, others)
+    scenario = target_scenario(src, tgt)
+    pooled = pool_runs(src, others, scenario)
     pred = predict_from(
         src,
-        target_scenario(src, tgt),
+        scenario,
         contention=pooled.contention,
         speed_scale=pooled.speed_scale,
+        forward_scale=pooled.forward_scale,
     )
     return pred, pooled.speed_scale
 

@@ -71,9 +71,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         type=Path,
         nargs="+",
         metavar="RUN",
-        help="calibrate across these runs of the same workload (other policies, RUN_DIR's "
-        "link rate) and RUN_DIR: the compute slow-down from communication, and the machine's "
-        "compute speed (their median forward compute) instead of RUN_DIR's alone",
+        help="calibrate across these runs of the same workload (other policies) and RUN_DIR: "
+        "the compute slow-down from communication and the machine's compute speed from those "
+        "at RUN_DIR's link rate, the forward compute at --link-gbit from those at that rate",
     )
     p.add_argument("--json", metavar="FILE", help="write the prediction as JSON ('-': stdout)")
     p.add_argument(
@@ -140,12 +140,13 @@ def run(args: argparse.Namespace) -> int:
             )
     _check_outputs(args)
     calib = load_calibration(args.run_dir, _warn)
-    pooled = _pool(args, calib) if args.contention_from else None
+    pooled = _pool(args, calib, scenario) if args.contention_from else None
     pred = predict_from(
         calib,
         scenario,
         contention=pooled.contention if pooled else None,
         speed_scale=pooled.speed_scale if pooled else 1.0,
+        forward_scale=pooled.forward_scale if pooled else 1.0,
     )
     if not math.isfinite(pred.step_time_us):
         raise UserError(f"{args.run_dir}: the replay produced no step time")
@@ -184,9 +185,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pool(args: argparse.Namespace, calib: Calibration) -> Pooled:
-    """α and the compute speed across ``--contention-from``'s runs at RUN_DIR's link rate
-    (overlapscope/sim/across.py); the others are named in a warning."""
+def _pool(args: argparse.Namespace, calib: Calibration, scenario: Scenario) -> Pooled:
+    """α and the compute speed across ``--contention-from``'s runs at RUN_DIR's link rate, and
+    the forward speed at the scenario's (overlapscope/sim/across.py); the runs used for
+    neither are named in a warning."""
     link = calib.measured.link_gbit
     others = [load_calibration(d, _warn) for d in args.contention_from]
     for d, c in zip(args.contention_from, others, strict=True):
@@ -196,19 +198,26 @@ def _pool(args: argparse.Namespace, calib: Calibration) -> Pooled:
                 f"not {len(calib.step_model.units)}): give runs of the same model"
             )
     rate = f"{link} Gbit/s" if link else "unshaped"
-    apart = [str(d) for d, c in zip(args.contention_from, others, strict=True)
-             if c.measured.link_gbit != link]  # fmt: skip
-    if len(apart) == len(others):
+    if all(c.measured.link_gbit != link for c in others):
         raise UserError(
             f"--contention-from: no run at {args.run_dir}'s link rate ({rate}); give runs of "
             "the same workload at that rate"
         )
+
+    def used(c: Calibration) -> bool:
+        m = c.measured
+        at_target = m.link_gbit == scenario.link_gbit != link
+        return m.link_gbit == link or (
+            at_target and m.scenario.forward_prefetch == scenario.forward_prefetch
+        )
+
+    apart = [str(d) for d, c in zip(args.contention_from, others, strict=True) if not used(c)]
     if apart:
         _warn(
-            f"--contention-from: {len(apart)} run(s) at another link rate than {rate} left "
-            f"out of the calibration: {', '.join(apart)}"
+            f"--contention-from: {len(apart)} run(s) at neither {rate} (the run's) nor the "
+            f"scenario's rate and forward prefetch left out: {', '.join(apart)}"
         )
-    return pool_runs(calib, others)
+    return pool_runs(calib, others, scenario)
 
 
 def _print_contention(pred: Prediction, pooled: Pooled | None) -> None:
@@ -225,6 +234,11 @@ def _print_contention(pred: Prediction, pooled: Pooled | None) -> None:
             print(
                 f"  compute speed: x{pooled.speed_scale:.3f} the run's own (the median forward "
                 f"compute of {pooled.speed_runs} runs)"
+            )
+        if pooled.forward_runs:
+            print(
+                f"  forward compute at {pred.scenario.link_gbit} Gbit/s: "
+                f"x{pooled.forward_scale:.3f} more (the median of {pooled.forward_runs} runs there)"
             )
     elif on_links:
         print(f"  contention: {fitted:.3f}{on_links}")

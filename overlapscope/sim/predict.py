@@ -82,6 +82,7 @@ class Prediction:
     links: dict[str, LinkModel]  # the link models after the scenario's scaling
     contention: float  # the compute slow-down α replayed (the calibration's, on these links)
     speed_scale: float  # the factor on the source's compute (1: the source's own speed)
+    forward_scale: float  # and one more on its forward compute (another link rate)
 
     def table(self, target: Measured | None = None) -> pd.DataFrame:
         """Predicted vs measured: ``metric, measured_source, predicted`` (+ ``measured_target,
@@ -138,6 +139,7 @@ class Prediction:
                 "contention": c.contention,
                 "contention_on_scenario_links": self.contention,
                 "compute_speed_scale": self.speed_scale,
+                "forward_speed_scale": self.forward_scale,
                 "lag_fixed_us": c.lag_fixed_us,
                 "peer_skew_us": c.peer_skew_us,
                 "blocking_collectives": c.step_model.blocking,
@@ -258,17 +260,19 @@ def predict_from(
     *,
     contention: float | None = None,
     speed_scale: float = 1.0,
+    forward_scale: float = 1.0,
 ) -> Prediction:
     """Replay the calibrated run's steps under ``scenario``, one replay per measured step
     (that step's compute and transfer times), and average them. ``contention``: an α fitted
     elsewhere instead of the run's own; ``speed_scale``: a factor on every base compute
-    duration (both from runs of the same workload: overlapscope/sim/across.py)."""
+    duration, ``forward_scale`` one more on the forward ones (all three from runs of the same
+    workload: overlapscope/sim/across.py)."""
     program = build_program(calib.step_model, scenario)
     links = scaled_links(calib, scenario)
     if contention is not None and contention != calib.contention:
         calib = with_contention(calib, contention)  # base compute re-derived with this α
-    if speed_scale != 1.0:
-        calib = at_speed(calib, speed_scale)
+    if (speed_scale, forward_scale) != (1.0, 1.0):
+        calib = at_speed(calib, speed_scale, forward_scale)
     alpha = contention_under(calib, links)
     samples = list(
         zip(calib.step_compute_us, calib.step_transfer_us, calib.step_lag_us, strict=True)
@@ -304,6 +308,7 @@ def predict_from(
         links=links,
         contention=alpha,
         speed_scale=speed_scale,
+        forward_scale=forward_scale,
     )
 
 

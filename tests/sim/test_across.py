@@ -56,11 +56,36 @@ def test_the_source_takes_the_median_speed_of_the_runs(none: Calibration) -> Non
     assert fast.step_time_us > own.step_time_us
 
 
-def test_runs_at_another_link_rate_are_not_pooled(none: Calibration) -> None:
+def test_runs_at_another_link_rate_set_only_the_forward_speed_there(none: Calibration) -> None:
     # compute after the long waits of a slower link is slower on some machines, not the
-    # machine at large: only runs at the source's rate tell its speed
-    pooled = pool_runs(none, [slowed(none, 2.0, link_gbit=0.25)])
-    assert (pooled.num_runs, pooled.speed_scale) == (1, 1.0)
+    # machine at large: runs at another rate tell the forward compute there, nothing else
+    slow = slowed(none, 2.0, link_gbit=0.25)
+    pooled = pool_runs(none, [slow])
+    assert (pooled.num_runs, pooled.speed_scale, pooled.forward_scale) == (1, 1.0, 1.0)
+    there = Scenario(Policy.NONE, link_gbit=0.25)
+    pooled = pool_runs(none, [slow], there)
+    assert pooled.speed_scale == 1.0
+    assert (pooled.forward_runs, pooled.forward_scale) == (1, pytest.approx(2.0))
+    # another forward prefetch waits otherwise in forward: not used
+    fwd_prefetch = dataclasses.replace(there, forward_prefetch=True)
+    assert pool_runs(none, [slow], fwd_prefetch).forward_runs == 0
+    # the replay: forward compute twice as long, backward as it was
+    own = predict_from(none, there, contention=0.0)
+    pred = predict_from(none, there, contention=0.0, forward_scale=pooled.forward_scale)
+    for phase in ("fwd", "bwd"):
+        got = [
+            iv.dur_us
+            for r in pred.replays
+            for iv in r.intervals
+            if iv.lane == "compute" and iv.phase == phase
+        ]
+        was = [
+            iv.dur_us
+            for r in own.replays
+            for iv in r.intervals
+            if iv.lane == "compute" and iv.phase == phase
+        ]
+        assert got == pytest.approx([w * (2.0 if phase == "fwd" else 1.0) for w in was])
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -77,24 +102,39 @@ def at_rate(tmp_path: Path, config: str, link_gbit: float) -> Path:
     return run
 
 
-def test_cli_calibrates_across_the_runs_at_its_rate(tmp_path: Path) -> None:
+def run_cli(tmp_path: Path, *flags: str) -> tuple[subprocess.CompletedProcess[str], dict]:
     out = tmp_path / "pred.json"
+    proc = cli("whatif", str(SAMPLES / "none"), "--policy", "backward_pre", *flags,
+               "--json", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc, json.loads(out.read_text())["calibration"]
+
+
+def test_cli_calibrates_across_the_runs(tmp_path: Path) -> None:
     other = at_rate(tmp_path, "backward_pre", 1.0)
     runs = [str(SAMPLES / "backward_post"), str(SAMPLES / "backward_pre+limit=2"), str(other)]
-    proc = cli("whatif", str(SAMPLES / "none"), "--policy", "backward_pre",
-               "--contention-from", *runs, "--json", str(out))  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    # the run at 1 Gbit/s is named in one warning line and left out
+    proc, calib = run_cli(tmp_path, "--contention-from", *runs)
+    # at the run's own rate the run at 1 Gbit/s is of no use: named in one line, left out
     assert proc.stderr.count("\n") == 1, proc.stderr
-    assert "1 run(s) at another link rate than 0.5 Gbit/s" in proc.stderr
-    assert str(other) in proc.stderr
+    assert "1 run(s) at neither 0.5 Gbit/s" in proc.stderr and str(other) in proc.stderr
     assert "contention fitted across 3 runs" in proc.stdout
-    assert "compute speed: x" in proc.stdout
+    assert "compute speed: x" in proc.stdout and "forward compute at" not in proc.stdout
     src = load_calibration(SAMPLES / "none")
-    pooled = pool_runs(src, [load_calibration(Path(r)) for r in runs[:2]])
-    calib = json.loads(out.read_text())["calibration"]
+    same = [load_calibration(Path(r)) for r in runs[:2]]
+    pooled = pool_runs(src, same)
     assert calib["compute_speed_scale"] == pytest.approx(pooled.speed_scale)
     assert calib["contention"] == pytest.approx(pooled.contention)
+    assert calib["forward_speed_scale"] == 1.0
+    # predicting at 1 Gbit/s, the run there sets the forward speed: no warning
+    proc, calib = run_cli(tmp_path, "--contention-from", *runs, "--link-gbit", "1")
+    assert proc.stderr == ""
+    assert "forward compute at 1.0 Gbit/s: x" in proc.stdout
+    there = [load_calibration(other)]
+    scenario = Scenario(Policy.BACKWARD_PRE, link_gbit=1.0)
+    pooled = pool_runs(src, [*same, *there], scenario)
+    assert pooled.forward_runs == 1
+    assert calib["forward_speed_scale"] == pytest.approx(pooled.forward_scale)
+    assert calib["compute_speed_scale"] == pytest.approx(pooled.speed_scale)
 
 
 def test_cli_refuses_runs_only_at_another_rate(tmp_path: Path) -> None:
