@@ -39,7 +39,7 @@ from overlapscope.trace.names import ROOT_UNIT, Phase
 
 @dataclass(frozen=True, slots=True)
 class Pooled:
-    """What the runs given calibrate: α, and the factor on the source's compute."""
+    """What the runs given calibrate: α, and the factors on the source's compute."""
 
     contention: float
     speed_scale: float  # the source's base compute durations are multiplied by this
@@ -86,7 +86,8 @@ def at_speed(calib: Calibration, scale: float, forward_scale: float = 1.0) -> Ca
     )
 
 
-def _median_forward(runs: Sequence[Calibration], contention: float) -> list[float]:
+def _forwards(runs: Sequence[Calibration], contention: float) -> list[float]:
+    """Each run's mean base forward compute per unit, where it has any."""
     return [f for f in (forward_us(c, contention) for c in runs) if math.isfinite(f) and f > 0]
 
 
@@ -99,7 +100,7 @@ def pool_runs(
     link = source.measured.link_gbit
     pool = [source, *(c for c in others if c.measured.link_gbit == link)]
     alpha = contention_across(pool)
-    speeds = _median_forward(pool, alpha)
+    speeds = _forwards(pool, alpha)
     own = forward_us(source, alpha)
     ok = math.isfinite(own) and own > 0 and bool(speeds)
     scale = statistics.median(speeds) / own if ok else 1.0
@@ -111,7 +112,7 @@ def pool_runs(
             if c.measured.link_gbit == scenario.link_gbit
             and c.measured.scenario.forward_prefetch == scenario.forward_prefetch
         ]
-    fwd = _median_forward(there, alpha)
+    fwd = _forwards(there, alpha)
     forward_scale = statistics.median(fwd) / (own * scale) if ok and fwd else 1.0
     return Pooled(
         contention=alpha,
