@@ -143,8 +143,10 @@ def collective_columns(
 ) -> IntArray:
     """Fill ``kind`` and ``group`` of the comm rows; return the per-row ``bytes``."""
     nbytes = np.full(len(codes), -1, dtype=np.int64)
-    kinds_by_cat = np.asarray([collective_kind(c).value for c in cats], dtype=object)
-    out.kind[comm_rows] = kinds_by_cat[codes[comm_rows]]
+    # classified once per name of a comm row (not per name of the trace: a regex each)
+    comm_codes, at = np.unique(codes[comm_rows], return_inverse=True)
+    kinds = np.asarray([collective_kind(cats[c]).value for c in comm_codes.tolist()], dtype=object)
+    out.kind[comm_rows] = kinds[at.reshape(-1)]
     args = comm_args.reindex(comm_rows)
     coll = args["coll_name"].to_numpy(dtype=object)
     has_coll = np.asarray([isinstance(c, str) and c != "" for c in coll], dtype=bool)
