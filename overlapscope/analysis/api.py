@@ -26,6 +26,7 @@ from overlapscope.analysis.metrics import (
     compute_by_unit,
     counted_mask,
     exposed_intervals,
+    lane_sets,
     rank_table,
     step_table,
     timeline_table,
@@ -170,8 +171,9 @@ def analyze(
     run, clocks = align_run(run, align_clocks)
     path = critical_path(run.events)
     counted = counted_mask(run)
-    steps = step_table(run, counted)
-    ranks = rank_table(run, counted, steps)
+    sets = lane_sets(run, counted)
+    steps = step_table(run, counted, sets)
+    ranks = rank_table(run, counted, steps, sets)
     exposure = comm_exposure(run, counted)
     units = unit_table(run, counted, exposure, ranks)
     comm = run.events.loc[exposure.index].assign(exposed_us=exposure.to_numpy())
@@ -188,7 +190,7 @@ def analyze(
         bound_summary=bound_summary(bound),
         findings=ranked_findings(run, ranks, units, collectives, path),
         timeline=timeline_table(run, counted, exposure),
-        exposed=exposed_intervals(run, counted, steps),
+        exposed=exposed_intervals(run, counted, steps, sets),
         levers=lever_table(run, counted),
         counted_steps={r.rank: r.steps for r in run.ranks},
         warnings=run.warnings,

@@ -122,9 +122,24 @@ def _waits(sets: LaneSets, source: ComputeSource, lo: float, hi: float) -> tuple
     return wait_us, clip(sets.limiter, lo, hi).total
 
 
-def rank_steps(rows: pd.DataFrame, info: RankInfo) -> pd.DataFrame:
-    """The steps table of one rank (``rows``: its counted rows)."""
-    sets = LaneSets.of(rows, info.compute_source)
+# Each rank's lane sets of its counted rows (:func:`lane_sets`), by rank.
+RankSets = dict[int, LaneSets]
+
+
+def lane_sets(run: RunTraces, counted: pd.Series) -> RankSets:
+    """Each rank's :class:`LaneSets` of its counted rows, built once for the tables that
+    read them (steps, ranks, exposed intervals)."""
+    ev = counted_rows(run, counted)
+    groups = dict(by_rank(ev, sort=False))
+    return {
+        i.rank: LaneSets.of(groups.get(i.rank, ev.iloc[:0]), i.compute_source) for i in run.ranks
+    }
+
+
+def rank_steps(rows: pd.DataFrame, info: RankInfo, sets: LaneSets | None = None) -> pd.DataFrame:
+    """The steps table of one rank (``rows``: its counted rows; ``sets``: their lane sets,
+    built here when not given)."""
+    sets = LaneSets.of(rows, info.compute_source) if sets is None else sets
     win = step_windows(rows, info.compute_source, info.steps, sets)
     records = []
     for step, lo, hi in zip(win["step"], win["start_us"], win["end_us"], strict=True):
@@ -139,11 +154,13 @@ def rank_steps(rows: pd.DataFrame, info: RankInfo) -> pd.DataFrame:
     )
 
 
-def step_table(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
-    """Per (rank, step) partition and figures (see :mod:`overlapscope.analysis.partition`)."""
+def step_table(run: RunTraces, counted: pd.Series, sets: RankSets | None = None) -> pd.DataFrame:
+    """Per (rank, step) partition and figures (see :mod:`overlapscope.analysis.partition`);
+    ``sets``: :func:`lane_sets` of the run, built here when not given."""
     ev = counted_rows(run, counted)
     groups = dict(by_rank(ev, sort=False))
-    tables = [rank_steps(groups.get(i.rank, ev.iloc[:0]), i) for i in run.ranks]
+    sets = lane_sets(run, counted) if sets is None else sets
+    tables = [rank_steps(groups.get(i.rank, ev.iloc[:0]), i, sets[i.rank]) for i in run.ranks]
     if not tables:
         return pd.DataFrame(columns=["rank", "step", "start_us", "end_us", *STEP_FIGURES])
     return pd.concat(tables, ignore_index=True).sort_values(["rank", "step"], ignore_index=True)
@@ -172,19 +189,20 @@ RANK_COLUMNS = [
 ]
 
 
-def rank_table(run: RunTraces, counted: pd.Series, steps: pd.DataFrame) -> pd.DataFrame:
+def rank_table(
+    run: RunTraces, counted: pd.Series, steps: pd.DataFrame, sets: RankSets | None = None
+) -> pd.DataFrame:
     """Per-rank figures: each part's total over the counted steps and mean per step; the
-    overlap % over the rank's whole counted time (HTA's per-rank figure)."""
-    ev = counted_rows(run, counted)
+    overlap % over the rank's whole counted time (HTA's per-rank figure). ``sets``:
+    :func:`lane_sets` of the run, built here when not given."""
     sums = steps.groupby("rank")[[f"{f}_us" for f in SUMMED]].sum()
     counts = steps.groupby("rank").size()
     records = []
-    groups = dict(by_rank(ev, sort=False))
+    sets_of = lane_sets(run, counted) if sets is None else sets
     for info in run.ranks:
-        rows = groups.get(info.rank, ev.iloc[:0])
-        sets = LaneSets.of(rows, info.compute_source)
-        comm = sets.comm.total
-        hidden = intersect(sets.comm, sets.compute).total
+        mine = sets_of[info.rank]
+        comm = mine.comm.total
+        hidden = intersect(mine.comm, mine.compute).total
         n = int(counts.get(info.rank, 0))
         rec: dict[str, object] = {"rank": info.rank, "num_steps": n}
         for f in SUMMED:
@@ -213,17 +231,19 @@ def comm_exposure(run: RunTraces, counted: pd.Series) -> pd.Series:
     return out
 
 
-def exposed_intervals(run: RunTraces, counted: pd.Series, steps: pd.DataFrame) -> pd.DataFrame:
+def exposed_intervals(
+    run: RunTraces, counted: pd.Series, steps: pd.DataFrame, sets: RankSets | None = None
+) -> pd.DataFrame:
     """Exposed-communication intervals per rank, inside its steps: ``rank, start_us, end_us,
-    dur_us``."""
+    dur_us``; ``sets``: :func:`lane_sets` of the run, built here when not given."""
     ev = counted_rows(run, counted)
     parts = []
-    sources = {i.rank: i.compute_source for i in run.ranks}
-    for rank, rows in by_rank(ev):
-        sets = LaneSets.of(rows, sources[rank])
+    sets_of = lane_sets(run, counted) if sets is None else sets
+    for rank in np.unique(ev["rank"].to_numpy()).tolist():  # (by_rank's ranks, in order)
+        busy = sets_of[rank]
         mine = steps[steps["rank"] == rank]
         inside = union(mine["start_us"].to_numpy(), mine["end_us"].to_numpy())
-        x = intersect(subtract(sets.comm, sets.compute), inside)
+        x = intersect(subtract(busy.comm, busy.compute), inside)
         parts.append(
             pd.DataFrame(
                 {

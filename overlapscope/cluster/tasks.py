@@ -40,6 +40,7 @@ from overlapscope.analysis.metrics import (
     compute_by_unit,
     counted_mask,
     exposed_intervals,
+    lane_sets,
     rank_table,
     step_table,
     timeline_table,
@@ -235,8 +236,9 @@ def rank_tables(run: RunTraces) -> dict[str, pd.DataFrame]:
     if not counted.all():  # the counted rows once, not in every table function
         run = dataclasses.replace(run, events=run.events[counted])
         counted = counted[counted]
-    steps = step_table(run, counted)
-    ranks = rank_table(run, counted, steps)
+    sets = lane_sets(run, counted)
+    steps = step_table(run, counted, sets)
+    ranks = rank_table(run, counted, steps, sets)
     exposure = comm_exposure(run, counted)
     ev = run.events
     comm = ev.loc[exposure.index].assign(exposed_us=exposure.to_numpy())
@@ -248,7 +250,7 @@ def rank_tables(run: RunTraces) -> dict[str, pd.DataFrame]:
         "comm": comm[COMM_COLUMNS].reset_index(drop=True),
         "compute": compute_by_unit(run, counted),
         "levers": lever_table(run, counted),
-        "exposed": exposed_intervals(run, counted, steps),
+        "exposed": exposed_intervals(run, counted, steps, sets),
         "timeline": timeline_table(run, counted, exposure),
         "path": ev.loc[used, PATH_COLUMNS].reset_index(drop=True),
     }
