@@ -30,10 +30,10 @@ from overlapscope.analysis.metrics import (
     rank_table,
     step_table,
     timeline_table,
-    unit_table,
 )
 from overlapscope.analysis.path_report import path_findings
 from overlapscope.analysis.path_report import to_json as clocks_path_json
+from overlapscope.analysis.units import unit_table
 from overlapscope.trace.loader import RunTraces
 
 SCHEMA_VERSION = 2

@@ -33,7 +33,6 @@ from overlapscope.analysis.intervals import (
 )
 from overlapscope.analysis.partition import LaneSets, Parts, partition, step_windows
 from overlapscope.trace.loader import RankInfo, RunTraces
-from overlapscope.trace.names import Phase
 from overlapscope.trace.recognize import ComputeSource
 from overlapscope.trace.schema import EventLane
 
@@ -257,89 +256,6 @@ def exposed_intervals(
     if not parts:
         return pd.DataFrame(columns=["rank", "start_us", "end_us", "dur_us"])
     return pd.concat(parts, ignore_index=True)
-
-
-UNIT_COLUMNS = [
-    "rank",
-    "unit",
-    "phase",
-    "kind",
-    "num_ops",
-    "comm_total_us",
-    "comm_per_step_us",
-    "exposed_total_us",
-    "exposed_per_step_us",
-    "wait_total_us",
-    "wait_per_step_us",
-    "bytes_total",
-]
-
-
-def _unit_waits(ev: pd.DataFrame) -> pd.DataFrame:
-    """``rank, unit, phase, wait_total_us``: the ``ovs/<phase>.wait/<unit>`` ranges by the
-    phase they wait on."""
-    waits = ev[(ev["lane"] == EventLane.WAIT.value) & ev["phase"].notna()]
-    awaited_of = {p.value: (p.awaited.value if p.awaited is not None else None) for p in Phase}
-    awaited = waits["phase"].astype(object).map(awaited_of)
-    w = (
-        waits.assign(phase=awaited.to_numpy(), unit=waits["unit"].astype(object))
-        .dropna(subset=["phase"])
-        .groupby(["rank", "unit", "phase"])["dur_us"]
-        .sum()
-        .rename("wait_total_us")
-        .reset_index()
-    )
-    return w
-
-
-def _unit_sums(comm: pd.DataFrame) -> pd.DataFrame:
-    """Per (rank, unit, phase, kind): ``num_ops, comm_total_us, exposed_total_us,
-    bytes_total, unknown``; the three sums in one pass (named aggregations took one each)."""
-    g = comm.groupby(["rank", "unit", "phase", "kind"], observed=True, dropna=False)
-    sums = g[["dur_us", "exposed_us", "known_bytes"]].sum()
-    table = pd.DataFrame(
-        {
-            "num_ops": g.size(),
-            "comm_total_us": sums["dur_us"],
-            "exposed_total_us": sums["exposed_us"],
-            "bytes_total": sums["known_bytes"],
-            "unknown": g["unknown_bytes"].any(),
-        }
-    )
-    return table.reset_index()
-
-
-def unit_table(
-    run: RunTraces, counted: pd.Series, exposure: pd.Series, ranks: pd.DataFrame
-) -> pd.DataFrame:
-    """Per (rank, unit, phase, kind) of collectives: ``num_ops``, communication, exposed and
-    wait time (totals and per-step means), ``bytes_total`` (null when any op's size is
-    unknown). Where collectives overlap one another, the rank's exposed time is shared among
-    them in proportion to each one's own exposed time, so the rows of a rank add up to its
-    ``exposed_comm_total_us``."""
-    ev = counted_rows(run, counted)
-    comm = ev.loc[exposure.index]
-    own = pd.Series(exposure.to_numpy(), index=comm.index)
-    own_sum = own.groupby(comm["rank"].to_numpy()).transform("sum").to_numpy()
-    target = comm["rank"].map(ranks.set_index("rank")["exposed_comm_total_us"]).to_numpy()
-    scale = np.where(own_sum > 0, target / np.where(own_sum > 0, own_sum, 1.0), 0.0)
-    nbytes = comm["bytes"].to_numpy()
-    comm = comm.assign(
-        exposed_us=own.to_numpy() * scale,
-        known_bytes=np.where(nbytes >= 0, nbytes, 0),
-        unknown_bytes=nbytes < 0,
-    )
-    table = _unit_sums(comm)
-    table["bytes_total"] = table["bytes_total"].astype(np.float64).mask(table["unknown"])
-    for c in ("unit", "phase", "kind"):
-        table[c] = table[c].astype(object).where(table[c].notna(), None)
-    table = table.merge(_unit_waits(ev), on=["rank", "unit", "phase"], how="left")
-    table["wait_total_us"] = table["wait_total_us"].fillna(0.0)
-    per = table["rank"].map(ranks.set_index("rank")["num_steps"].clip(lower=1)).astype(float)
-    for f in ("comm", "exposed", "wait"):
-        table[f"{f}_per_step_us"] = table[f"{f}_total_us"] / per
-    table = table.sort_values(["rank", "exposed_total_us"], ascending=[True, False])
-    return table.reset_index(drop=True)[UNIT_COLUMNS]
 
 
 def compute_by_unit(run: RunTraces, counted: pd.Series) -> pd.DataFrame:

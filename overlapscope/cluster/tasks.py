@@ -44,8 +44,8 @@ from overlapscope.analysis.metrics import (
     rank_table,
     step_table,
     timeline_table,
-    unit_table,
 )
+from overlapscope.analysis.units import unit_table
 from overlapscope.cluster.cache import (
     RankCache,
     RankMeta,
