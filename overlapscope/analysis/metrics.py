@@ -162,7 +162,9 @@ def step_table(run: RunTraces, counted: pd.Series, sets: RankSets | None = None)
     tables = [rank_steps(groups.get(i.rank, ev.iloc[:0]), i, sets[i.rank]) for i in run.ranks]
     if not tables:
         return pd.DataFrame(columns=["rank", "step", "start_us", "end_us", *STEP_FIGURES])
-    return pd.concat(tables, ignore_index=True).sort_values(["rank", "step"], ignore_index=True)
+    # (one rank's table is not copied into a concatenation first)
+    whole = tables[0] if len(tables) == 1 else pd.concat(tables, ignore_index=True)
+    return whole.sort_values(["rank", "step"], ignore_index=True)
 
 
 # Figures of the ranks table given as a total over counted steps and a mean per step.
