@@ -23,7 +23,6 @@ from overlapscope.analysis.hta_report import HtaReport, HtaStatus, round_like_ht
 from overlapscope.analysis.levers import lever_table
 from overlapscope.analysis.metrics import (
     comm_exposure,
-    compute_by_unit,
     counted_mask,
     exposed_intervals,
     lane_sets,
@@ -33,7 +32,7 @@ from overlapscope.analysis.metrics import (
 )
 from overlapscope.analysis.path_report import path_findings
 from overlapscope.analysis.path_report import to_json as clocks_path_json
-from overlapscope.analysis.units import unit_table
+from overlapscope.analysis.units import compute_by_unit, unit_table
 from overlapscope.trace.loader import RunTraces
 
 SCHEMA_VERSION = 2

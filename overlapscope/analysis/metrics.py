@@ -260,31 +260,6 @@ def exposed_intervals(
     return pd.concat(parts, ignore_index=True)
 
 
-def compute_by_unit(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
-    """``compute_total_us`` per (rank, unit): the length of the union of the unit's compute
-    rows (CPU ops nest; a sum would count a parent and its children twice); unit "" for
-    compute outside every unit. GPU ranks count only GPU kernels."""
-    ev = counted_rows(run, counted)
-    gpu_ranks = [i.rank for i in run.ranks if i.compute_source is ComputeSource.GPU_KERNELS]
-    comp = ev[
-        (ev["lane"] == EventLane.COMPUTE.value) & (ev["on_gpu"] | ~ev["rank"].isin(gpu_ranks))
-    ]
-    unit = comp["unit"].astype(object).where(comp["unit"].notna(), None).fillna("")
-    records = []
-    for rank, rows in comp.assign(unit=unit).groupby("rank"):
-        in_unit = rows["unit"].to_numpy() != ""
-        s, e = rows["ts_us"].to_numpy(), rows["end_us"].to_numpy()
-        unit_set = union(s[in_unit], e[in_unit])
-        # compute outside every unit: what the units' compute leaves of the whole (an op
-        # around a unit's hooks may hold some of it)
-        rest = subtract(union(s, e), unit_set).total
-        records.append({"rank": int(rank), "unit": "", "compute_total_us": rest})
-        for u, g in rows[in_unit].groupby("unit"):
-            length = union(g["ts_us"].to_numpy(), g["end_us"].to_numpy()).total
-            records.append({"rank": int(rank), "unit": str(u), "compute_total_us": length})
-    return pd.DataFrame.from_records(records, columns=["rank", "unit", "compute_total_us"])
-
-
 def timeline_table(run: RunTraces, counted: pd.Series, exposure: pd.Series) -> pd.DataFrame:
     """Intervals a timeline chart can draw directly: one row per compute / comm / wait /
     memory event of the counted steps."""

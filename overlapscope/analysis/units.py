@@ -1,5 +1,6 @@
-"""The units table: per (rank, unit, phase, kind) of collectives, their count, time, exposed
-time, wait time and bytes (:func:`unit_table`).
+"""The units tables: per (rank, unit, phase, kind) of collectives, their count, time, exposed
+time, wait time and bytes (:func:`unit_table`); per (rank, unit), the compute time
+(:func:`compute_by_unit`).
 
 Built from integer group ids and numpy arrays, with one pandas ``groupby(...).sum()`` per
 set of sums: pandas sums a group's floats with compensated (Kahan) summation in row order,
@@ -14,9 +15,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from overlapscope.analysis.intervals import subtract, union
 from overlapscope.analysis.metrics import counted_rows
 from overlapscope.trace.loader import RunTraces
 from overlapscope.trace.names import Phase
+from overlapscope.trace.recognize import ComputeSource
 from overlapscope.trace.schema import EventLane
 
 UNIT_COLUMNS = [
@@ -153,3 +156,37 @@ def unit_table(
     return frame.sort_values(
         ["rank", "exposed_total_us"], ascending=[True, False], ignore_index=True
     )
+
+
+def compute_by_unit(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
+    """``compute_total_us`` per (rank, unit): the length of the union of the unit's compute
+    rows (CPU ops nest; a sum would count a parent and its children twice); unit "" for
+    compute outside every unit. GPU ranks count only GPU kernels. Ranks in order, each
+    with its "" row first, then its units in order of their names."""
+    ev = counted_rows(run, counted)
+    gpu_ranks = [i.rank for i in run.ranks if i.compute_source is ComputeSource.GPU_KERNELS]
+    rank = ev["rank"].to_numpy()
+    keep = (ev["lane"] == EventLane.COMPUTE.value).to_numpy() & (
+        ev["on_gpu"].to_numpy() | ~np.isin(rank, gpu_ranks)
+    )
+    codes, names = _labels(ev["unit"])
+    names[-1] = ""  # no unit: compute outside every unit, as a unit named ""
+    in_unit_code = np.asarray([n != "" for n in names], dtype=bool)
+    rank, codes = rank[keep], codes[keep]
+    s, e = ev["ts_us"].to_numpy()[keep], ev["end_us"].to_numpy()[keep]
+    records = []
+    for r in np.unique(rank).tolist():
+        mine = rank == r
+        code, rs, re_ = codes[mine], s[mine], e[mine]
+        in_unit = in_unit_code[code]
+        unit_set = union(rs[in_unit], re_[in_unit])
+        # compute outside every unit: what the units' compute leaves of the whole (an op
+        # around a unit's hooks may hold some of it)
+        rest = subtract(union(rs, re_), unit_set).total
+        records.append({"rank": int(r), "unit": "", "compute_total_us": rest})
+        code, rs, re_ = code[in_unit], rs[in_unit], re_[in_unit]
+        for c in sorted(np.unique(code).tolist(), key=lambda c: str(names[c])):
+            sel = code == c
+            length = union(rs[sel], re_[sel]).total
+            records.append({"rank": int(r), "unit": str(names[c]), "compute_total_us": length})
+    return pd.DataFrame.from_records(records, columns=["rank", "unit", "compute_total_us"])

@@ -37,7 +37,6 @@ from overlapscope.analysis.critical_path import critical_path
 from overlapscope.analysis.levers import lever_table
 from overlapscope.analysis.metrics import (
     comm_exposure,
-    compute_by_unit,
     counted_mask,
     exposed_intervals,
     lane_sets,
@@ -45,7 +44,7 @@ from overlapscope.analysis.metrics import (
     step_table,
     timeline_table,
 )
-from overlapscope.analysis.units import unit_table
+from overlapscope.analysis.units import compute_by_unit, unit_table
 from overlapscope.cluster.cache import (
     RankCache,
     RankMeta,

@@ -1,5 +1,5 @@
-"""The units table built from group ids and arrays (:mod:`overlapscope.analysis.units`)
-equals, to the bit and the dtype, the one the former pandas code built (kept below as the
+"""The units tables built from group ids and arrays (:mod:`overlapscope.analysis.units`)
+equal, to the bit and the dtype, those the former pandas code built (kept below as the
 reference): on the shipped runs, a shared GPU trace, the same runs with labels and sizes
 knocked out at random (missing units, phases and kinds, unknown sizes, waits), and no
 collectives at all."""
@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from overlapscope.analysis import units
+from overlapscope.analysis.intervals import subtract, union
 from overlapscope.analysis.metrics import (
     comm_exposure,
     counted_mask,
@@ -23,6 +24,7 @@ from overlapscope.analysis.metrics import (
 )
 from overlapscope.trace.loader import RunTraces, load_run
 from overlapscope.trace.names import Phase
+from overlapscope.trace.recognize import ComputeSource
 from overlapscope.trace.schema import EventLane
 from tests.conftest import EXTERNAL_TRACES, REPO
 
@@ -96,6 +98,31 @@ def _former_unit_table(
     return table.reset_index(drop=True)[units.UNIT_COLUMNS]
 
 
+def _former_compute_by_unit(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
+    """``compute_total_us`` per (rank, unit): the length of the union of the unit's compute
+    rows (CPU ops nest; a sum would count a parent and its children twice); unit "" for
+    compute outside every unit. GPU ranks count only GPU kernels."""
+    ev = counted_rows(run, counted)
+    gpu_ranks = [i.rank for i in run.ranks if i.compute_source is ComputeSource.GPU_KERNELS]
+    comp = ev[
+        (ev["lane"] == EventLane.COMPUTE.value) & (ev["on_gpu"] | ~ev["rank"].isin(gpu_ranks))
+    ]
+    unit = comp["unit"].astype(object).where(comp["unit"].notna(), None).fillna("")
+    records = []
+    for rank, rows in comp.assign(unit=unit).groupby("rank"):
+        in_unit = rows["unit"].to_numpy() != ""
+        s, e = rows["ts_us"].to_numpy(), rows["end_us"].to_numpy()
+        unit_set = union(s[in_unit], e[in_unit])
+        # compute outside every unit: what the units' compute leaves of the whole (an op
+        # around a unit's hooks may hold some of it)
+        rest = subtract(union(s, e), unit_set).total
+        records.append({"rank": int(rank), "unit": "", "compute_total_us": rest})
+        for u, g in rows[in_unit].groupby("unit"):
+            length = union(g["ts_us"].to_numpy(), g["end_us"].to_numpy()).total
+            records.append({"rank": int(rank), "unit": str(u), "compute_total_us": length})
+    return pd.DataFrame.from_records(records, columns=["rank", "unit", "compute_total_us"])
+
+
 # --- the comparison ---
 
 
@@ -111,11 +138,16 @@ def _both(run: RunTraces) -> tuple[pd.DataFrame, pd.DataFrame]:
     )
 
 
-def _same(run: RunTraces) -> None:
-    new, former = _both(run)
+def _equal(new: pd.DataFrame, former: pd.DataFrame) -> None:
     assert list(new.dtypes) == list(former.dtypes)
     pd.testing.assert_frame_equal(new, former, check_exact=True)
     assert new.to_json() == former.to_json()
+
+
+def _same(run: RunTraces) -> None:
+    _equal(*_both(run))
+    counted = counted_mask(run)
+    _equal(units.compute_by_unit(run, counted), _former_compute_by_unit(run, counted))
 
 
 def _knocked_out(run: RunTraces, seed: int) -> RunTraces:
@@ -126,6 +158,12 @@ def _knocked_out(run: RunTraces, seed: int) -> RunTraces:
     n = len(ev)
     for c in ("unit", "phase", "kind"):
         ev.loc[rng.random(n) < 0.3, c] = np.nan
+    compute = rng.random(n) < 0.2
+    ev.loc[compute, "lane"] = EventLane.COMPUTE.value
+    units_seen = ev["unit"].cat.categories
+    if len(units_seen):
+        picked = pd.Categorical(rng.choice(units_seen, n), categories=units_seen)
+        ev.loc[compute, "unit"] = picked[compute]
     ev.loc[rng.random(n) < 0.3, "bytes"] = -1
     waits = rng.random(n) < 0.2
     phases = pd.Categorical(
