@@ -221,15 +221,19 @@ def comm_exposure(run: RunTraces, counted: pd.Series) -> pd.Series:
     """Exposed µs of every counted communication row (its duration minus the part covered by
     the rank's compute), indexed like the event table."""
     ev = counted_rows(run, counted)
-    out = pd.Series(0.0, index=ev.index[ev["lane"] == EventLane.COMM.value], dtype=np.float64)
-    for rank, rows in by_rank(ev, sort=False):
-        comp = rows[rows["lane"] == EventLane.COMPUTE.value]
-        cu = union(comp["ts_us"].to_numpy(), comp["end_us"].to_numpy())
-        comm = rows[rows["lane"] == EventLane.COMM.value]
-        cov = covered(cu, comm["ts_us"].to_numpy(), comm["end_us"].to_numpy())
-        out.loc[comm.index] = comm["dur_us"].to_numpy() - cov
-        del rank
-    return out
+    lane = ev["lane"]
+    is_comm = (lane == EventLane.COMM.value).to_numpy()
+    is_comp = (lane == EventLane.COMPUTE.value).to_numpy()
+    # The columns read, as arrays: no copy of every column of the compute and comm rows.
+    rank, ts, end = (ev[c].to_numpy() for c in ("rank", "ts_us", "end_us"))
+    comm_rank, exposed = rank[is_comm], np.zeros(int(is_comm.sum()), dtype=np.float64)
+    for r in np.unique(comm_rank).tolist():  # (a rank without comm rows has nothing to set)
+        mine = rank == r
+        comp, comm = mine & is_comp, mine & is_comm
+        cu = union(ts[comp], end[comp])
+        cov = covered(cu, ts[comm], end[comm])
+        exposed[comm_rank == r] = ev["dur_us"].to_numpy()[comm] - cov
+    return pd.Series(exposed, index=ev.index[is_comm], dtype=np.float64)
 
 
 def exposed_intervals(
