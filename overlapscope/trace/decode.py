@@ -25,7 +25,15 @@ import pandas as pd
 from overlapscope.errors import UserError
 from overlapscope.trace.comm_args import COMM_FIELDS, add_comm_rows, comm_frame, is_comm_name
 from overlapscope.trace.events import bad_events
-from overlapscope.trace.fields import EVENTS, OUTLINE, TRACE, Args, Event, orjson_number
+from overlapscope.trace.fields import (
+    BY_PHASE,
+    EVENTS,
+    OUTLINE,
+    TRACE,
+    Args,
+    Event,
+    orjson_number,
+)
 
 
 class TraceFileError(UserError):
@@ -170,7 +178,10 @@ class EventColumns:
         first, last = text[lo], text[hi - 1]
         text[lo], text[hi - 1] = 0x5B, 0x5D  # [ ]
         try:
-            events = EVENTS.decode(memoryview(text)[lo:hi])
+            try:
+                events: list[Any] = BY_PHASE.decode(memoryview(text)[lo:hi])
+            except msgspec.DecodeError:  # an odd phase (or JSON EVENTS refuses as well)
+                events = EVENTS.decode(memoryview(text)[lo:hi])
         finally:
             text[lo], text[hi - 1] = first, last
         self.add(events)
