@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from overlapscope.analysis.intervals import Intervals, clip, intersect, subtract, union, union_of
+from overlapscope.analysis.intervals import Intervals, clip, split, subtract, union, union_of
 from overlapscope.trace.names import Phase
 from overlapscope.trace.recognize import ComputeSource
 from overlapscope.trace.schema import EventLane
@@ -126,7 +126,7 @@ def partition(sets: LaneSets, start_us: float, end_us: float) -> Parts:
     comm = clip(sets.comm, start_us, end_us)
     memory = clip(sets.memory, start_us, end_us)
     other = clip(sets.other, start_us, end_us)
-    exposed_comm = subtract(comm, compute)
+    exposed_comm, hidden = split(comm, compute)
     covered = union_of(compute, comm)
     exposed_memory = subtract(memory, covered)
     covered = union_of(covered, memory)
@@ -134,7 +134,6 @@ def partition(sets: LaneSets, start_us: float, end_us: float) -> Parts:
     step = max(0.0, end_us - start_us)
     busy = compute.total + exposed_comm.total + exposed_memory.total + exposed_other.total
     comm_us = comm.total
-    hidden = intersect(comm, compute).total
     return Parts(
         step_time_us=step,
         compute_us=compute.total,
@@ -144,7 +143,7 @@ def partition(sets: LaneSets, start_us: float, end_us: float) -> Parts:
         idle_us=step - busy,
         comm_us=comm_us,
         memory_us=memory.total,
-        overlap_pct=100.0 * hidden / comm_us if comm_us > 0 else float("nan"),
+        overlap_pct=100.0 * hidden.total / comm_us if comm_us > 0 else float("nan"),
     )
 
 
