@@ -196,8 +196,12 @@ def rank_table(
     """Per-rank figures: each part's total over the counted steps and mean per step; the
     overlap % over the rank's whole counted time (HTA's per-rank figure). ``sets``:
     :func:`lane_sets` of the run, built here when not given."""
-    sums = steps.groupby("rank")[[f"{f}_us" for f in SUMMED]].sum()
-    counts = steps.groupby("rank").size()
+    grouped = steps.groupby("rank")
+    sums = grouped[[f"{f}_us" for f in SUMMED]].sum()
+    # each rank's sums and count as Python values, read once (not a .loc per figure)
+    summed = dict(zip(sums.index.tolist(), sums.to_numpy(dtype=np.float64).tolist(), strict=True))
+    size = grouped.size()
+    counts = dict(zip(size.index.tolist(), size.tolist(), strict=True))
     records = []
     sets_of = lane_sets(run, counted) if sets is None else sets
     for info in run.ranks:
@@ -206,8 +210,8 @@ def rank_table(
         hidden = intersect(mine.comm, mine.compute).total
         n = int(counts.get(info.rank, 0))
         rec: dict[str, object] = {"rank": info.rank, "num_steps": n}
-        for f in SUMMED:
-            total = float(sums.loc[info.rank, f"{f}_us"]) if n else 0.0
+        for i, f in enumerate(SUMMED):
+            total = float(summed[info.rank][i]) if n else 0.0
             rec[f"{f}{TOTAL}"] = total
             rec[f"{f}{PER_STEP}"] = total / n if n else float("nan")
         rec["overlap_pct"] = 100.0 * hidden / comm if comm > 0 else float("nan")
@@ -261,7 +265,7 @@ def exposed_intervals(
         )
     if not parts:
         return pd.DataFrame(columns=["rank", "start_us", "end_us", "dur_us"])
-    return pd.concat(parts, ignore_index=True)
+    return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
 
 
 def timeline_table(run: RunTraces, counted: pd.Series, exposure: pd.Series) -> pd.DataFrame:
