@@ -23,16 +23,16 @@ from overlapscope.analysis.hta_report import HtaReport, HtaStatus, round_like_ht
 from overlapscope.analysis.levers import lever_table
 from overlapscope.analysis.metrics import (
     comm_exposure,
-    compute_by_unit,
     counted_mask,
     exposed_intervals,
+    lane_sets,
     rank_table,
     step_table,
     timeline_table,
-    unit_table,
 )
 from overlapscope.analysis.path_report import path_findings
 from overlapscope.analysis.path_report import to_json as clocks_path_json
+from overlapscope.analysis.units import compute_by_unit, unit_table
 from overlapscope.trace.loader import RunTraces
 
 SCHEMA_VERSION = 2
@@ -170,8 +170,9 @@ def analyze(
     run, clocks = align_run(run, align_clocks)
     path = critical_path(run.events)
     counted = counted_mask(run)
-    steps = step_table(run, counted)
-    ranks = rank_table(run, counted, steps)
+    sets = lane_sets(run, counted)
+    steps = step_table(run, counted, sets)
+    ranks = rank_table(run, counted, steps, sets)
     exposure = comm_exposure(run, counted)
     units = unit_table(run, counted, exposure, ranks)
     comm = run.events.loc[exposure.index].assign(exposed_us=exposure.to_numpy())
@@ -188,7 +189,7 @@ def analyze(
         bound_summary=bound_summary(bound),
         findings=ranked_findings(run, ranks, units, collectives, path),
         timeline=timeline_table(run, counted, exposure),
-        exposed=exposed_intervals(run, counted, steps),
+        exposed=exposed_intervals(run, counted, steps, sets),
         levers=lever_table(run, counted),
         counted_steps={r.rank: r.steps for r in run.ranks},
         warnings=run.warnings,

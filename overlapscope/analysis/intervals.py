@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from overlapscope.arrays import FloatArray
+from overlapscope.arrays import BoolArray, FloatArray
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,16 +78,30 @@ def _inside(a: Intervals, t: FloatArray) -> npt.NDArray[np.bool_]:
     return out
 
 
-def _combine(a: Intervals, b: Intervals, keep_a: bool, keep_b: bool, both: bool) -> Intervals:
-    """Elementary-segment boolean op: keep a segment when its membership pattern says so."""
+def _segments(a: Intervals, b: Intervals) -> tuple[FloatArray, FloatArray, BoolArray, BoolArray]:
+    """The elementary segments ``[lo, hi)`` between the endpoints of ``a`` and ``b``, and
+    whether each lies in ``a`` and in ``b``."""
     cuts = np.unique(np.concatenate([a.starts, a.ends, b.starts, b.ends]))
-    if len(cuts) < 2:
-        return Intervals.empty()
     lo, hi = cuts[:-1], cuts[1:]
     mid = lo + (hi - lo) / 2
-    in_a, in_b = _inside(a, mid), _inside(b, mid)
+    return lo, hi, _inside(a, mid), _inside(b, mid)
+
+
+def _combine(a: Intervals, b: Intervals, keep_a: bool, keep_b: bool, both: bool) -> Intervals:
+    """Elementary-segment boolean op: keep a segment when its membership pattern says so."""
+    lo, hi, in_a, in_b = _segments(a, b)
+    if len(lo) < 1:
+        return Intervals.empty()
     sel = (in_a & in_b & both) | (in_a & ~in_b & keep_a) | (~in_a & in_b & keep_b)
     return union(lo[sel], hi[sel])
+
+
+def split(a: Intervals, b: Intervals) -> tuple[Intervals, Intervals]:
+    """``(subtract(a, b), intersect(a, b))``, from one pass over the segments."""
+    lo, hi, in_a, in_b = _segments(a, b)
+    if len(lo) < 1:
+        return Intervals.empty(), Intervals.empty()
+    return union(lo[in_a & ~in_b], hi[in_a & ~in_b]), union(lo[in_a & in_b], hi[in_a & in_b])
 
 
 def intersect(a: Intervals, b: Intervals) -> Intervals:

@@ -33,7 +33,6 @@ from overlapscope.analysis.intervals import (
 )
 from overlapscope.analysis.partition import LaneSets, Parts, partition, step_windows
 from overlapscope.trace.loader import RankInfo, RunTraces
-from overlapscope.trace.names import Phase
 from overlapscope.trace.recognize import ComputeSource
 from overlapscope.trace.schema import EventLane
 
@@ -122,9 +121,24 @@ def _waits(sets: LaneSets, source: ComputeSource, lo: float, hi: float) -> tuple
     return wait_us, clip(sets.limiter, lo, hi).total
 
 
-def rank_steps(rows: pd.DataFrame, info: RankInfo) -> pd.DataFrame:
-    """The steps table of one rank (``rows``: its counted rows)."""
-    sets = LaneSets.of(rows, info.compute_source)
+# Each rank's lane sets of its counted rows (:func:`lane_sets`), by rank.
+RankSets = dict[int, LaneSets]
+
+
+def lane_sets(run: RunTraces, counted: pd.Series) -> RankSets:
+    """Each rank's :class:`LaneSets` of its counted rows, built once for the tables that
+    read them (steps, ranks, exposed intervals)."""
+    ev = counted_rows(run, counted)
+    groups = dict(by_rank(ev, sort=False))
+    return {
+        i.rank: LaneSets.of(groups.get(i.rank, ev.iloc[:0]), i.compute_source) for i in run.ranks
+    }
+
+
+def rank_steps(rows: pd.DataFrame, info: RankInfo, sets: LaneSets | None = None) -> pd.DataFrame:
+    """The steps table of one rank (``rows``: its counted rows; ``sets``: their lane sets,
+    built here when not given)."""
+    sets = LaneSets.of(rows, info.compute_source) if sets is None else sets
     win = step_windows(rows, info.compute_source, info.steps, sets)
     records = []
     for step, lo, hi in zip(win["step"], win["start_us"], win["end_us"], strict=True):
@@ -139,14 +153,18 @@ def rank_steps(rows: pd.DataFrame, info: RankInfo) -> pd.DataFrame:
     )
 
 
-def step_table(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
-    """Per (rank, step) partition and figures (see :mod:`overlapscope.analysis.partition`)."""
+def step_table(run: RunTraces, counted: pd.Series, sets: RankSets | None = None) -> pd.DataFrame:
+    """Per (rank, step) partition and figures (see :mod:`overlapscope.analysis.partition`);
+    ``sets``: :func:`lane_sets` of the run, built here when not given."""
     ev = counted_rows(run, counted)
     groups = dict(by_rank(ev, sort=False))
-    tables = [rank_steps(groups.get(i.rank, ev.iloc[:0]), i) for i in run.ranks]
+    sets = lane_sets(run, counted) if sets is None else sets
+    tables = [rank_steps(groups.get(i.rank, ev.iloc[:0]), i, sets[i.rank]) for i in run.ranks]
     if not tables:
         return pd.DataFrame(columns=["rank", "step", "start_us", "end_us", *STEP_FIGURES])
-    return pd.concat(tables, ignore_index=True).sort_values(["rank", "step"], ignore_index=True)
+    # (one rank's table is not copied into a concatenation first)
+    whole = tables[0] if len(tables) == 1 else pd.concat(tables, ignore_index=True)
+    return whole.sort_values(["rank", "step"], ignore_index=True)
 
 
 # Figures of the ranks table given as a total over counted steps and a mean per step.
@@ -172,23 +190,28 @@ RANK_COLUMNS = [
 ]
 
 
-def rank_table(run: RunTraces, counted: pd.Series, steps: pd.DataFrame) -> pd.DataFrame:
+def rank_table(
+    run: RunTraces, counted: pd.Series, steps: pd.DataFrame, sets: RankSets | None = None
+) -> pd.DataFrame:
     """Per-rank figures: each part's total over the counted steps and mean per step; the
-    overlap % over the rank's whole counted time (HTA's per-rank figure)."""
-    ev = counted_rows(run, counted)
-    sums = steps.groupby("rank")[[f"{f}_us" for f in SUMMED]].sum()
-    counts = steps.groupby("rank").size()
+    overlap % over the rank's whole counted time (HTA's per-rank figure). ``sets``:
+    :func:`lane_sets` of the run, built here when not given."""
+    grouped = steps.groupby("rank")
+    sums = grouped[[f"{f}_us" for f in SUMMED]].sum()
+    # each rank's sums and count as Python values, read once (not a .loc per figure)
+    summed = dict(zip(sums.index.tolist(), sums.to_numpy(dtype=np.float64).tolist(), strict=True))
+    size = grouped.size()
+    counts = dict(zip(size.index.tolist(), size.tolist(), strict=True))
     records = []
-    groups = dict(by_rank(ev, sort=False))
+    sets_of = lane_sets(run, counted) if sets is None else sets
     for info in run.ranks:
-        rows = groups.get(info.rank, ev.iloc[:0])
-        sets = LaneSets.of(rows, info.compute_source)
-        comm = sets.comm.total
-        hidden = intersect(sets.comm, sets.compute).total
+        mine = sets_of[info.rank]
+        comm = mine.comm.total
+        hidden = intersect(mine.comm, mine.compute).total
         n = int(counts.get(info.rank, 0))
         rec: dict[str, object] = {"rank": info.rank, "num_steps": n}
-        for f in SUMMED:
-            total = float(sums.loc[info.rank, f"{f}_us"]) if n else 0.0
+        for i, f in enumerate(SUMMED):
+            total = float(summed[info.rank][i]) if n else 0.0
             rec[f"{f}{TOTAL}"] = total
             rec[f"{f}{PER_STEP}"] = total / n if n else float("nan")
         rec["overlap_pct"] = 100.0 * hidden / comm if comm > 0 else float("nan")
@@ -202,28 +225,34 @@ def comm_exposure(run: RunTraces, counted: pd.Series) -> pd.Series:
     """Exposed µs of every counted communication row (its duration minus the part covered by
     the rank's compute), indexed like the event table."""
     ev = counted_rows(run, counted)
-    out = pd.Series(0.0, index=ev.index[ev["lane"] == EventLane.COMM.value], dtype=np.float64)
-    for rank, rows in by_rank(ev, sort=False):
-        comp = rows[rows["lane"] == EventLane.COMPUTE.value]
-        cu = union(comp["ts_us"].to_numpy(), comp["end_us"].to_numpy())
-        comm = rows[rows["lane"] == EventLane.COMM.value]
-        cov = covered(cu, comm["ts_us"].to_numpy(), comm["end_us"].to_numpy())
-        out.loc[comm.index] = comm["dur_us"].to_numpy() - cov
-        del rank
-    return out
+    lane = ev["lane"]
+    is_comm = (lane == EventLane.COMM.value).to_numpy()
+    is_comp = (lane == EventLane.COMPUTE.value).to_numpy()
+    # The columns read, as arrays: no copy of every column of the compute and comm rows.
+    rank, ts, end = (ev[c].to_numpy() for c in ("rank", "ts_us", "end_us"))
+    comm_rank, exposed = rank[is_comm], np.zeros(int(is_comm.sum()), dtype=np.float64)
+    for r in np.unique(comm_rank).tolist():  # (a rank without comm rows has nothing to set)
+        mine = rank == r
+        comp, comm = mine & is_comp, mine & is_comm
+        cu = union(ts[comp], end[comp])
+        cov = covered(cu, ts[comm], end[comm])
+        exposed[comm_rank == r] = ev["dur_us"].to_numpy()[comm] - cov
+    return pd.Series(exposed, index=ev.index[is_comm], dtype=np.float64)
 
 
-def exposed_intervals(run: RunTraces, counted: pd.Series, steps: pd.DataFrame) -> pd.DataFrame:
+def exposed_intervals(
+    run: RunTraces, counted: pd.Series, steps: pd.DataFrame, sets: RankSets | None = None
+) -> pd.DataFrame:
     """Exposed-communication intervals per rank, inside its steps: ``rank, start_us, end_us,
-    dur_us``."""
+    dur_us``; ``sets``: :func:`lane_sets` of the run, built here when not given."""
     ev = counted_rows(run, counted)
     parts = []
-    sources = {i.rank: i.compute_source for i in run.ranks}
-    for rank, rows in by_rank(ev):
-        sets = LaneSets.of(rows, sources[rank])
+    sets_of = lane_sets(run, counted) if sets is None else sets
+    for rank in np.unique(ev["rank"].to_numpy()).tolist():  # (by_rank's ranks, in order)
+        busy = sets_of[rank]
         mine = steps[steps["rank"] == rank]
         inside = union(mine["start_us"].to_numpy(), mine["end_us"].to_numpy())
-        x = intersect(subtract(sets.comm, sets.compute), inside)
+        x = intersect(subtract(busy.comm, busy.compute), inside)
         parts.append(
             pd.DataFrame(
                 {
@@ -236,115 +265,7 @@ def exposed_intervals(run: RunTraces, counted: pd.Series, steps: pd.DataFrame) -
         )
     if not parts:
         return pd.DataFrame(columns=["rank", "start_us", "end_us", "dur_us"])
-    return pd.concat(parts, ignore_index=True)
-
-
-UNIT_COLUMNS = [
-    "rank",
-    "unit",
-    "phase",
-    "kind",
-    "num_ops",
-    "comm_total_us",
-    "comm_per_step_us",
-    "exposed_total_us",
-    "exposed_per_step_us",
-    "wait_total_us",
-    "wait_per_step_us",
-    "bytes_total",
-]
-
-
-def _unit_waits(ev: pd.DataFrame) -> pd.DataFrame:
-    """``rank, unit, phase, wait_total_us``: the ``ovs/<phase>.wait/<unit>`` ranges by the
-    phase they wait on."""
-    waits = ev[(ev["lane"] == EventLane.WAIT.value) & ev["phase"].notna()]
-    awaited_of = {p.value: (p.awaited.value if p.awaited is not None else None) for p in Phase}
-    awaited = waits["phase"].astype(object).map(awaited_of)
-    w = (
-        waits.assign(phase=awaited.to_numpy(), unit=waits["unit"].astype(object))
-        .dropna(subset=["phase"])
-        .groupby(["rank", "unit", "phase"])["dur_us"]
-        .sum()
-        .rename("wait_total_us")
-        .reset_index()
-    )
-    return w
-
-
-def _unit_sums(comm: pd.DataFrame) -> pd.DataFrame:
-    """Per (rank, unit, phase, kind): ``num_ops, comm_total_us, exposed_total_us,
-    bytes_total, unknown``; the three sums in one pass (named aggregations took one each)."""
-    g = comm.groupby(["rank", "unit", "phase", "kind"], observed=True, dropna=False)
-    sums = g[["dur_us", "exposed_us", "known_bytes"]].sum()
-    table = pd.DataFrame(
-        {
-            "num_ops": g.size(),
-            "comm_total_us": sums["dur_us"],
-            "exposed_total_us": sums["exposed_us"],
-            "bytes_total": sums["known_bytes"],
-            "unknown": g["unknown_bytes"].any(),
-        }
-    )
-    return table.reset_index()
-
-
-def unit_table(
-    run: RunTraces, counted: pd.Series, exposure: pd.Series, ranks: pd.DataFrame
-) -> pd.DataFrame:
-    """Per (rank, unit, phase, kind) of collectives: ``num_ops``, communication, exposed and
-    wait time (totals and per-step means), ``bytes_total`` (null when any op's size is
-    unknown). Where collectives overlap one another, the rank's exposed time is shared among
-    them in proportion to each one's own exposed time, so the rows of a rank add up to its
-    ``exposed_comm_total_us``."""
-    ev = counted_rows(run, counted)
-    comm = ev.loc[exposure.index]
-    own = pd.Series(exposure.to_numpy(), index=comm.index)
-    own_sum = own.groupby(comm["rank"].to_numpy()).transform("sum").to_numpy()
-    target = comm["rank"].map(ranks.set_index("rank")["exposed_comm_total_us"]).to_numpy()
-    scale = np.where(own_sum > 0, target / np.where(own_sum > 0, own_sum, 1.0), 0.0)
-    nbytes = comm["bytes"].to_numpy()
-    comm = comm.assign(
-        exposed_us=own.to_numpy() * scale,
-        known_bytes=np.where(nbytes >= 0, nbytes, 0),
-        unknown_bytes=nbytes < 0,
-    )
-    table = _unit_sums(comm)
-    table["bytes_total"] = table["bytes_total"].astype(np.float64).mask(table["unknown"])
-    for c in ("unit", "phase", "kind"):
-        table[c] = table[c].astype(object).where(table[c].notna(), None)
-    table = table.merge(_unit_waits(ev), on=["rank", "unit", "phase"], how="left")
-    table["wait_total_us"] = table["wait_total_us"].fillna(0.0)
-    per = table["rank"].map(ranks.set_index("rank")["num_steps"].clip(lower=1)).astype(float)
-    for f in ("comm", "exposed", "wait"):
-        table[f"{f}_per_step_us"] = table[f"{f}_total_us"] / per
-    table = table.sort_values(["rank", "exposed_total_us"], ascending=[True, False])
-    return table.reset_index(drop=True)[UNIT_COLUMNS]
-
-
-def compute_by_unit(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
-    """``compute_total_us`` per (rank, unit): the length of the union of the unit's compute
-    rows (CPU ops nest; a sum would count a parent and its children twice); unit "" for
-    compute outside every unit. GPU ranks count only GPU kernels."""
-    ev = counted_rows(run, counted)
-    gpu_ranks = [i.rank for i in run.ranks if i.compute_source is ComputeSource.GPU_KERNELS]
-    comp = ev[
-        (ev["lane"] == EventLane.COMPUTE.value) & (ev["on_gpu"] | ~ev["rank"].isin(gpu_ranks))
-    ]
-    unit = comp["unit"].astype(object).where(comp["unit"].notna(), None).fillna("")
-    records = []
-    for rank, rows in comp.assign(unit=unit).groupby("rank"):
-        in_unit = rows["unit"].to_numpy() != ""
-        s, e = rows["ts_us"].to_numpy(), rows["end_us"].to_numpy()
-        unit_set = union(s[in_unit], e[in_unit])
-        # compute outside every unit: what the units' compute leaves of the whole (an op
-        # around a unit's hooks may hold some of it)
-        rest = subtract(union(s, e), unit_set).total
-        records.append({"rank": int(rank), "unit": "", "compute_total_us": rest})
-        for u, g in rows[in_unit].groupby("unit"):
-            length = union(g["ts_us"].to_numpy(), g["end_us"].to_numpy()).total
-            records.append({"rank": int(rank), "unit": str(u), "compute_total_us": length})
-    return pd.DataFrame.from_records(records, columns=["rank", "unit", "compute_total_us"])
+    return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
 
 
 def timeline_table(run: RunTraces, counted: pd.Series, exposure: pd.Series) -> pd.DataFrame:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from overlapscope.analysis.intervals import Intervals, clip, intersect, subtract, union, union_of
+from overlapscope.analysis.intervals import Intervals, clip, split, subtract, union, union_of
 from overlapscope.trace.names import Phase
 from overlapscope.trace.recognize import ComputeSource
 from overlapscope.trace.schema import EventLane
@@ -126,7 +126,7 @@ def partition(sets: LaneSets, start_us: float, end_us: float) -> Parts:
     comm = clip(sets.comm, start_us, end_us)
     memory = clip(sets.memory, start_us, end_us)
     other = clip(sets.other, start_us, end_us)
-    exposed_comm = subtract(comm, compute)
+    exposed_comm, hidden = split(comm, compute)
     covered = union_of(compute, comm)
     exposed_memory = subtract(memory, covered)
     covered = union_of(covered, memory)
@@ -134,7 +134,6 @@ def partition(sets: LaneSets, start_us: float, end_us: float) -> Parts:
     step = max(0.0, end_us - start_us)
     busy = compute.total + exposed_comm.total + exposed_memory.total + exposed_other.total
     comm_us = comm.total
-    hidden = intersect(comm, compute).total
     return Parts(
         step_time_us=step,
         compute_us=compute.total,
@@ -144,21 +143,39 @@ def partition(sets: LaneSets, start_us: float, end_us: float) -> Parts:
         idle_us=step - busy,
         comm_us=comm_us,
         memory_us=memory.total,
-        overlap_pct=100.0 * hidden / comm_us if comm_us > 0 else float("nan"),
+        overlap_pct=100.0 * hidden.total / comm_us if comm_us > 0 else float("nan"),
     )
 
 
-def gpu_step_windows(gpu: pd.DataFrame, steps: list[int]) -> pd.DataFrame:
+def _first_by(key: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct keys, sorted; each key's smallest value): ``groupby(key).min()``, exact."""
+    if not len(key):
+        return key, values
+    order = np.argsort(key, kind="stable")
+    keys, at = np.unique(key[order], return_index=True)
+    return keys, np.fmin.reduceat(values[order], at)  # (fmin: NaN skipped, as pandas does)
+
+
+def gpu_step_windows(
+    step: np.ndarray, ts: np.ndarray, end: np.ndarray, steps: list[int]
+) -> pd.DataFrame:
     """Windows of the GPU steps of one rank (see the module docstring): ``step, start_us,
-    end_us``. ``gpu``: the rank's counted GPU rows; ``steps``: its profiler steps. A step
-    that launched no kernel gets an empty window where the next one starts."""
-    first = gpu.groupby("step")["ts_us"].min()
-    last_end = float(gpu["end_us"].max()) if len(gpu) else 0.0
-    starts = np.asarray([float(first.get(s, np.nan)) for s in steps], dtype=np.float64)
-    # Steps without kernels start where the next step with kernels does.
-    filled = pd.Series(starts).bfill().fillna(last_end).to_numpy()
-    filled = np.maximum.accumulate(filled) if len(filled) else filled
-    ends = np.append(filled[1:], last_end) if len(filled) else filled
+    end_us``. ``step, ts, end``: the rank's counted GPU rows; ``steps``: its profiler steps.
+    A step that launched no kernel gets an empty window where the next one starts."""
+    keys, first = _first_by(step, ts)
+    last_end = float(np.fmax.reduce(end)) if len(end) else 0.0
+    n = len(steps)
+    want = np.asarray(steps, dtype=np.int64)
+    at = np.searchsorted(keys, want)
+    found = at < len(keys)
+    found[found] = keys[at[found]] == want[found]
+    starts = np.full(n + 1, last_end)  # (the last: for steps with no later kernel)
+    starts[:n][found] = first[at[found]]
+    # Steps without kernels start where the next step with kernels does (a backward fill).
+    nxt = np.minimum.accumulate(np.where(found, np.arange(n), n)[::-1])[::-1]
+    filled = starts[nxt]
+    filled = np.maximum.accumulate(filled) if n else filled
+    ends = np.append(filled[1:], last_end) if n else filled
     ends = np.maximum(ends, filled)
     return pd.DataFrame({"step": steps, "start_us": filled, "end_us": ends})
 
@@ -177,8 +194,9 @@ def step_windows(
     # The few columns read, of the rows read: not a copy of every column of the rows.
     step = rows["step"].to_numpy()
     if source is ComputeSource.GPU_KERNELS:
-        gpu = _columns(rows, rows["on_gpu"].to_numpy() & (step >= 0))
-        return gpu_step_windows(gpu, list(steps))
+        gpu = rows["on_gpu"].to_numpy() & (step >= 0)
+        ts, end = rows["ts_us"].to_numpy()[gpu], rows["end_us"].to_numpy()[gpu]
+        return gpu_step_windows(step[gpu], ts, end, list(steps))
     marks = _columns(rows, (rows["lane"] == EventLane.STEP.value).to_numpy()).groupby("step")
     win = pd.DataFrame({"start_us": marks["ts_us"].min(), "end_us": marks["end_us"].max()})
     return win.reindex(list(steps)).dropna().reset_index()

@@ -37,14 +37,14 @@ from overlapscope.analysis.critical_path import critical_path
 from overlapscope.analysis.levers import lever_table
 from overlapscope.analysis.metrics import (
     comm_exposure,
-    compute_by_unit,
     counted_mask,
     exposed_intervals,
+    lane_sets,
     rank_table,
     step_table,
     timeline_table,
-    unit_table,
 )
+from overlapscope.analysis.units import compute_by_unit, unit_table
 from overlapscope.cluster.cache import (
     RankCache,
     RankMeta,
@@ -65,7 +65,7 @@ DONE = "summary.pkl"
 PATH_LANES = [EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value]
 PATH_COLUMNS = ["rank", "step", "ts_us", "end_us", "lane", "unit", "phase", "group", "seq"]
 CLOCK_COLUMNS = ["lane", "kind", "group", "step", "seq", "ts_us", "end_us"]
-COMM_COLUMNS = [
+COMM_COLUMNS = [  # (exposed_us last: the one not in the event table)
     *("rank", "group", "step", "seq", "kind", "unit", "phase", "bytes"),
     *("ts_us", "end_us", "dur_us", "exposed_us"),
 ]
@@ -235,20 +235,21 @@ def rank_tables(run: RunTraces) -> dict[str, pd.DataFrame]:
     if not counted.all():  # the counted rows once, not in every table function
         run = dataclasses.replace(run, events=run.events[counted])
         counted = counted[counted]
-    steps = step_table(run, counted)
-    ranks = rank_table(run, counted, steps)
+    sets = lane_sets(run, counted)
+    steps = step_table(run, counted, sets)
+    ranks = rank_table(run, counted, steps, sets)
     exposure = comm_exposure(run, counted)
     ev = run.events
-    comm = ev.loc[exposure.index].assign(exposed_us=exposure.to_numpy())
+    comm = ev.loc[exposure.index, COMM_COLUMNS[:-1]].assign(exposed_us=exposure.to_numpy())
     used = ev["lane"].isin([*PATH_LANES, EventLane.STEP.value]) & (ev["step"] >= 0)
     return {
         "ranks": ranks,
         "steps": steps,
         "units": unit_table(run, counted, exposure, ranks),
-        "comm": comm[COMM_COLUMNS].reset_index(drop=True),
+        "comm": comm.reset_index(drop=True),
         "compute": compute_by_unit(run, counted),
         "levers": lever_table(run, counted),
-        "exposed": exposed_intervals(run, counted, steps),
+        "exposed": exposed_intervals(run, counted, steps, sets),
         "timeline": timeline_table(run, counted, exposure),
         "path": ev.loc[used, PATH_COLUMNS].reset_index(drop=True),
     }

@@ -98,8 +98,11 @@ def label_categorical(values: ObjArray, categories: list[str] | None = None) -> 
     pandas infers them."""
     found, distinct = pd.factorize(values)  # missing (None): -1
     present = distinct.tolist()
-    if not present or not all(type(v) is str for v in present):
-        return pd.Categorical(values, categories=categories)  # all missing, or odd values
+    if not present:  # all missing: the categorical pandas makes of them, from the codes
+        empty = pd.Index([], dtype=object) if categories is None else categories
+        return pd.Categorical.from_codes(found, categories=empty)
+    if not all(type(v) is str for v in present):
+        return pd.Categorical(values, categories=categories)  # odd values
     cats = sorted(present) if categories is None else categories
     index = {c: i for i, c in enumerate(cats)}
     lookup = np.asarray([index.get(v, -1) for v in present], dtype=np.int64)

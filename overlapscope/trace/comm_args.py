@@ -143,8 +143,10 @@ def collective_columns(
 ) -> IntArray:
     """Fill ``kind`` and ``group`` of the comm rows; return the per-row ``bytes``."""
     nbytes = np.full(len(codes), -1, dtype=np.int64)
-    kinds_by_cat = np.asarray([collective_kind(c).value for c in cats], dtype=object)
-    out.kind[comm_rows] = kinds_by_cat[codes[comm_rows]]
+    # classified once per name of a comm row (not per name of the trace: a regex each)
+    comm_codes, at = np.unique(codes[comm_rows], return_inverse=True)
+    kinds = np.asarray([collective_kind(cats[c]).value for c in comm_codes.tolist()], dtype=object)
+    out.kind[comm_rows] = kinds[at.reshape(-1)]
     args = comm_args.reindex(comm_rows)
     coll = args["coll_name"].to_numpy(dtype=object)
     has_coll = np.asarray([isinstance(c, str) and c != "" for c in coll], dtype=bool)
@@ -164,12 +166,34 @@ def collective_columns(
     return nbytes
 
 
+def _cumcount(key: IntArray) -> IntArray:
+    """Each row's position among the earlier rows of its key (``groupby(key).cumcount()``)."""
+    order = np.argsort(key, kind="stable")  # each key's rows together, in row order
+    ordered = key[order]
+    at = np.arange(len(key))
+    first = np.maximum.accumulate(np.where(np.r_[True, ordered[1:] != ordered[:-1]], at, 0))
+    out = np.empty(len(key), dtype=np.int64)
+    out[order] = at - first
+    return out
+
+
 def sequence(comm_rows: IntArray, group: ObjArray, step: IntArray, ts: FloatArray) -> IntArray:
-    """Order of each collective within its (group, step) on this rank."""
+    """Order of each collective within its (group, step) on this rank (by start, ties in
+    row order)."""
     seq = np.full(len(step), -1, dtype=np.int64)
-    if len(comm_rows):
+    if not len(comm_rows):
+        return seq
+    groups, _ = pd.factorize(group[comm_rows])
+    if (groups < 0).any():  # a collective without a group (none so far): pandas' own way
         keyed = pd.DataFrame(
             {"g": group[comm_rows], "s": step[comm_rows], "t": ts[comm_rows]}, index=comm_rows
         ).sort_values(["t"], kind="stable")
         seq[keyed.index.to_numpy()] = keyed.groupby(["g", "s"], sort=False).cumcount().to_numpy()
+        return seq
+    by_start = np.argsort(ts[comm_rows], kind="stable")  # (NaN last, as sort_values)
+    rows = comm_rows[by_start]
+    _, key = np.unique(
+        np.stack([groups[by_start], step[rows]], axis=1), axis=0, return_inverse=True
+    )
+    seq[rows] = _cumcount(key.reshape(-1))
     return seq

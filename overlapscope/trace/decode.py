@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 import zlib
 from dataclasses import dataclass
-from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,15 @@ import pandas as pd
 from overlapscope.errors import UserError
 from overlapscope.trace.comm_args import COMM_FIELDS, add_comm_rows, comm_frame, is_comm_name
 from overlapscope.trace.events import bad_events
-from overlapscope.trace.fields import EVENTS, OUTLINE, TRACE, Args, Event, orjson_number
+from overlapscope.trace.fields import (
+    BY_PHASE,
+    EVENTS,
+    OUTLINE,
+    TRACE,
+    Args,
+    Event,
+    orjson_number,
+)
 
 
 class TraceFileError(UserError):
@@ -145,7 +152,6 @@ def _odd(values: list[Any], *usual: type) -> np.ndarray:
     return np.fromiter((type(v) not in usual for v in values), dtype=bool, count=len(values))
 
 
-_NAME, _CAT, _TS, _DUR, _TID, _ARGS = map(attrgetter, ("name", "cat", "ts", "dur", "tid", "args"))
 _NUMERIC = ("tid", "stream", "correlation", "ts", "dur", "bad")
 
 
@@ -172,30 +178,34 @@ class EventColumns:
         first, last = text[lo], text[hi - 1]
         text[lo], text[hi - 1] = 0x5B, 0x5D  # [ ]
         try:
-            events = EVENTS.decode(memoryview(text)[lo:hi])
+            try:
+                events: list[Any] = BY_PHASE.decode(memoryview(text)[lo:hi])
+            except msgspec.DecodeError:  # an odd phase (or JSON EVENTS refuses as well)
+                events = EVENTS.decode(memoryview(text)[lo:hi])
         finally:
             text[lo], text[hi - 1] = first, last
         self.add(events)
 
     def add(self, events: list[Event]) -> None:
         complete = [e for e in events if e.ph == "X"]
-        raw_names = list(map(_NAME, complete))
+        raw_names = [e.name for e in complete]
         odd_names = _odd(raw_names, str)
         if odd_names.any():
             raw_names = [n if type(n) is str else "" for n in raw_names]
         codes = self.names.add(raw_names)
         assert codes is not None  # every name is a string now
-        fields: list[Any] = list(map(_ARGS, complete))
+        fields: list[Any] = [e.args for e in complete]
         odd_args = _odd(fields, Args, type(None))
         if odd_args.any():
             fields = [a if type(a) is Args else None for a in fields]
         self._add_comm(codes, fields)
-        ts = _float_column(list(map(_TS, complete)))
-        dur = _float_column(list(map(_DUR, complete)))
-        self.cats.add(list(map(_CAT, complete)))
-        self.thread_names.update(_thread_names(events))
+        ts = _float_column([e.ts for e in complete])
+        dur = _float_column([e.dur for e in complete])
+        self.cats.add([e.cat for e in complete])
+        if len(complete) < len(events):  # (a pass over the events: only where some are not)
+            self.thread_names.update(_thread_names(events))
         for key, column in (
-            ("tid", _int_column(list(map(_TID, complete)))),
+            ("tid", _int_column([e.tid for e in complete])),
             ("stream", _int_column([-1 if a is None else a.stream for a in fields])),
             ("correlation", _int_column([-1 if a is None else a.correlation for a in fields])),
             ("ts", ts),

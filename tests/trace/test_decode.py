@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import overlapscope.trace.decode as decode
 import overlapscope.trace.reader as reader
 from overlapscope.trace.parse import RawTrace, TraceFileError, read_trace
 from tests.analysis.test_known_answers import cpu_rank_events, gpu_events
@@ -107,6 +108,58 @@ def test_odd_values_give_the_same_table_sliced_or_whole(tmp_path: Path, monkeypa
     p = tmp_path / "kineto.json"
     p.write_bytes(kineto_layout(doc))
     same(read_trace(p), whole)
+
+
+class _Counted:
+    """A decoder that counts the slices it decoded and the ones it refused."""
+
+    def __init__(self, decoder) -> None:
+        self.decoder, self.done, self.refused = decoder, 0, 0
+
+    def decode(self, buf):
+        try:
+            out = self.decoder.decode(buf)
+        except Exception:
+            self.refused += 1
+            raise
+        self.done += 1
+        return out
+
+
+def test_odd_phases_give_the_same_table_sliced_by_phase_or_whole(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Slices are decoded by phase (flows, instants and other phases to empty objects); a
+    slice with a phase outside the format's, none or a repeated one is decoded as before."""
+    doc = sample()
+    events = doc["traceEvents"]
+    odd = [
+        x("no phase", 70.0, 1.0),
+        x("odd phase", 71.0, 1.0) | {"ph": "Q"},
+        x("numeric phase", 72.0, 1.0) | {"ph": 5},
+        thread_name(2, "late thread"),
+    ]
+    del odd[0]["ph"]
+    flows = [
+        {"ph": ph, "id": i, "pid": 1, "tid": 7, "ts": 40.0 + i, "cat": "ac2g", "name": "ac2g"}
+        for i, ph in enumerate(["s", "f", "i", "C", "b", "e"])
+    ]
+    for i, e in enumerate([*flows, *odd]):
+        events.insert(3 * i + 1, e)
+    whole = read_trace(dump(tmp_path / "compact.json", doc))
+    assert "late thread" in whole.thread_names.get(2, "")
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 200)
+    monkeypatch.setattr(reader, "BLOCK_BYTES", 128)
+    by_phase = _Counted(decode.BY_PHASE)
+    monkeypatch.setattr(decode, "BY_PHASE", by_phase)
+    p = tmp_path / "kineto.json"
+    # a repeated phase: the second one is the event's (as a JSON object's last key is)
+    text = kineto_layout(doc)
+    first = b'"ph": "X",\n    "cat": "user_annotation"'
+    assert first in text
+    p.write_bytes(text.replace(first, b'"ph": "M",\n    ' + first, 1))
+    same(read_trace(p), whole)
+    assert by_phase.done > 0 and by_phase.refused >= 4
 
 
 def test_a_large_compact_document_decoded_in_batches_gives_the_same_table(
