@@ -198,26 +198,19 @@ def _pool(args: argparse.Namespace, calib: Calibration, scenario: Scenario) -> P
                 f"not {len(calib.step_model.units)}): give runs of the same model"
             )
     rate = f"{link} Gbit/s" if link else "unshaped"
-    if all(c.measured.link_gbit != link for c in others):
+    pooled = pool_runs(calib, others, scenario)
+    if pooled.num_runs == 1:
         raise UserError(
             f"--contention-from: no run at {args.run_dir}'s link rate ({rate}); give runs of "
             "the same workload at that rate"
         )
-
-    def used(c: Calibration) -> bool:
-        m = c.measured
-        at_target = m.link_gbit == scenario.link_gbit != link
-        return m.link_gbit == link or (
-            at_target and m.scenario.forward_prefetch == scenario.forward_prefetch
-        )
-
-    apart = [str(d) for d, c in zip(args.contention_from, others, strict=True) if not used(c)]
-    if apart:
+    if pooled.unused:
+        apart = ", ".join(str(args.contention_from[i]) for i in pooled.unused)
         _warn(
-            f"--contention-from: {len(apart)} run(s) at neither {rate} (the run's) nor the "
-            f"scenario's rate and forward prefetch left out: {', '.join(apart)}"
+            f"--contention-from: {len(pooled.unused)} run(s) at neither {rate} (the run's) nor "
+            f"the scenario's rate and forward prefetch left out: {apart}"
         )
-    return pool_runs(calib, others, scenario)
+    return pooled
 
 
 def _print_contention(pred: Prediction, pooled: Pooled | None) -> None:

@@ -47,6 +47,7 @@ class Pooled:
     speed_runs: int  # how many of them have forward compute (the speed is their median)
     forward_scale: float = 1.0  # and its forward compute by this too (another link rate)
     forward_runs: int = 0  # the runs at the target's rate whose median that is
+    unused: tuple[int, ...] = ()  # the positions in ``others`` of the runs used for neither
 
 
 def contention_across(calibs: Sequence[Calibration]) -> float:
@@ -112,6 +113,7 @@ def pool_runs(
             if c.measured.link_gbit == scenario.link_gbit
             and c.measured.scenario.forward_prefetch == scenario.forward_prefetch
         ]
+    used = {id(c) for c in (*pool, *there)}
     fwd = _forwards(there, alpha)
     forward_scale = statistics.median(fwd) / (own * scale) if ok and fwd else 1.0
     return Pooled(
@@ -121,4 +123,5 @@ def pool_runs(
         speed_runs=len(speeds) if ok else 0,
         forward_scale=forward_scale,
         forward_runs=len(fwd) if ok else 0,
+        unused=tuple(i for i, c in enumerate(others) if id(c) not in used),
     )

@@ -62,13 +62,16 @@ def test_runs_at_another_link_rate_set_only_the_forward_speed_there(none: Calibr
     slow = slowed(none, 2.0, link_gbit=0.25)
     pooled = pool_runs(none, [slow])
     assert (pooled.num_runs, pooled.speed_scale, pooled.forward_scale) == (1, 1.0, 1.0)
+    assert pooled.unused == (0,)  # named by the CLI, not dropped silently
     there = Scenario(Policy.NONE, link_gbit=0.25)
     pooled = pool_runs(none, [slow], there)
     assert pooled.speed_scale == 1.0
     assert (pooled.forward_runs, pooled.forward_scale) == (1, pytest.approx(2.0))
+    assert pooled.unused == ()
     # another forward prefetch waits otherwise in forward: not used
     fwd_prefetch = dataclasses.replace(there, forward_prefetch=True)
-    assert pool_runs(none, [slow], fwd_prefetch).forward_runs == 0
+    pooled_fp = pool_runs(none, [slow], fwd_prefetch)
+    assert (pooled_fp.forward_runs, pooled_fp.unused) == (0, (0,))
     # the replay: forward compute twice as long, backward as it was
     own = predict_from(none, there, contention=0.0)
     pred = predict_from(none, there, contention=0.0, forward_scale=pooled.forward_scale)
