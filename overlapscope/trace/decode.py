@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import zlib
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,18 +105,27 @@ class _Strings:
     (which it does itself, :func:`_category`, when some value is not a string)."""
 
     def __init__(self) -> None:
-        self.index: dict[Any, int] = {}
+        # A value met for the first time gets the next code: the dict's length, given by
+        # the dict itself (no Python call per row; half the CPU of a pass to find the new
+        # values and another to look every row up, measured).
+        self.index: defaultdict[Any, int] = defaultdict()
+        self.index.default_factory = self.index.__len__
         self.parts: list[np.ndarray | list[Any]] = []  # codes, or a slice's odd values
 
     def add(self, values: list[Any]) -> np.ndarray | None:
         """The slice's codes (None when some value is not a string)."""
-        if not set(map(type, values)) <= {str}:
+        index, known = self.index, len(self.index)
+        try:
+            codes = np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
+        except TypeError:  # an unhashable value (a list where a string belongs)
+            codes = None
+        # Every value that is not a string is a new key here (the known ones are strings,
+        # which equal nothing else): such a slice is kept as it is, its new keys dropped.
+        if codes is None or not all(type(v) is str for v in itertools.islice(index, known, None)):
+            while len(index) > known:
+                index.popitem()
             self.parts.append(values)
             return None
-        index = self.index
-        for v in dict.fromkeys(values):  # the slice's distinct values: few
-            index.setdefault(v, len(index))
-        codes = np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
         self.parts.append(codes)
         return codes
 

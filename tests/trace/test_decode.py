@@ -289,3 +289,45 @@ def test_category_equality_from_codes_is_the_strings(values) -> None:
     want = column.astype(str).to_numpy() == "cpu_op"
     assert np.array_equal(_equals(column, "cpu_op"), want)
     assert np.array_equal(_equals(column.astype(object), "cpu_op"), want)
+
+
+class _FormerStrings(decode._Strings):
+    """The former ``add``: the slice's distinct values found first, then every row looked
+    up (the reference for the codes given as the values are met)."""
+
+    def __init__(self) -> None:
+        self.index, self.parts = {}, []
+
+    def add(self, values):
+        import numpy as np
+
+        if not set(map(type, values)) <= {str}:
+            self.parts.append(values)
+            return None
+        index = self.index
+        for v in dict.fromkeys(values):
+            index.setdefault(v, len(index))
+        codes = np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
+        self.parts.append(codes)
+        return codes
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_string_columns_are_the_former_codes_and_categoricals(seed: int) -> None:
+    """Slices of strings, some with values that are not strings (numbers equal to each
+    other, None, unhashable lists): the same codes per slice and the same categorical."""
+    import random
+
+    rng = random.Random(seed)
+    pool = ["b", "a", "nccl", "", "aten::mm", "c"]
+    odd = [1, True, 1.0, None, [1], 2.5, "x"]
+    got, want = decode._Strings(), _FormerStrings()
+    for _ in range(rng.randint(0, 6)):
+        values = [rng.choice(pool) for _ in range(rng.randint(0, 8))]
+        if rng.random() < 0.3:
+            values.insert(rng.randint(0, len(values)), rng.choice(odd))
+        a, b = got.add(values), want.add(list(values))
+        assert (a is None) == (b is None) and (a is None or a.tolist() == b.tolist())
+        assert list(got.index.items()) == list(want.index.items())
+    g, w = got.categorical(), want.categorical()
+    assert g.dtype == w.dtype and g.codes.tolist() == w.codes.tolist()
