@@ -11,7 +11,6 @@ id) on the launching thread, for a gloo op its own start (looked up on every non
 
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,47 +90,15 @@ def holder(ctx: RowContext, range_rows: IntArray) -> IntArray:
     return out
 
 
-def _distinct_objects(values: ObjArray) -> tuple[IntArray, ObjArray]:
-    """(each row's code, the object of each code) of an object array, by the objects'
-    identity: a label column holds a few objects (the lanes' and phases' constant strings,
-    None) repeated, and their addresses factorize as integers at a fifth of the cost of
-    hashing and comparing every row's value (measured). Equal values held by different
-    objects get different codes here; the caller maps codes through the values."""
-    values = np.ascontiguousarray(values)
-    # the array's slots (object pointers) read as integers, while ``values`` holds them
-    slots = ctypes.cast(values.ctypes.data, ctypes.POINTER(ctypes.c_ssize_t))
-    found, _ = pd.factorize(np.ctypeslib.as_array(slots, shape=(len(values),)))
-    at = np.empty(int(found.max()) + 1 if len(found) else 0, dtype=np.int64)
-    at[found] = np.arange(len(found))  # a row of each code (any: they hold the same object)
-    return found, values[at]
-
-
 def label_categorical(values: ObjArray, categories: list[str] | None = None) -> pd.Categorical:
     """``pd.Categorical(values, categories)`` of a label column (strings or None, a few
-    distinct objects repeated), from the distinct objects (:func:`_distinct_objects`):
-    pandas would hash every row again against the categories (through an Arrow string
-    array when it infers them). ``categories`` None: the strings present, sorted, as pandas
-    infers them."""
-    if values.dtype != object:
-        return _by_values(values, categories)
-    found, objects = _distinct_objects(values)
-    if not all(v is None or type(v) is str for v in objects.tolist()):
-        return _by_values(values, categories)  # odd values (NaN, numbers ...)
-    present = sorted({v for v in objects.tolist() if v is not None})
-    if not present:  # all missing: the categorical pandas makes of them, from the codes
-        empty = pd.Index([], dtype=object) if categories is None else categories
-        return pd.Categorical.from_codes(np.full(len(values), -1), categories=empty)
-    cats = present if categories is None else categories
-    index = {c: i for i, c in enumerate(cats)}
-    lookup = np.asarray([index.get(v, -1) for v in objects.tolist()], dtype=np.int64)
-    return pd.Categorical.from_codes(lookup[found], categories=cats)
-
-
-def _by_values(values: ObjArray, categories: list[str] | None) -> pd.Categorical:
-    """:func:`label_categorical` from one hashing pass over the rows' values."""
+    distinct ones repeated), from one hashing pass (``pd.factorize``) and the few distinct
+    values: pandas would hash every row again against the categories (through an Arrow
+    string array when it infers them). ``categories`` None: the strings present, sorted, as
+    pandas infers them."""
     found, distinct = pd.factorize(values)  # missing (None): -1
     present = distinct.tolist()
-    if not present:  # all missing
+    if not present:  # all missing: the categorical pandas makes of them, from the codes
         empty = pd.Index([], dtype=object) if categories is None else categories
         return pd.Categorical.from_codes(found, categories=empty)
     if not all(type(v) is str for v in present):
@@ -139,6 +106,5 @@ def _by_values(values: ObjArray, categories: list[str] | None) -> pd.Categorical
     cats = sorted(present) if categories is None else categories
     index = {c: i for i, c in enumerate(cats)}
     lookup = np.asarray([index.get(v, -1) for v in present], dtype=np.int64)
-    return pd.Categorical.from_codes(
-        np.where(found >= 0, lookup[np.maximum(found, 0)], -1), categories=cats
-    )
+    codes = np.where(found >= 0, lookup[np.maximum(found, 0)], -1)
+    return pd.Categorical.from_codes(codes, categories=cats)
