@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from overlapscope.sim import Calibration, Prediction, Scenario, load_calibration, predict_from
-from overlapscope.sim.across import at_speed, contention_across, pool_runs
+from overlapscope.sim.across import at_speed, contention_across, forward_us, pool_runs
 
 
 def target_scenario(src: Calibration, tgt: Calibration) -> Scenario:
@@ -177,7 +177,7 @@ def config_pair_rows(
             runs, speed = across_runs(src, calibs, cfg, tgts[0])
             sched_cfg = schedule_only_us(src, tgts)
             # the same with the source's compute scaled to the target's forward speed
-            fwd = statistics.median(forward_us(t) for t in tgts) / forward_us(src)
+            fwd = statistics.median(forward_us(t, 0.0) for t in tgts) / forward_us(src, 0.0)
             at_target_speed = predict_from(
                 at_speed(across.calibration, fwd),
                 target_scenario(src, tgts[0]),
@@ -213,13 +213,6 @@ def config_pair_rows(
     return config_rows
 
 
-def forward_us(c: Calibration) -> float:
-    """Mean duration of a unit's forward compute (no configuration here overlaps it)."""
-    rows = c.compute_rows
-    rows = rows[(rows["phase"] == "fwd") & rows["unit"].isin(c.step_model.units)]
-    return float(rows["dur_us"].mean())
-
-
 def place_and_policy(calibs: dict[Path, Calibration]) -> dict[str, Any]:
     """Each run's forward compute against the median of its own sweep's runs (one repeat at
     one link rate), averaged by configuration and by the run's place in its sweep: forward
@@ -231,9 +224,9 @@ def place_and_policy(calibs: dict[Path, Calibration]) -> dict[str, Any]:
     by_cfg: dict[str, list[float]] = {}
     by_place: dict[str, list[float]] = {}
     for runs in sweeps.values():
-        ref = statistics.median(forward_us(c) for _, c in runs)
+        ref = statistics.median(forward_us(c, 0.0) for _, c in runs)
         for place, (_, c) in enumerate(sorted(runs, key=lambda r: r[0])):
-            rel = 100.0 * (forward_us(c) / ref - 1.0)
+            rel = 100.0 * (forward_us(c, 0.0) / ref - 1.0)
             by_cfg.setdefault(c.measured.scenario.label, []).append(rel)
             by_place.setdefault(str(place + 1), []).append(rel)
     return {
