@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from overlapscope import exit_guard
 from overlapscope.commands.flags import add_dask_args, dask_target, int_at_least
 from overlapscope.errors import UserError
 from overlapscope.manifest import RUN_JSON
@@ -161,4 +162,5 @@ def run(args: argparse.Namespace) -> int:
         ) from e
     except KeyboardInterrupt:
         pass
+    exit_guard.arm(0, "overlapscope dashboard")  # serving is over: the exit is bounded
     return 0
