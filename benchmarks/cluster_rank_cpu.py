@@ -2,11 +2,13 @@
 
     python benchmarks/cluster_rank_cpu.py FILE... [--repeat 3] [--profile] [--warm]
 
-Ours is the two tasks a Dask worker runs per rank file (``overlapscope.cluster.tasks``:
-``parse_to_cache``, the loader's per-file parse and recognition and the Parquet write, then
-``reduce_rank``, the rank's tables; ``reduce_cpu_s`` is the best run's total minus the best
-parse; ``task_peak_above_idle_mb``: the peak resident set of both tasks above the process
-once imported, in a plain process, not a Dask worker). HTA's is
+Ours is the two tasks a Dask worker runs per rank file for ``analyze --dask``
+(``overlapscope.cluster.tasks``: ``parse_to_cache``, the loader's per-file parse and
+recognition and the events' write, then ``reduce_rank``, the rank's tables;
+``reduce_cpu_s`` is the best run's total minus the best parse; ``task_peak_above_idle_mb``:
+the peak resident set of both tasks above the process once imported, in a plain process,
+not a Dask worker). ``timeline_cpu_s`` (not in ours): the task that ``--csv`` and the
+dashboard add per rank, its timeline rows (``timeline_rank``), measured after the others. HTA's is
 ``TraceAnalysis(trace_files={rank: FILE})`` + ``get_comm_comp_overlap(visualize=False)``.
 Each runs in a fresh process; the CPU time (user + sys, children included) of the work alone
 is measured, imports excluded; the best of ``--repeat`` runs is kept (on a shared machine the
@@ -45,7 +47,7 @@ from pathlib import Path
 from overlapscope.cluster.cache import RankCache, analysis_digest, entry_key, parser_digest
 from overlapscope.cluster.client import LazyClient
 from overlapscope.cluster.run import plan
-from overlapscope.cluster.tasks import parse_to_cache, reduce_rank
+from overlapscope.cluster.tasks import parse_to_cache, reduce_rank, timeline_rank
 import pyarrow, pandas
 path, root = Path(sys.argv[1]), sys.argv[2]
 def parse():
@@ -53,7 +55,7 @@ def parse():
 def reduce():
     with LazyClient("unused: the parse is cached") as client:
         _, _, jobs = plan([path], client, RankCache(Path(root)), allow_missing_ranks=True)
-    return lambda: reduce_rank(jobs[0], root, analysis_digest())
+    return lambda: reduce_rank(jobs[0], root, analysis_digest()), jobs[0]
 """
 
 OURS = (
@@ -69,18 +71,20 @@ if sys.argv[3] == "warm":
     with tempfile.TemporaryDirectory() as first:
         root, path_root = first, root
         parse()
-        reduce()()
+        reduce()[0]()
         root = path_root
 idle = status_mb("VmRSS")
 t0 = cpu_s()
 parse()
 t1 = cpu_s()
-task = reduce()
+task, job = reduce()
 t2 = cpu_s()
 task()
 t3 = cpu_s()
 # the peak resident set of both tasks above the process once imported (MB)
-print(status_mb("VmHWM") - idle, t1 - t0, t3 - t2)
+peak = status_mb("VmHWM") - idle
+timeline_rank(job, root, analysis_digest())
+print(peak, t1 - t0, t3 - t2, cpu_s() - t3)
 """
 )
 
@@ -107,7 +111,7 @@ PROFILE = (
 import cProfile, pstats
 cProfile.run("parse()", root + "/prof")
 pstats.Stats(root + "/prof").sort_stats("tottime").print_stats(12)
-task = reduce()
+task, _ = reduce()
 cProfile.run("task()", root + "/prof2")
 pstats.Stats(root + "/prof2").sort_stats("tottime").print_stats(12)
 """
@@ -122,6 +126,7 @@ def _run(code: str, path: Path, workdir: str, mode: str = "cold") -> str:
         capture_output=True,
         text=True,
         check=True,
+        cwd=REPO,  # (``-c`` puts the working directory first on sys.path)
     )
     return out.stdout
 
@@ -138,11 +143,13 @@ def main() -> None:
         ours: list[float] = []
         parse: list[float] = []
         peak: list[float] = []
+        timeline: list[float] = []
         hta: list[float] = []
         for _ in range(args.repeat):
             with tempfile.TemporaryDirectory() as d:
-                m, p, r = map(float, _run(OURS, f, d, mode).split()[-3:])
+                m, p, r, t = map(float, _run(OURS, f, d, mode).split()[-4:])
                 peak.append(m)
+                timeline.append(t)
                 parse.append(p)
                 ours.append(p + r)
             with tempfile.TemporaryDirectory() as d:
@@ -150,7 +157,7 @@ def main() -> None:
                 hta.append(float(_run(HTA, f, str(f.resolve().parent), mode).split()[-1]))
         row = {"file": str(f), "mode": mode, "bytes": f.stat().st_size, "ours_cpu_s": min(ours)}
         row |= {"parse_cpu_s": min(parse), "reduce_cpu_s": min(ours) - min(parse)}
-        row |= {"task_peak_above_idle_mb": min(peak)}
+        row |= {"task_peak_above_idle_mb": min(peak), "timeline_cpu_s": min(timeline)}
         row |= {"hta_cpu_s": min(hta), "hta_over_ours": min(hta) / min(ours)}
         print(json.dumps(row), flush=True)
         if args.profile:

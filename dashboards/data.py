@@ -222,7 +222,9 @@ def analyse_on_dask(src: RunSource, target: DaskTarget) -> LoadedRun:
     from overlapscope.cluster.timeline import RankTimelines
 
     try:
-        done = analyze_with_tables([src.path], target, (False, False, True, False))
+        done = analyze_with_tables(
+            [src.path], target, (False, False, True, False), timeline_files=True
+        )
     except UserError as e:
         raise RunLoadError(str(e)) from e
     except Exception as e:  # a trace that breaks the parser must not take the app down

@@ -9,6 +9,7 @@ only, never an event.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +21,8 @@ from overlapscope.analysis.api import RunAnalysis, ranked_findings, run_summary
 from overlapscope.analysis.bound import bound_summary, bound_table
 from overlapscope.analysis.collectives import collective_tables
 from overlapscope.analysis.critical_path import LINK_COLUMNS, STEP_COLUMNS, CriticalPath
-from overlapscope.analysis.metrics import TIMELINE_LANES
-from overlapscope.cluster.cache import empty_table, read_table
-from overlapscope.cluster.tasks import SMALL_TABLES, read_summary
+from overlapscope.cluster.cache import read_table
+from overlapscope.cluster.tasks import SMALL_TABLES, TIMELINE_FILE, rank_timeline, read_summary
 from overlapscope.trace.loader import RunTraces
 
 
@@ -58,14 +58,14 @@ def _concat(root: Path, folders: Sequence[str]) -> dict[str, pd.DataFrame]:
 
 
 def _timeline(root: Path, folders: Sequence[str]) -> pd.DataFrame:
-    frames = [read_table(root / f / "timeline.parquet") for f in folders]
+    frames = [read_table(root / f / TIMELINE_FILE) for f in folders]
     return pd.concat(frames, ignore_index=True)
 
 
-def _empty_timeline(root: Path, folder: str) -> pd.DataFrame:
-    """The timeline's columns and dtypes, no rows (the report does not read it)."""
-    empty = empty_table(root / folder / "timeline.parquet")
-    return empty.assign(lane=pd.Categorical([], categories=list(TIMELINE_LANES)))
+def empty_timeline(run: RunTraces) -> pd.DataFrame:
+    """The timeline's columns and dtypes, no rows (the report does not read it), from the
+    run's event columns (``run.events``: none of its rows are read)."""
+    return rank_timeline(dataclasses.replace(run, events=run.events.iloc[:0]))
 
 
 def combine(
@@ -82,7 +82,7 @@ def combine(
     those of the loader and the clock alignment. ``timeline=False``: an empty timeline (it
     holds every drawable event, so it grows with the traces; only ``--csv`` writes it)."""
     t = _concat(root, folders)
-    tl = _timeline(root, folders) if timeline else _empty_timeline(root, folders[0])
+    tl = _timeline(root, folders) if timeline else empty_timeline(run)
     collectives, collective_ranks = collective_tables(t["comm"], run.world_size)
     bound = bound_table(t["units"], t["compute"], t["ranks"])
     ranks = t["ranks"]

@@ -21,9 +21,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import pickle
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -49,6 +50,8 @@ from overlapscope.cluster.tasks import (
     reduce_rank,
     step_entry,
     step_path,
+    timeline_path,
+    timeline_rank,
 )
 from overlapscope.errors import UserError
 from overlapscope.trace.loader import ALLOW_FLAG, ParseFiles, RunTraces, _Parsed, load_run
@@ -153,20 +156,41 @@ def _jobs(run: RunTraces, metas: Metas, shifts: dict[int, float], clocks: Clocks
 
 
 def _reduce(
-    client: LazyClient, cache: RankCache, jobs: list[RankJob]
+    client: LazyClient, cache: RankCache, jobs: list[RankJob], timeline: bool
 ) -> list[tuple[str, list[int]]]:
-    """Every rank's tables (their folder and path steps): cached, or from a reduce task."""
+    """Every rank's tables (their folder and path steps): cached, or from a reduce task;
+    ``timeline``: with every rank's timeline rows (a task each for ranks reduced without)."""
     todo = [j for j in jobs if cached_reduction(j, cache) is None]
     if todo:
-        args = [(j, str(cache.root), analysis_digest()) for j in todo]
-        names = [j.tag() for j in todo]
+        args: list[tuple[Any, ...]] = [
+            (j, str(cache.root), analysis_digest(), timeline) for j in todo
+        ]
         stored = lambda tag: (cache.root / tag / DONE).is_file()  # noqa: E731
-        failed = run_tasks(client.get(), reduce_rank, args, names, stored)
-        if failed:
-            paths = [j.info.path for j in todo]
-            raise UserError(f"{_lost(paths, names, failed)}; run again (analysed ranks are cached)")
+        _run_ranks(client, reduce_rank, todo, args, stored)
+    lacking = [j for j in jobs if timeline and not timeline_path(cache, j).is_file()]
+    if lacking:
+        args = [(j, str(cache.root), analysis_digest()) for j in lacking]  # (no timeline flag)
+        by_tag = {j.tag(): j for j in lacking}
+        stored = lambda tag: timeline_path(cache, by_tag[tag]).is_file()  # noqa: E731
+        _run_ranks(client, timeline_rank, lacking, args, stored)
     out = [cached_reduction(j, cache) for j in jobs]
     return [r for r in out if r is not None]
+
+
+def _run_ranks(
+    client: LazyClient,
+    fn: Callable[..., None],
+    jobs: list[RankJob],
+    args: list[tuple[Any, ...]],
+    stored: Callable[[str], bool],
+) -> None:
+    """``fn(*a)`` per rank, each task named by its job's tag; an error naming the rank files
+    whose task failed."""
+    names = [j.tag() for j in jobs]
+    failed = run_tasks(client.get(), fn, args, names, stored)
+    if failed:
+        paths = [j.info.path for j in jobs]
+        raise UserError(f"{_lost(paths, names, failed)}; run again (analysed ranks are cached)")
 
 
 def _path(
@@ -212,7 +236,8 @@ class DaskTarget:
 class DaskAnalysis:
     """An analysis made on Dask, and where each rank's tables lie in the cache:
     ``folders[i]`` (under the cache root) holds the tables of rank ``ranks[i]``, its
-    ``timeline.parquet`` among them (every drawable event, read a step at a time)."""
+    ``timeline.parquet`` among them when asked for (every drawable event, read a step at a
+    time)."""
 
     analysis: RunAnalysis
     ranks: tuple[int, ...]
@@ -233,19 +258,25 @@ def analyze_on_dask(
     on ``address`` (a scheduler, or ``local``) and the summaries cached in ``cache_dir``.
     ``timeline``: gather every rank's timeline rows (only ``--csv`` writes them)."""
     flags = (allow_missing_ranks, rank_from_names, align_clocks, timeline)
-    done = analyze_with_tables(paths, DaskTarget(address, cache_dir), flags)
+    done = analyze_with_tables(paths, DaskTarget(address, cache_dir), flags, timeline)
     return done.analysis
 
 
 def analyze_with_tables(
-    paths: Sequence[Path], target: DaskTarget, flags: tuple[bool, bool, bool, bool]
+    paths: Sequence[Path],
+    target: DaskTarget,
+    flags: tuple[bool, bool, bool, bool],
+    timeline_files: bool = True,
 ) -> DaskAnalysis:
     """:func:`analyze_on_dask` with where each rank's tables lie; ``flags``:
-    (allow_missing_ranks, rank_from_names, align_clocks, timeline)."""
+    (allow_missing_ranks, rank_from_names, align_clocks, timeline); ``timeline_files``:
+    every rank's timeline rows in its folder (the dashboard reads them a step at a time;
+    ``timeline`` gathers them into the analysis as well)."""
     allow_missing_ranks, rank_from_names, align_clocks, timeline = flags
+    timeline_files = timeline_files or timeline
     cache = target.cache()
     cache.prepare()
-    entry = cache.root / f"result-{result_token(paths, flags)}.pkl"
+    entry = cache.root / f"result-{result_token(paths, (*flags, timeline_files))}.pkl"
     if entry.is_file():
         cached: DaskAnalysis = pickle.loads(entry.read_bytes())
         return cached
@@ -253,7 +284,7 @@ def analyze_with_tables(
         run, clocks, jobs = plan(
             paths, client, cache, allow_missing_ranks, rank_from_names, align_clocks
         )
-        reduced = _reduce(client, cache, jobs)
+        reduced = _reduce(client, cache, jobs, timeline_files)
         path = _path(client, cache, reduced)
     folders = [f for f, _ in reduced]
     result = combine(run, cache.root, folders, clocks, path, timeline=timeline)

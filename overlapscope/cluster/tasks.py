@@ -1,12 +1,13 @@
-"""The three kinds of Dask task of ``--dask``, each run on a worker (module docstring of
+"""The kinds of Dask task of ``--dask``, each run on a worker (module docstring of
 :mod:`overlapscope.cluster.run` for how they chain).
 
 * :func:`parse_to_cache`: one rank file -> its recognised events (Arrow IPC) and a few-KB
   :class:`~overlapscope.cluster.cache.RankMeta` for the client;
 * :func:`reduce_rank`: one rank's cached events -> its tables (steps, ranks, units, the
-  collectives with their exposure, compute per unit, levers, exposed intervals, timeline, and
-  the rows the critical path reads), with the analysis' own per-rank functions on a one-rank
-  run: the same figures as the local path, since each of them reads one rank's rows only;
+  collectives with their exposure, compute per unit, levers, exposed intervals, the rows the
+  critical path reads, and the timeline when asked), with the analysis' own per-rank
+  functions on a one-rank run: the same figures as the local path, since each of them reads
+  one rank's rows only; :func:`timeline_rank`: the timeline of a rank reduced without it;
 * :func:`step_path`: the critical path of one step from every rank's path rows of that step.
 """
 
@@ -30,7 +31,7 @@ import pandas as pd
 # Arrow files through these, and importing them on first use (pyarrow.parquet brings its
 # file systems and ssl) cost the first tasks of every worker ~25 ms of CPU (measured).
 import pyarrow.feather
-import pyarrow.parquet  # noqa: F401
+import pyarrow.parquet
 
 from overlapscope.analysis.clocks import offset_at
 from overlapscope.analysis.critical_path import critical_path
@@ -59,6 +60,12 @@ from overlapscope.manifest import RunManifest
 from overlapscope.trace.loader import RankInfo, RunTraces, _parse_one, _Parsed
 from overlapscope.trace.schema import EVENT_COLUMNS, EventLane
 
+# Likewise what pandas imports on first use in the tasks: its Arrow strings' version check
+# (the categories of the names), ``DataFrame.to_dict`` (:meth:`RankJob.tag`); ~3 ms.
+with contextlib.suppress(ImportError):  # (modules of theirs, which may move)
+    import pandas.core.methods.to_dict
+    import pyarrow.vendored.version  # noqa: F401
+
 # The rank's small tables and the steps of its path rows, pickled (written last: it marks
 # the folder whole). Reading 7 Parquet files per rank cost the client ~30 ms per rank.
 DONE = "summary.pkl"
@@ -70,9 +77,12 @@ COMM_COLUMNS = [  # (exposed_us last: the one not in the event table)
     *("ts_us", "end_us", "dur_us", "exposed_us"),
 ]
 # Tables of one rank in summary.pkl; the event-sized ones, the timeline (every drawable
-# event, read only when asked for) and the path rows (read a step at a time), in Parquet.
+# event, made and read only when asked for: ``--csv``, the dashboard) and the path rows
+# (read a step at a time), in Parquet.
 SMALL_TABLES = ("ranks", "steps", "units", "comm", "compute", "levers", "exposed")
-BIG_TABLES = ("timeline", "path")
+TIMELINE = "timeline"
+TIMELINE_FILE = f"{TIMELINE}.parquet"
+BIG_TABLES = (TIMELINE, "path")
 _CATEGORIES = [c for c, t in EVENT_COLUMNS.items() if t == "category"]
 # The event table's columns but those no per-rank table reads (the category, the GPU stream,
 # the correlation id): less to read from the cache and to copy in every row selection.
@@ -229,12 +239,21 @@ def rank_events(job: RankJob, cache: RankCache) -> pd.DataFrame:
     return ev
 
 
-def rank_tables(run: RunTraces) -> dict[str, pd.DataFrame]:
-    """The per-rank part of :func:`overlapscope.analysis.api.analyze` on a one-rank run."""
+def _counted(run: RunTraces) -> tuple[RunTraces, pd.Series]:
+    """The run with its counted rows only, and their mask (the rows once, not in every table
+    function)."""
     counted = counted_mask(run)
-    if not counted.all():  # the counted rows once, not in every table function
+    if not counted.all():
         run = dataclasses.replace(run, events=run.events[counted])
         counted = counted[counted]
+    return run, counted
+
+
+def rank_tables(run: RunTraces, timeline: bool = True) -> dict[str, pd.DataFrame]:
+    """The per-rank part of :func:`overlapscope.analysis.api.analyze` on a one-rank run;
+    ``timeline``: with the timeline rows (every drawable event: only ``--csv`` and the
+    dashboard read them)."""
+    run, counted = _counted(run)
     sets = lane_sets(run, counted)
     steps = step_table(run, counted, sets)
     ranks = rank_table(run, counted, steps, sets)
@@ -242,7 +261,7 @@ def rank_tables(run: RunTraces) -> dict[str, pd.DataFrame]:
     ev = run.events
     comm = ev.loc[exposure.index, COMM_COLUMNS[:-1]].assign(exposed_us=exposure.to_numpy())
     used = ev["lane"].isin([*PATH_LANES, EventLane.STEP.value]) & (ev["step"] >= 0)
-    return {
+    tables = {
         "ranks": ranks,
         "steps": steps,
         "units": unit_table(run, counted, exposure, ranks),
@@ -250,21 +269,29 @@ def rank_tables(run: RunTraces) -> dict[str, pd.DataFrame]:
         "compute": compute_by_unit(run, counted),
         "levers": lever_table(run, counted),
         "exposed": exposed_intervals(run, counted, steps, sets),
-        "timeline": timeline_table(run, counted, exposure),
         "path": ev.loc[used, PATH_COLUMNS].reset_index(drop=True),
     }
+    if timeline:
+        tables[TIMELINE] = timeline_table(run, counted, exposure)
+    return tables
 
 
-def reduce_rank(job: RankJob, cache_root: str, digest: str) -> None:
-    """Reduce one rank to its tables in ``<cache>/<job.tag()>/``, with the steps its
-    critical-path rows cover in ``done.json`` (written last: it marks the folder whole)."""
+def rank_timeline(run: RunTraces) -> pd.DataFrame:
+    """The timeline rows of a one-rank run, as :func:`rank_tables` gives them."""
+    run, counted = _counted(run)
+    return timeline_table(run, counted, comm_exposure(run, counted))
+
+
+def reduce_rank(job: RankJob, cache_root: str, digest: str, timeline: bool = False) -> None:
+    """Reduce one rank to its tables in ``<cache>/<job.tag()>/`` (``timeline``: with its
+    timeline rows), :data:`DONE` written last: it marks the folder whole."""
     _same_code(digest, analysis_digest())
     with released():
-        _reduce_and_store(job, RankCache(Path(cache_root)))
+        _reduce_and_store(job, RankCache(Path(cache_root)), timeline)
 
 
-def _reduce_and_store(job: RankJob, cache: RankCache) -> None:
-    run = RunTraces(
+def _rank_run(job: RankJob, cache: RankCache) -> RunTraces:
+    return RunTraces(
         events=rank_events(job, cache),
         ranks=(job.info,),
         world_size=job.world_size,
@@ -273,14 +300,32 @@ def _reduce_and_store(job: RankJob, cache: RankCache) -> None:
         warnings=(),
         sources=(job.info.path,),
     )
-    tables = rank_tables(run)
+
+
+def _reduce_and_store(job: RankJob, cache: RankCache, timeline: bool) -> None:
+    tables = rank_tables(_rank_run(job, cache), timeline)
     out = cache.root / job.tag()
     for name in BIG_TABLES:
-        write_table(out / f"{name}.parquet", tables[name])
+        if name in tables:
+            write_table(out / f"{name}.parquet", tables[name])
     path_steps = sorted(int(s) for s in tables["path"]["step"].unique())
     small = {name: tables[name] for name in SMALL_TABLES}
     data = pickle.dumps({"tables": small, "path_steps": path_steps})
     atomic(out / DONE, lambda t: t.write_bytes(data))
+
+
+def timeline_path(cache: RankCache, job: RankJob) -> Path:
+    """Where the rank's timeline rows lie once reduced with them."""
+    return cache.root / job.tag() / TIMELINE_FILE
+
+
+def timeline_rank(job: RankJob, cache_root: str, digest: str) -> None:
+    """The timeline rows of a rank reduced without them (``--csv`` or the dashboard after a
+    plain ``analyze``), beside its tables."""
+    _same_code(digest, analysis_digest())
+    cache = RankCache(Path(cache_root))
+    with released():
+        write_table(timeline_path(cache, job), rank_timeline(_rank_run(job, cache)))
 
 
 def read_summary(folder: Path) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """One step of a few ranks' timeline rows, read from the ``--dask`` cache on demand.
 
-The reduce task writes each rank's drawable events as ``<cache>/<folder>/timeline.parquet``
-(:mod:`overlapscope.cluster.tasks`). :class:`RankTimelines` reads, for the ranks asked for
+The dashboard's analysis has each rank's drawable events written as
+``<cache>/<folder>/timeline.parquet`` (:mod:`overlapscope.cluster.tasks`: by the reduce task,
+or by a timeline task for a rank a plain ``analyze`` reduced without them). :class:`RankTimelines` reads, for the ranks asked for
 only, the rows of one step (a Parquet row filter) and the columns asked for: what a dashboard
 of a 1,000-rank run draws without ever holding the other ranks' events.
 """
@@ -16,9 +17,8 @@ import pandas as pd
 
 from overlapscope.cluster.cache import empty_table, read_table
 from overlapscope.cluster.run import DaskAnalysis
+from overlapscope.cluster.tasks import TIMELINE_FILE
 from overlapscope.errors import UserError
-
-TIMELINE_FILE = "timeline.parquet"
 
 
 def read_rank_step(path: Path, step: int, columns: Sequence[str]) -> pd.DataFrame:

@@ -161,3 +161,17 @@ def test_local_workers_run_without_dasks_profiler() -> None:
     with cluster_client.connect(cluster_client.LOCAL) as client:
         callbacks = client.run(_worker_callbacks)
     assert callbacks and all("heartbeat" in c and "profile" not in c for c in callbacks.values())
+
+
+def test_the_empty_timeline_has_the_timelines_columns() -> None:
+    """Without ``--csv`` no rank's timeline rows are made: the report's empty timeline takes
+    the columns and dtypes (categories included) of the timeline the local path makes."""
+    from overlapscope.analysis.api import analyze
+    from overlapscope.cluster.combine import empty_timeline
+
+    for path in SHIPPED[:2]:
+        run = load_run(path, progress=False)
+        local = analyze(run).timeline
+        empty = empty_timeline(run)
+        assert len(local) > 0 and len(empty) == 0
+        pd.testing.assert_frame_equal(empty, local.iloc[:0], check_index_type=False)

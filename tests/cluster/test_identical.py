@@ -8,6 +8,7 @@ import pytest
 
 from overlapscope.cli import main
 from overlapscope.cluster.client import PROFILE_OFF_ENV
+from overlapscope.cluster.tasks import DONE, TIMELINE_FILE
 from tests.cluster.conftest import DaskProcesses
 from tests.conftest import EXTERNAL_TRACES, REPO, RankSet
 
@@ -117,12 +118,19 @@ def test_no_align_and_csv_identical(
     dask_two_workers: DaskProcesses, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``--no-align`` (offsets estimated, not applied) and ``--csv`` (which gathers every
-    rank's timeline rows) give the local tables too."""
+    rank's timeline rows) give the local tables too. The ranks are first reduced by a plain
+    ``analyze``, which makes no timeline rows: ``--csv`` then has them made from the cache,
+    a task per rank."""
     run = [SHIPPED[0]]
-    flags = ("--dask", dask_two_workers.address, "--cache", str(tmp_path / "cache"))
+    cache = tmp_path / "cache"
+    flags = ("--dask", dask_two_workers.address, "--cache", str(cache))
+    report(capsys, tmp_path, run, "--no-align", *flags)
+    assert len(list(cache.glob(f"*/{DONE}"))) == 2
+    assert not list(cache.glob(f"*/{TIMELINE_FILE}"))
     on_dask = report(capsys, tmp_path, run, "--no-align", "--csv", str(tmp_path / "d"), *flags)
     assert on_dask == report(capsys, tmp_path, run, "--no-align", "--csv", str(tmp_path / "l"))
     names = sorted(p.name for p in (tmp_path / "l").iterdir())
     assert "timeline.csv" in names and "critical_path_links.csv" in names
     for name in names:
         assert (tmp_path / "d" / name).read_bytes() == (tmp_path / "l" / name).read_bytes(), name
+    assert len(list(cache.glob(f"*/{TIMELINE_FILE}"))) == 2
