@@ -92,11 +92,16 @@ def holder(ctx: RowContext, range_rows: IntArray) -> IntArray:
 
 def label_categorical(values: ObjArray, categories: list[str] | None = None) -> pd.Categorical:
     """``pd.Categorical(values, categories)`` of a label column (strings or None, a few
-    distinct ones repeated), from one hashing pass (``pd.factorize``) and the few distinct
-    values: pandas would hash every row again against the categories (through an Arrow
+    distinct ones repeated), from one hashing pass (``pd.factorize``) over the rows that are
+    not None and the few distinct values: pandas would hash every row again against the categories (through an Arrow
     string array when it infers them). ``categories`` None: the strings present, sorted, as
     pandas infers them."""
-    found, distinct = pd.factorize(values)  # missing (None): -1
+    missing = pd.isna(values)  # None (and NaN), as factorize takes them: code -1
+    if missing.any():  # most rows of most label columns: only the others are hashed
+        found = np.full(len(values), -1, dtype=np.intp)
+        found[~missing], distinct = pd.factorize(values[~missing])
+    else:
+        found, distinct = pd.factorize(values)
     present = distinct.tolist()
     if not present:  # all missing: the categorical pandas makes of them, from the codes
         empty = pd.Index([], dtype=object) if categories is None else categories

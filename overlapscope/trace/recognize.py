@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from overlapscope.arrays import BoolArray, FloatArray, IntArray, ObjArray
+from overlapscope.arrays import BoolArray, CodeArray, FloatArray, IntArray, ObjArray
 from overlapscope.trace.attribution import (
     Labels,
     RowContext,
@@ -43,6 +43,9 @@ from overlapscope.trace.schema import (
 )
 
 PHASE_CATEGORIES = [p.value for p in Phase]
+# Each lane's code in the lane column's categorical, and the lanes by code.
+_LANE = {EventLane(v): i for i, v in enumerate(LANE_CATEGORIES)}
+_LANE_VALUES = np.asarray(LANE_CATEGORIES, dtype=object)
 
 
 class ComputeSource(enum.Enum):
@@ -231,20 +234,20 @@ def _lanes(
     frame: pd.DataFrame,
     source: ComputeSource,
     on_gloo_thread: BoolArray,
-) -> ObjArray:
-    """The ``lane`` of every row (see the schema); later assignments win."""
+) -> CodeArray:
+    """The ``lane`` of every row (see the schema) as its code in :data:`LANE_CATEGORIES`
+    (the categorical's codes: no column of strings hashed again); later assignments win."""
     on_gpu = frame["on_gpu"].to_numpy()
     ts = frame["ts_us"].to_numpy()
     end = ts + frame["dur_us"].to_numpy()
     tid = frame["tid"].to_numpy()
-    lane = np.empty(len(frame), dtype=object)
-    lane[:] = EventLane.OTHER.value  # (np.full of a string: ~15x the time, measured)
+    lane = np.full(len(frame), _LANE[EventLane.OTHER], dtype=np.int8)
     # GPU: HTA's kernel classes.
     gpu_comm = on_gpu & nc.is_nccl_kernel[codes]
     gpu_mem = on_gpu & ~gpu_comm & nc.is_memory[codes]
-    lane[on_gpu & ~nc.gpu_non_compute[codes] & ~gpu_mem] = EventLane.COMPUTE.value
-    lane[gpu_mem] = EventLane.MEMORY.value
-    lane[gpu_comm] = EventLane.COMM.value
+    lane[on_gpu & ~nc.gpu_non_compute[codes] & ~gpu_mem] = _LANE[EventLane.COMPUTE]
+    lane[gpu_mem] = _LANE[EventLane.MEMORY]
+    lane[gpu_comm] = _LANE[EventLane.COMM]
     cpu = ~on_gpu
     if source is ComputeSource.CPU_OPS:
         compute = (
@@ -259,24 +262,26 @@ def _lanes(
         # An op that encloses a collective's issue (autograd hook wrappers, module calls)
         # also encloses the thread's wait on it: only its children count as compute.
         compute &= ~_encloses(ts, end, tid, compute, blocking)
-        lane[compute] = EventLane.COMPUTE.value
-    lane[rc.framework_issue | rc.issue_op] = EventLane.ISSUE.value
-    lane[rc.limiter_label] = EventLane.WAIT.value
+        lane[compute] = _LANE[EventLane.COMPUTE]
+    lane[rc.framework_issue | rc.issue_op] = _LANE[EventLane.ISSUE]
+    lane[rc.limiter_label] = _LANE[EventLane.WAIT]
     ovs_cpu = cpu & rc.is_ovs
     # an ovs range's lane is its phase's (issue, wait, memory for offload copies)
     for ovs_lane in (Lane.ISSUE, Lane.WAIT, Lane.MEMORY):
-        lane[ovs_cpu & (rc.ovs_lane == ovs_lane.value)] = ovs_lane.value
+        lane[ovs_cpu & (rc.ovs_lane == ovs_lane.value)] = _LANE[EventLane(ovs_lane.value)]
     if source is ComputeSource.OVS_RANGES:
-        lane[ovs_cpu & (rc.ovs_lane == Lane.COMPUTE.value)] = EventLane.COMPUTE.value
-    lane[rc.gloo_op] = EventLane.COMM.value
-    lane[rc.step] = EventLane.STEP.value
+        lane[ovs_cpu & (rc.ovs_lane == Lane.COMPUTE.value)] = _LANE[EventLane.COMPUTE]
+    lane[rc.gloo_op] = _LANE[EventLane.COMM]
+    lane[rc.step] = _LANE[EventLane.STEP]
     return lane
 
 
 def _table(
-    frame: pd.DataFrame, out: Labels, step: IntArray, nbytes: IntArray, seq: IntArray
+    frame: pd.DataFrame, lane: CodeArray, out: Labels, numbers: tuple[IntArray, IntArray, IntArray]
 ) -> pd.DataFrame:
-    """The rank's event table (schema columns but ``rank``)."""
+    """The rank's event table (schema columns but ``rank``); ``lane``: the lanes' codes,
+    ``numbers``: each row's step, bytes and sequence number."""
+    step, nbytes, seq = numbers
     ts = frame["ts_us"].to_numpy()
     return pd.DataFrame(
         {
@@ -289,7 +294,7 @@ def _table(
             "ts_us": ts,
             "dur_us": frame["dur_us"].to_numpy(),
             "end_us": ts + frame["dur_us"].to_numpy(),
-            "lane": label_categorical(out.lane, LANE_CATEGORIES),
+            "lane": pd.Categorical.from_codes(lane, categories=LANE_CATEGORIES),
             "phase": label_categorical(out.phase, PHASE_CATEGORIES),
             "unit": label_categorical(out.unit),
             "kind": label_categorical(out.kind, KIND_CATEGORIES),
@@ -354,8 +359,9 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     source = _compute_source(on_gpu, rc.is_ovs & (rc.ovs_lane == Lane.COMPUTE.value))
     on_gloo_thread = _on_gloo_thread(raw, rc.gloo_op)
 
+    lane = _lanes(nc, codes, rc, frame, source, on_gloo_thread)
     out = Labels(
-        lane=_lanes(nc, codes, rc, frame, source, on_gloo_thread),
+        lane=_LANE_VALUES[lane],  # (read, not changed, by the producers)
         phase=rc.ovs_phase.copy(),  # None where the name is not an ovs range
         unit=rc.ovs_unit.copy(),
         kind=np.full(n, None, dtype=object),
@@ -366,7 +372,7 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     anchor_ts, anchor_tid, orphan = _launch_anchor(frame)
     step, steps = _steps(frame, rc.step, nc.step_no[codes], anchor_ts, orphan, warnings)
 
-    comm_rows = np.flatnonzero(out.lane == EventLane.COMM.value)
+    comm_rows = np.flatnonzero(lane == _LANE[EventLane.COMM])
     nbytes = collective_columns(raw.comm_args, cats, codes, comm_rows, out, on_gpu, world_size)
     ctx = RowContext(
         ts=ts,
@@ -389,5 +395,6 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     if not steps:
         warnings.append("no ProfilerStep ranges: the whole trace is counted as one step")
 
-    table = _table(frame, out, step, nbytes, sequence(comm_rows, out.group, step, ts))
+    seq = sequence(comm_rows, out.group, step, ts)
+    table = _table(frame, lane, out, (step, nbytes, seq))
     return RankTable(table, producer.framework, source, steps, tuple(warnings))

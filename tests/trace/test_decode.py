@@ -196,8 +196,12 @@ def test_a_large_compact_document_decoded_in_batches_gives_the_same_table(
         (["comm", None, "compute", "comm"], ["compute", "comm", "wait"]),
         ([None, None], None),
         ([None, 3, "a"], None),
+        ([None, float("nan"), "a", "a"], None),
+        (["a", "c"], ["c", "b", "a"]),
+        ([None, "x"], ["a"]),
     ],
 )
+@pytest.mark.filterwarnings("ignore:Constructing a Categorical with a dtype")  # (pandas' own)
 def test_label_columns_are_the_categoricals_pandas_makes(values, categories) -> None:
     import numpy as np
 
