@@ -177,7 +177,7 @@ class _RowClasses:
     """Per-row booleans derived from the name classes."""
 
     is_ovs: BoolArray
-    ovs_lane: ObjArray
+    ovs_lane: CodeArray  # the lane code of an ovs range's phase (-1: not an ovs range)
     ovs_phase: ObjArray
     ovs_unit: ObjArray
     gloo_op: BoolArray
@@ -190,7 +190,9 @@ class _RowClasses:
 
 def _row_classes(nc: _NameClasses, codes: IntArray, on_gpu: BoolArray) -> _RowClasses:
     ncat = len(nc.is_step)
-    ovs_lane = np.asarray([p.lane.value if p else "" for p in nc.ovs_phase], dtype=object)
+    ovs_lane = np.asarray(
+        [_LANE[EventLane(p.lane.value)] if p else -1 for p in nc.ovs_phase], dtype=np.int8
+    ).reshape(ncat)
     ovs_phase = np.asarray([p.value if p else None for p in nc.ovs_phase], dtype=object)
     fsdp2_roles = [f[0] if f else None for f in nc.fsdp2]
     framework_issue = np.asarray(
@@ -268,9 +270,10 @@ def _lanes(
     ovs_cpu = cpu & rc.is_ovs
     # an ovs range's lane is its phase's (issue, wait, memory for offload copies)
     for ovs_lane in (Lane.ISSUE, Lane.WAIT, Lane.MEMORY):
-        lane[ovs_cpu & (rc.ovs_lane == ovs_lane.value)] = _LANE[EventLane(ovs_lane.value)]
+        code = _LANE[EventLane(ovs_lane.value)]
+        lane[ovs_cpu & (rc.ovs_lane == code)] = code
     if source is ComputeSource.OVS_RANGES:
-        lane[ovs_cpu & (rc.ovs_lane == Lane.COMPUTE.value)] = _LANE[EventLane.COMPUTE]
+        lane[ovs_cpu & (rc.ovs_lane == _LANE[EventLane.COMPUTE])] = _LANE[EventLane.COMPUTE]
     lane[rc.gloo_op] = _LANE[EventLane.COMM]
     lane[rc.step] = _LANE[EventLane.STEP]
     return lane
@@ -356,14 +359,14 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     ts = frame["ts_us"].to_numpy()
     end = ts + frame["dur_us"].to_numpy()
     rc = _row_classes(nc, codes, on_gpu)
-    source = _compute_source(on_gpu, rc.is_ovs & (rc.ovs_lane == Lane.COMPUTE.value))
+    source = _compute_source(on_gpu, rc.ovs_lane == _LANE[EventLane.COMPUTE])
     on_gloo_thread = _on_gloo_thread(raw, rc.gloo_op)
 
     lane = _lanes(nc, codes, rc, frame, source, on_gloo_thread)
     out = Labels(
         lane=_LANE_VALUES[lane],  # (read, not changed, by the producers)
-        phase=rc.ovs_phase.copy(),  # None where the name is not an ovs range
-        unit=rc.ovs_unit.copy(),
+        phase=rc.ovs_phase,  # None where the name is not an ovs range (rc's own arrays:
+        unit=rc.ovs_unit,  # filled in place from here on)
         kind=np.full(n, None, dtype=object),
         group=np.full(n, None, dtype=object),
     )
