@@ -114,8 +114,9 @@ class _Strings:
         self.index.default_factory = self.index.__len__
         self.parts: list[np.ndarray | list[Any]] = []  # codes, or a slice's odd values
 
-    def add(self, values: list[Any]) -> np.ndarray | None:
-        """The slice's codes (None when some value is not a string)."""
+    def add(self, values: list[Any], keep_odd: bool = True) -> np.ndarray | None:
+        """The slice's codes (None when some value is not a string: the slice is then kept
+        as it is, or, ``keep_odd`` False, not added)."""
         index, known = self.index, len(self.index)
         try:
             codes = np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
@@ -126,7 +127,8 @@ class _Strings:
         if codes is None or not all(type(v) is str for v in itertools.islice(index, known, None)):
             while len(index) > known:
                 index.popitem()
-            self.parts.append(values)
+            if keep_odd:
+                self.parts.append(values)
             return None
         self.parts.append(codes)
         return codes
@@ -163,6 +165,25 @@ def _odd(values: list[Any], *usual: type) -> np.ndarray:
     if set(map(type, values)) <= set(usual):
         return np.zeros(len(values), dtype=bool)
     return np.fromiter((type(v) not in usual for v in values), dtype=bool, count=len(values))
+
+
+def _ids(fields: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The GPU stream and correlation id of each event's ``args`` (an Args, or None: -1)."""
+    return (
+        [-1 if a is None else a.stream for a in fields],
+        [-1 if a is None else a.correlation for a in fields],
+    )
+
+
+def _args(fields: list[Any]) -> tuple[list[Any], np.ndarray, tuple[list[Any], list[Any]]]:
+    """The events' ``args`` (None where not an object), which are not an object, and their
+    GPU streams and correlation ids (:func:`_ids`)."""
+    try:  # (any value but an Args or None has no attribute: no pass to find them first)
+        return fields, np.zeros(len(fields), dtype=bool), _ids(fields)
+    except AttributeError:  # args that are not an object: left out as None
+        odd = _odd(fields, Args, type(None))
+        fields = [a if type(a) is Args else None for a in fields]
+        return fields, odd, _ids(fields)
 
 
 _NUMERIC = ("tid", "stream", "correlation", "ts", "dur", "bad")
@@ -207,16 +228,8 @@ class EventColumns:
             complete = [e for e in events if type(e) is Complete]
         else:
             complete = [e for e in events if e.ph == "X"]
-        raw_names = [e.name for e in complete]
-        odd_names = _odd(raw_names, str)
-        if odd_names.any():
-            raw_names = [n if type(n) is str else "" for n in raw_names]
-        codes = self.names.add(raw_names)
-        assert codes is not None  # every name is a string now
-        fields: list[Any] = [e.args for e in complete]
-        odd_args = _odd(fields, Args, type(None))
-        if odd_args.any():
-            fields = [a if type(a) is Args else None for a in fields]
+        codes, odd_names = self._names([e.name for e in complete])
+        fields, odd_args, ids = _args([e.args for e in complete])
         self._add_comm(codes, fields)
         ts = _float_column([e.ts for e in complete])
         dur = _float_column([e.dur for e in complete])
@@ -229,14 +242,24 @@ class EventColumns:
             self.thread_names.update(_thread_names(meta))
         for key, column in (
             ("tid", _int_column([e.tid for e in complete])),
-            ("stream", _int_column([-1 if a is None else a.stream for a in fields])),
-            ("correlation", _int_column([-1 if a is None else a.correlation for a in fields])),
+            ("stream", _int_column(ids[0])),
+            ("correlation", _int_column(ids[1])),
             ("ts", ts),
             ("dur", dur),
             ("bad", bad_events(odd_names, odd_args, ts, dur)),
         ):
             self.numeric[key].append(column)
         self.num_events += len(complete)
+
+    def _names(self, names: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+        """The slice's name codes, and which names are not strings (coded as "")."""
+        codes = self.names.add(names, keep_odd=False)
+        if codes is not None:  # all strings: nothing was left out (no pass to find out)
+            return codes, np.zeros(len(names), dtype=bool)
+        odd = _odd(names, str)
+        codes = self.names.add([n if type(n) is str else "" for n in names])
+        assert codes is not None  # every name is a string now
+        return codes, odd
 
     def _add_comm(self, codes: np.ndarray, fields: list[Any]) -> None:
         new = list(itertools.islice(self.names.index, len(self.comm_name), None))
