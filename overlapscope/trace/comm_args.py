@@ -121,15 +121,31 @@ def add_comm_rows(
     rows["dims_bytes"] += [_sized((bytes(a.dims), bytes(a.types)), sizes) for a in picked]
 
 
+_NUMERIC_FIELDS = ("in_nelems", "out_nelems", "group_size", "seq_arg")
+_TEXT_FIELDS = ("coll_name", "dtype", "pg_name")
+
+
+def _numbers(values: list[Any]) -> FloatArray:
+    """``pd.to_numeric(values, errors="coerce")`` as float64: converted at once where every
+    value is an int, a float or None (a collective's arguments, as Kineto writes them)."""
+    if all(v is None or type(v) is int or type(v) is float for v in values):
+        return np.asarray(values, dtype=np.float64)  # (None: NaN)
+    return pd.to_numeric(pd.Series(values), errors="coerce").astype("float64").to_numpy()
+
+
 def comm_frame(rows: dict[str, list[Any]], idx: np.ndarray) -> pd.DataFrame:
-    """The collective arguments as a table indexed by the events' positions ``idx``."""
-    out = pd.DataFrame(rows, index=pd.Index(idx, dtype=np.int64))
-    for col in ("in_nelems", "out_nelems", "group_size", "seq_arg"):
-        out[col] = pd.to_numeric(out[col], errors="coerce").astype("float64")
-    out["dims_bytes"] = out["dims_bytes"].astype(np.int64)
-    for col in ("coll_name", "dtype", "pg_name"):
-        out[col] = pd.Series(rows[col], index=out.index, dtype=object)
-    return out
+    """The collective arguments as a table indexed by the events' positions ``idx``
+    (:data:`COMM_FIELDS`: the numbers as float64, ``dims_bytes`` int64, the rest objects)."""
+    index = pd.Index(idx, dtype=np.int64)
+    columns: dict[str, Any] = {}
+    for col in COMM_FIELDS:
+        if col in _NUMERIC_FIELDS:
+            columns[col] = _numbers(rows[col])
+        elif col in _TEXT_FIELDS:
+            columns[col] = pd.Series(rows[col], index=index, dtype=object)
+        else:
+            columns[col] = np.asarray(rows[col], dtype=np.int64)
+    return pd.DataFrame(columns, index=index, copy=False)
 
 
 def collective_columns(

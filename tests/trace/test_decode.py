@@ -335,3 +335,44 @@ def test_string_columns_are_the_former_codes_and_categoricals(seed: int) -> None
         assert list(got.index.items()) == list(want.index.items())
     g, w = got.categorical(), want.categorical()
     assert g.dtype == w.dtype and g.codes.tolist() == w.codes.tolist()
+
+
+def _former_comm_frame(rows: dict, idx) -> pd.DataFrame:
+    """comm_args.comm_frame before its numbers were converted at once (the reference)."""
+    import numpy as np
+
+    out = pd.DataFrame(rows, index=pd.Index(idx, dtype=np.int64))
+    for col in ("in_nelems", "out_nelems", "group_size", "seq_arg"):
+        out[col] = pd.to_numeric(out[col], errors="coerce").astype("float64")
+    out["dims_bytes"] = out["dims_bytes"].astype(np.int64)
+    for col in ("coll_name", "dtype", "pg_name"):
+        out[col] = pd.Series(rows[col], index=out.index, dtype=object)
+    return out
+
+
+@pytest.mark.parametrize(
+    "numbers",
+    [
+        [1, 2, 3],
+        [1, None, 2.5],
+        [None, None, None],
+        [2**63 + 5, 2**62, None],
+        [1.5, float("nan"), 7],
+        ["12", 3, None],
+        [True, 4, None],
+        [[1, 2], "x", 3],
+        [],
+    ],
+)
+def test_collective_arguments_table_is_the_former_one(numbers) -> None:
+    import numpy as np
+
+    from overlapscope.trace.comm_args import COMM_FIELDS, comm_frame
+
+    n = len(numbers)
+    rows = {k: list(numbers) for k in ("in_nelems", "out_nelems", "group_size", "seq_arg")}
+    rows |= {"coll_name": ["allgather", None, ["x"]][:n], "dtype": ["Float", 3, None][:n]}
+    rows |= {"pg_name": ["0", None, "1"][:n], "dims_bytes": [-1, 64, 2**40][:n]}
+    rows = {k: rows[k] for k in COMM_FIELDS}
+    idx = np.arange(n, dtype=np.int64) * 7
+    pd.testing.assert_frame_equal(comm_frame(rows, idx), _former_comm_frame(rows, idx))
