@@ -88,16 +88,17 @@ def read_trace(path: Path) -> RawTrace:
     base = obj.get("baseTimeNanoseconds")
     base_ns = int(base) if isinstance(base, int) and not isinstance(base, bool) else None
     origin_ns = (base_ns or 0) + round(first_ts * 1000.0)
+    rows = slice(None) if keep.all() else keep  # (no copy of each column when all are kept)
     frame = pd.DataFrame(
         {
-            "tid": cols.tid[keep],
-            "stream": cols.stream[keep],
-            "on_gpu": ((cols.stream >= 0) & ~host_category(cols.cat))[keep],
-            "cat": cols.cat[keep],
-            "name": cols.name[keep],
-            "ts_us": ts[keep] - first_ts,
-            "dur_us": dur[keep],
-            "correlation": cols.correlation[keep],
+            "tid": cols.tid[rows],
+            "stream": cols.stream[rows],
+            "on_gpu": ((cols.stream >= 0) & ~host_category(cols.cat))[rows],
+            "cat": cols.cat[rows],
+            "name": cols.name[rows],
+            "ts_us": ts[rows] - first_ts,
+            "dur_us": dur[rows],
+            "correlation": cols.correlation[rows],
         },
         copy=False,  # the columns as they are: stacking them into 2-D blocks copied them all
     )
