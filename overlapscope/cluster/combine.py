@@ -58,13 +58,13 @@ def _concat(root: Path, folders: Sequence[str]) -> dict[str, pd.DataFrame]:
 
 
 def _timeline(root: Path, folders: Sequence[str]) -> pd.DataFrame:
-    frames = [read_table(root / f / "timeline.parquet") for f in folders]
+    frames = [read_table(root / f / "timeline.arrow") for f in folders]
     return pd.concat(frames, ignore_index=True)
 
 
 def _empty_timeline(root: Path, folder: str) -> pd.DataFrame:
     """The timeline's columns and dtypes, no rows (the report does not read it)."""
-    empty = empty_table(root / folder / "timeline.parquet")
+    empty = empty_table(root / folder / "timeline.arrow")
     return empty.assign(lane=pd.Categorical([], categories=list(TIMELINE_LANES)))
 
 

@@ -212,7 +212,7 @@ class DaskTarget:
 class DaskAnalysis:
     """An analysis made on Dask, and where each rank's tables lie in the cache:
     ``folders[i]`` (under the cache root) holds the tables of rank ``ranks[i]``, its
-    ``timeline.parquet`` among them (every drawable event, read a step at a time)."""
+    ``timeline.arrow`` among them (every drawable event, read a step at a time)."""
 
     analysis: RunAnalysis
     ranks: tuple[int, ...]

@@ -26,11 +26,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-# Imported with this module, once per worker process: pandas reads and writes the cache's
-# Arrow files through these, and importing them on first use (pyarrow.parquet brings its
-# file systems and ssl) cost the first tasks of every worker ~25 ms of CPU (measured).
-import pyarrow.feather
-import pyarrow.parquet  # noqa: F401
+# Imported with this module, once per worker process: the cache's Arrow files are written
+# and read through it (pandas imports pyarrow.compute, which the row filters use), and
+# importing it on first use cost the first tasks of every worker CPU time.
+import pyarrow.ipc  # noqa: F401
 
 from overlapscope.analysis.clocks import offset_at
 from overlapscope.analysis.critical_path import critical_path
@@ -42,6 +41,7 @@ from overlapscope.analysis.metrics import (
     lane_sets,
     rank_table,
     step_table,
+    take_columns,
     timeline_table,
 )
 from overlapscope.analysis.units import compute_by_unit, unit_table
@@ -62,7 +62,11 @@ from overlapscope.trace.schema import EVENT_COLUMNS, EventLane
 # The rank's small tables and the steps of its path rows, pickled (written last: it marks
 # the folder whole). Reading 7 Parquet files per rank cost the client ~30 ms per rank.
 DONE = "summary.pkl"
-PATH_LANES = [EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value]
+# The lanes of the critical path's rows: its work and its steps' marks.
+PATH_LANES = [
+    *(EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value),
+    EventLane.STEP.value,
+]
 PATH_COLUMNS = ["rank", "step", "ts_us", "end_us", "lane", "unit", "phase", "group", "seq"]
 CLOCK_COLUMNS = ["lane", "kind", "group", "step", "seq", "ts_us", "end_us"]
 COMM_COLUMNS = [  # (exposed_us last: the one not in the event table)
@@ -70,7 +74,8 @@ COMM_COLUMNS = [  # (exposed_us last: the one not in the event table)
     *("ts_us", "end_us", "dur_us", "exposed_us"),
 ]
 # Tables of one rank in summary.pkl; the event-sized ones, the timeline (every drawable
-# event, read only when asked for) and the path rows (read a step at a time), in Parquet.
+# event, read only when asked for) and the path rows (read a step at a time), as Arrow
+# IPC files (``cache.write_table``).
 SMALL_TABLES = ("ranks", "steps", "units", "comm", "compute", "levers", "exposed")
 BIG_TABLES = ("timeline", "path")
 _CATEGORIES = [c for c, t in EVENT_COLUMNS.items() if t == "category"]
@@ -240,18 +245,23 @@ def rank_tables(run: RunTraces) -> dict[str, pd.DataFrame]:
     ranks = rank_table(run, counted, steps, sets)
     exposure = comm_exposure(run, counted)
     ev = run.events
-    comm = ev.loc[exposure.index, COMM_COLUMNS[:-1]].assign(exposed_us=exposure.to_numpy())
-    used = ev["lane"].isin([*PATH_LANES, EventLane.STEP.value]) & (ev["step"] >= 0)
+    # The rows of the collectives and of the critical path, by position, each column taken
+    # once (a row selection copies every column of the table first)
+    comm = take_columns(ev, ev.index.get_indexer(exposure.index), COMM_COLUMNS[:-1])
+    lane = ev["lane"]
+    path_codes = lane.cat.categories.get_indexer(PATH_LANES)  # (-1: a lane not in the run)
+    used = np.isin(lane.cat.codes.to_numpy(), path_codes[path_codes >= 0])
+    used &= ev["step"].to_numpy() >= 0
     return {
         "ranks": ranks,
         "steps": steps,
         "units": unit_table(run, counted, exposure, ranks),
-        "comm": comm.reset_index(drop=True),
+        "comm": pd.DataFrame({**comm, "exposed_us": exposure.to_numpy()}),
         "compute": compute_by_unit(run, counted),
         "levers": lever_table(run, counted),
         "exposed": exposed_intervals(run, counted, steps, sets),
         "timeline": timeline_table(run, counted, exposure),
-        "path": ev.loc[used, PATH_COLUMNS].reset_index(drop=True),
+        "path": pd.DataFrame(take_columns(ev, np.flatnonzero(used), PATH_COLUMNS)),
     }
 
 
@@ -276,7 +286,7 @@ def _reduce_and_store(job: RankJob, cache: RankCache) -> None:
     tables = rank_tables(run)
     out = cache.root / job.tag()
     for name in BIG_TABLES:
-        write_table(out / f"{name}.parquet", tables[name])
+        write_table(out / f"{name}.arrow", tables[name])
     path_steps = sorted(int(s) for s in tables["path"]["step"].unique())
     small = {name: tables[name] for name in SMALL_TABLES}
     data = pickle.dumps({"tables": small, "path_steps": path_steps})
@@ -307,6 +317,6 @@ def step_path(folders: list[str], cache_root: str, token: str, step: int) -> Non
     order (as they lie in the run's table), through the analysis' own function."""
     root = Path(cache_root)
     with released():
-        parts = [read_table(root / f / "path.parquet", [("step", "==", step)]) for f in folders]
+        parts = [read_table(root / f / "path.arrow", [("step", "==", step)]) for f in folders]
         data = pickle.dumps(critical_path(pd.concat(parts, ignore_index=True)))
         atomic(step_entry(root, token, step), lambda t: t.write_bytes(data))

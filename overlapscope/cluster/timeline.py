@@ -1,8 +1,8 @@
 """One step of a few ranks' timeline rows, read from the ``--dask`` cache on demand.
 
-The reduce task writes each rank's drawable events as ``<cache>/<folder>/timeline.parquet``
+The reduce task writes each rank's drawable events as ``<cache>/<folder>/timeline.arrow``
 (:mod:`overlapscope.cluster.tasks`). :class:`RankTimelines` reads, for the ranks asked for
-only, the rows of one step (a Parquet row filter) and the columns asked for: what a dashboard
+only, the rows of one step and the columns asked for: what a dashboard
 of a 1,000-rank run draws without ever holding the other ranks' events.
 """
 
@@ -18,7 +18,7 @@ from overlapscope.cluster.cache import empty_table, read_table
 from overlapscope.cluster.run import DaskAnalysis
 from overlapscope.errors import UserError
 
-TIMELINE_FILE = "timeline.parquet"
+TIMELINE_FILE = "timeline.arrow"
 
 
 def read_rank_step(path: Path, step: int, columns: Sequence[str]) -> pd.DataFrame:
@@ -28,7 +28,7 @@ def read_rank_step(path: Path, step: int, columns: Sequence[str]) -> pd.DataFram
 
 @dataclass(frozen=True, slots=True)
 class RankTimelines:
-    """Where each rank's timeline lies: ``root / folders[i] / timeline.parquet`` holds the
+    """Where each rank's timeline lies: ``root / folders[i] / timeline.arrow`` holds the
     rows of rank ``ranks[i]``."""
 
     root: Path
