@@ -148,7 +148,7 @@ def _jobs(run: RunTraces, metas: Metas, shifts: dict[int, float], clocks: Clocks
             row = row.assign(aligned=False)
         key = metas[str(info.path)][0]
         common = (run.events, row, run.world_size, run.manifest, run.completed_run)
-        jobs.append(RankJob(key, info, shifts[info.rank], *common))
+        jobs.append(RankJob(key, info, shifts[info.rank], *common).named())
     return jobs
 
 
@@ -159,7 +159,7 @@ def _reduce(
     todo = [j for j in jobs if cached_reduction(j, cache) is None]
     if todo:
         args = [(j, str(cache.root), analysis_digest()) for j in todo]
-        names = [j.tag() for j in todo]
+        names = [j.folder for j in todo]
         stored = lambda tag: (cache.root / tag / DONE).is_file()  # noqa: E731
         failed = run_tasks(client.get(), reduce_rank, args, names, stored)
         if failed:

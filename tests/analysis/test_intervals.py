@@ -3,6 +3,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from overlapscope.analysis import intervals
 from overlapscope.analysis.intervals import (
     Intervals,
     clip,
@@ -102,3 +103,53 @@ def test_clip_matches_a_brute_force_grid(a_list, lo, hi):
     c = clip(a, lo, hi)
     assert c.total == (mask(a_list) & window).sum()
     assert (np.diff(c.starts) > 0).all() and (c.ends > c.starts).all()
+
+
+# --- the former segment ops (reference): their results merged through union() ---
+
+
+def _former_combine(a: Intervals, b: Intervals, keep_a: bool, keep_b: bool, both: bool):
+    lo, hi, in_a, in_b = intervals._segments(a, b)
+    if len(lo) < 1:
+        return Intervals.empty()
+    sel = (in_a & in_b & both) | (in_a & ~in_b & keep_a) | (~in_a & in_b & keep_b)
+    return union(lo[sel], hi[sel])
+
+
+def _near(values: list[float], ulps: list[int]) -> list[float]:
+    """Float endpoints a few ulps apart (segments of one ulp, whose midpoint rounds)."""
+    base = 1.7e9 + np.asarray(values, dtype=np.float64) * 1e-3
+    return (base + np.asarray(ulps) * np.spacing(base)).tolist()
+
+
+float_ivs = st.lists(
+    st.tuples(st.integers(0, 40), st.integers(0, 6), st.integers(-2, 2), st.integers(-2, 2)),
+    max_size=12,
+)
+
+
+def _float_set(rows: list[tuple[int, int, int, int]]) -> Intervals:
+    starts = _near([s for s, _, _, _ in rows], [u for _, _, u, _ in rows])
+    ends = _near([s + n for s, n, _, _ in rows], [u for _, _, _, u in rows])
+    return union(starts, ends)
+
+
+@settings(max_examples=300, deadline=None)
+@given(float_ivs, float_ivs)
+def test_segment_ops_equal_the_former_ones(a_rows, b_rows):
+    """The ops merge their sorted segments without sorting them again: the same arrays."""
+    a, b = _float_set(a_rows), _float_set(b_rows)
+    rest, common = split(a, b)
+    for got, flags in (
+        (intersect(a, b), (False, False, True)),
+        (subtract(a, b), (True, False, False)),
+        (rest, (True, False, False)),
+        (common, (False, False, True)),
+        (gaps(a, 1.7e9, 1.7e9 + 0.05), None),
+    ):
+        if flags is None:
+            want = _former_combine(union([1.7e9], [1.7e9 + 0.05]), a, True, False, False)
+        else:
+            want = _former_combine(a, b, *flags)
+        np.testing.assert_array_equal(got.starts, want.starts)
+        np.testing.assert_array_equal(got.ends, want.ends)
