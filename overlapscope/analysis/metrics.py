@@ -72,6 +72,14 @@ def by_rank(ev: pd.DataFrame, sort: bool = True) -> list[tuple[int, pd.DataFrame
     return [(int(rank), rows) for rank, rows in ev.groupby("rank", sort=sort)]
 
 
+def distinct_ranks(rank: np.ndarray) -> list[int]:
+    """``np.unique(rank)`` as ints; without hashing every row when they hold one rank (a
+    rank's own task, a one-rank run)."""
+    if len(rank) and bool((rank == rank[0]).all()):
+        return [int(rank[0])]
+    return [int(r) for r in np.unique(rank).tolist()]
+
+
 def gpu_wait(
     compute: Intervals, comm: Intervals, tolerance_us: float = WAIT_END_TOLERANCE_US
 ) -> Intervals:
@@ -234,7 +242,7 @@ def comm_exposure(run: RunTraces, counted: pd.Series) -> pd.Series:
     # The columns read, as arrays: no copy of every column of the compute and comm rows.
     rank, ts, end = (ev[c].to_numpy() for c in ("rank", "ts_us", "end_us"))
     comm_rank, exposed = rank[is_comm], np.zeros(int(is_comm.sum()), dtype=np.float64)
-    for r in np.unique(comm_rank).tolist():  # (a rank without comm rows has nothing to set)
+    for r in distinct_ranks(comm_rank):  # (a rank without comm rows has nothing to set)
         mine = rank == r
         comp, comm = mine & is_comp, mine & is_comm
         cu = union(ts[comp], end[comp])
@@ -251,7 +259,7 @@ def exposed_intervals(
     ev = counted_rows(run, counted)
     parts = []
     sets_of = lane_sets(run, counted) if sets is None else sets
-    for rank in np.unique(ev["rank"].to_numpy()).tolist():  # (by_rank's ranks, in order)
+    for rank in distinct_ranks(ev["rank"].to_numpy()):  # (by_rank's ranks, in order)
         busy = sets_of[rank]
         mine = steps[steps["rank"] == rank]
         inside = union(mine["start_us"].to_numpy(), mine["end_us"].to_numpy())
