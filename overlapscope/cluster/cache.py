@@ -185,7 +185,7 @@ def _write_ipc(path: Path, table: Any) -> None:
         writer.write_table(table)
 
 
-def _read_ipc(path: Path, columns: list[str] | None) -> Any:
+def read_arrow(path: Path, columns: list[str] | None) -> Any:
     """The Arrow table of an IPC file, ``columns`` only (in that order; all when None),
     the others left unread; its schema's metadata kept."""
     import pyarrow
@@ -202,7 +202,7 @@ def _read_ipc(path: Path, columns: list[str] | None) -> Any:
 def read_events(path: Path, columns: list[str]) -> pd.DataFrame:
     """The ``columns`` of a file written by :func:`write_events`, as ``pd.read_feather``
     gives them, read in this thread (:func:`write_events` for why)."""
-    return _read_ipc(path, columns).to_pandas(use_threads=False)
+    return read_arrow(path, columns).to_pandas(use_threads=False)
 
 
 DTYPES_KEY = b"overlapscope.dtypes"  # the frame's exact pandas dtypes (pickled)
@@ -236,7 +236,7 @@ def read_table(
     tests = [(c, _equality(op, v)) for c, op, v in filters or ()]
     wanted = None if columns is None else list(columns)
     read = None if wanted is None else [*wanted, *(c for c, _ in tests if c not in wanted)]
-    table = _read_ipc(path, read)
+    table = read_arrow(path, read)
     if tests:
         masks = [pyarrow.compute.equal(table[c], v) for c, v in tests]
         table = table.filter(functools.reduce(pyarrow.compute.and_kleene, masks))

