@@ -3,7 +3,7 @@
     python benchmarks/cluster_rank_cpu.py FILE... [--repeat 3] [--profile] [--warm]
 
 Ours is the two tasks a Dask worker runs per rank file (``overlapscope.cluster.tasks``:
-``parse_to_cache``, the loader's per-file parse and recognition and the Parquet write, then
+``parse_to_cache``, the loader's per-file parse and recognition and the events' Arrow write, then
 ``reduce_rank``, the rank's tables; ``reduce_cpu_s`` is the best run's total minus the best
 parse; ``task_peak_above_idle_mb``: the peak resident set of both tasks above the process
 once imported, in a plain process, not a Dask worker). HTA's is
