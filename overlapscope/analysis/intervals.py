@@ -98,6 +98,9 @@ def _segments(a: Intervals, b: Intervals) -> tuple[FloatArray, FloatArray, BoolA
 
 def _combine(a: Intervals, b: Intervals, keep_a: bool, keep_b: bool, both: bool) -> Intervals:
     """Elementary-segment boolean op: keep a segment when its membership pattern says so."""
+    # An empty set's segments are all outside it: none kept but by the other set's flag
+    if (not len(a) and not (keep_b and len(b))) or (not len(b) and not (keep_a and len(a))):
+        return Intervals.empty()
     lo, hi, in_a, in_b = _segments(a, b)
     if len(lo) < 1:
         return Intervals.empty()
@@ -107,6 +110,8 @@ def _combine(a: Intervals, b: Intervals, keep_a: bool, keep_b: bool, both: bool)
 
 def split(a: Intervals, b: Intervals) -> tuple[Intervals, Intervals]:
     """``(subtract(a, b), intersect(a, b))``, from one pass over the segments."""
+    if len(a) == 0:  # (both keep segments of a only: none is cut)
+        return Intervals.empty(), Intervals.empty()
     lo, hi, in_a, in_b = _segments(a, b)
     if len(lo) < 1:
         return Intervals.empty(), Intervals.empty()
