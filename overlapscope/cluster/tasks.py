@@ -44,6 +44,7 @@ from overlapscope.analysis.metrics import (
     take_columns,
     timeline_table,
 )
+from overlapscope.analysis.partition import any_of
 from overlapscope.analysis.units import compute_by_unit, unit_table
 from overlapscope.cluster.cache import (
     RankCache,
@@ -279,7 +280,7 @@ def rank_tables(run: RunTraces) -> dict[str, pd.DataFrame]:
     comm = take_columns(ev, ev.index.get_indexer(exposure.index), COMM_COLUMNS[:-1])
     lane = ev["lane"]
     path_codes = lane.cat.categories.get_indexer(PATH_LANES)  # (-1: a lane not in the run)
-    used = np.isin(lane.cat.codes.to_numpy(), path_codes[path_codes >= 0])
+    used = any_of(lane.cat.codes.to_numpy(), [int(c) for c in path_codes if c >= 0])
     used &= ev["step"].to_numpy() >= 0
     return {
         "ranks": ranks,
