@@ -85,7 +85,7 @@ with tempfile.TemporaryDirectory() as d:
     tables = phase("reduce_tables", lambda: tasks.rank_tables(run))
     def write():
         for name in tasks.BIG_TABLES:
-            write_table(Path(d) / "out" / f"{name}.parquet", tables[name])
+            write_table(Path(d) / "out" / f"{name}.arrow", tables[name])
         pickle.dumps({name: tables[name] for name in tasks.SMALL_TABLES})
     phase("reduce_write", write)
 print(json.dumps(out))

@@ -53,7 +53,14 @@ def union(starts: npt.ArrayLike, ends: npt.ArrayLike) -> Intervals:
     if len(s) == 0:
         return Intervals.empty()
     order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
+    return _merge_sorted(s[order], e[order])
+
+
+def _merge_sorted(s: FloatArray, e: FloatArray) -> Intervals:
+    """:func:`union` of non-empty intervals sorted by start (a stable sort leaves them as
+    they are)."""
+    if len(s) == 0:
+        return Intervals.empty()
     reach = np.maximum.accumulate(e)
     new = np.empty(len(s), dtype=bool)
     new[0] = True
@@ -80,7 +87,9 @@ def _inside(a: Intervals, t: FloatArray) -> npt.NDArray[np.bool_]:
 
 def _segments(a: Intervals, b: Intervals) -> tuple[FloatArray, FloatArray, BoolArray, BoolArray]:
     """The elementary segments ``[lo, hi)`` between the endpoints of ``a`` and ``b``, and
-    whether each lies in ``a`` and in ``b``."""
+    whether each lies in ``a`` and in ``b``: sorted, non-empty (the endpoints are distinct
+    and never NaN: every set is made by :func:`union` or :func:`clip`, which drop empty and
+    NaN intervals)."""
     cuts = np.unique(np.concatenate([a.starts, a.ends, b.starts, b.ends]))
     lo, hi = cuts[:-1], cuts[1:]
     mid = lo + (hi - lo) / 2
@@ -89,19 +98,25 @@ def _segments(a: Intervals, b: Intervals) -> tuple[FloatArray, FloatArray, BoolA
 
 def _combine(a: Intervals, b: Intervals, keep_a: bool, keep_b: bool, both: bool) -> Intervals:
     """Elementary-segment boolean op: keep a segment when its membership pattern says so."""
+    # An empty set's segments are all outside it: none kept but by the other set's flag
+    if (not len(a) and not (keep_b and len(b))) or (not len(b) and not (keep_a and len(a))):
+        return Intervals.empty()
     lo, hi, in_a, in_b = _segments(a, b)
     if len(lo) < 1:
         return Intervals.empty()
     sel = (in_a & in_b & both) | (in_a & ~in_b & keep_a) | (~in_a & in_b & keep_b)
-    return union(lo[sel], hi[sel])
+    return _merge_sorted(lo[sel], hi[sel])
 
 
 def split(a: Intervals, b: Intervals) -> tuple[Intervals, Intervals]:
     """``(subtract(a, b), intersect(a, b))``, from one pass over the segments."""
+    if len(a) == 0:  # (both keep segments of a only: none is cut)
+        return Intervals.empty(), Intervals.empty()
     lo, hi, in_a, in_b = _segments(a, b)
     if len(lo) < 1:
         return Intervals.empty(), Intervals.empty()
-    return union(lo[in_a & ~in_b], hi[in_a & ~in_b]), union(lo[in_a & in_b], hi[in_a & in_b])
+    only_a, both = in_a & ~in_b, in_a & in_b
+    return _merge_sorted(lo[only_a], hi[only_a]), _merge_sorted(lo[both], hi[both])
 
 
 def intersect(a: Intervals, b: Intervals) -> Intervals:

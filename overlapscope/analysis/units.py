@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.analysis.intervals import subtract, union
-from overlapscope.analysis.metrics import counted_rows
+from overlapscope.analysis.metrics import counted_rows, distinct_ranks
 from overlapscope.trace.loader import RunTraces
 from overlapscope.trace.names import Phase
 from overlapscope.trace.recognize import ComputeSource
@@ -76,22 +76,24 @@ def _sums(ids: np.ndarray, columns: dict[str, np.ndarray]) -> pd.DataFrame:
 
 def _waits(ev: pd.DataFrame) -> dict[tuple[int, str, str], float]:
     """``(rank, unit, phase awaited) -> wait_total_us``: the ``ovs/<phase>.wait/<unit>``
-    ranges by the phase they wait on (ranges without a unit or an awaited phase left out)."""
-    lane, lanes = _labels(ev["lane"])
-    phase, phases = _labels(ev["phase"])
+    ranges by the phase they wait on (ranges without a unit or an awaited phase left out).
+    The labels of the wait rows only are read (most rows of a GPU trace are not waits)."""
+    waits = np.flatnonzero((ev["lane"] == EventLane.WAIT.value).to_numpy())
+    if not len(waits):
+        return {}
+    phase, phases = _labels(ev["phase"].iloc[waits])
     awaited = np.asarray([_AWAITED.get(v) if v is not None else None for v in phases], object)
-    unit, units = _labels(ev["unit"])
+    unit, units = _labels(ev["unit"].iloc[waits])
     # per category first, then per row by code
-    is_wait = np.asarray([v == EventLane.WAIT.value for v in lanes], dtype=bool)
     awaits = np.asarray([a is not None for a in awaited], dtype=bool)
-    rows = np.flatnonzero(is_wait[lane] & awaits[phase] & (unit < len(units) - 1))
+    rows = np.flatnonzero(awaits[phase] & (unit < len(units) - 1))
     if not len(rows):
         return {}
-    rank = ev["rank"].to_numpy()[rows]
+    rank = ev["rank"].to_numpy()[waits[rows]]
     what = awaited[phase[rows]]
     _, what_code = np.unique(what.astype(str), return_inverse=True)
     first, ids = _group_ids([rank.astype(np.int64), unit[rows], what_code.reshape(-1)])
-    total = _sums(ids, {"dur_us": ev["dur_us"].to_numpy()[rows]})["dur_us"].to_numpy()
+    total = _sums(ids, {"dur_us": ev["dur_us"].to_numpy()[waits[rows]]})["dur_us"].to_numpy()
     return {
         (int(rank[f]), str(units[unit[rows][f]]), str(what[f])): float(t)
         for f, t in zip(first.tolist(), total.tolist(), strict=True)
@@ -175,7 +177,7 @@ def compute_by_unit(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
     rank, codes = rank[keep], codes[keep]
     s, e = ev["ts_us"].to_numpy()[keep], ev["end_us"].to_numpy()[keep]
     records = []
-    for r in np.unique(rank).tolist():
+    for r in distinct_ranks(rank):
         mine = rank == r
         code, rs, re_ = codes[mine], s[mine], e[mine]
         in_unit = in_unit_code[code]

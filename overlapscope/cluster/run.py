@@ -151,7 +151,7 @@ def _jobs(run: RunTraces, metas: Metas, shifts: dict[int, float], clocks: Clocks
             row = row.assign(aligned=False)
         key = metas[str(info.path)][0]
         common = (run.events, row, run.world_size, run.manifest, run.completed_run)
-        jobs.append(RankJob(key, info, shifts[info.rank], *common))
+        jobs.append(RankJob(key, info, shifts[info.rank], *common).named())
     return jobs
 
 
@@ -170,8 +170,8 @@ def _reduce(
     lacking = [j for j in jobs if timeline and not timeline_path(cache, j).is_file()]
     if lacking:
         args = [(j, str(cache.root), analysis_digest()) for j in lacking]  # (no timeline flag)
-        by_tag = {j.tag(): j for j in lacking}
-        stored = lambda tag: timeline_path(cache, by_tag[tag]).is_file()  # noqa: E731
+        by_folder = {j.folder: j for j in lacking}
+        stored = lambda folder: timeline_path(cache, by_folder[folder]).is_file()  # noqa: E731
         _run_ranks(client, timeline_rank, lacking, args, stored)
     out = [cached_reduction(j, cache) for j in jobs]
     return [r for r in out if r is not None]
@@ -184,9 +184,9 @@ def _run_ranks(
     args: list[tuple[Any, ...]],
     stored: Callable[[str], bool],
 ) -> None:
-    """``fn(*a)`` per rank, each task named by its job's tag; an error naming the rank files
-    whose task failed."""
-    names = [j.tag() for j in jobs]
+    """``fn(*a)`` per rank, each task named by its job's folder; an error naming the rank
+    files whose task failed."""
+    names = [j.folder for j in jobs]
     failed = run_tasks(client.get(), fn, args, names, stored)
     if failed:
         paths = [j.info.path for j in jobs]
@@ -236,7 +236,7 @@ class DaskTarget:
 class DaskAnalysis:
     """An analysis made on Dask, and where each rank's tables lie in the cache:
     ``folders[i]`` (under the cache root) holds the tables of rank ``ranks[i]``, its
-    ``timeline.parquet`` among them when asked for (every drawable event, read a step at a
+    ``timeline.arrow`` among them when asked for (every drawable event, read a step at a
     time)."""
 
     analysis: RunAnalysis

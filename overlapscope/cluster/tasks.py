@@ -27,11 +27,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-# Imported with this module, once per worker process: pandas reads and writes the cache's
-# Arrow files through these, and importing them on first use (pyarrow.parquet brings its
-# file systems and ssl) cost the first tasks of every worker ~25 ms of CPU (measured).
-import pyarrow.feather
-import pyarrow.parquet
+# Imported with this module, once per worker process: the cache's Arrow files are written
+# and read through these (pandas imports pyarrow.compute, which the row filters use; frames
+# are converted by pandas_compat), and importing them on first use cost the first tasks of
+# every worker CPU time.
+import pyarrow.ipc
+import pyarrow.pandas_compat
 
 from overlapscope.analysis.clocks import offset_at
 from overlapscope.analysis.critical_path import critical_path
@@ -43,8 +44,10 @@ from overlapscope.analysis.metrics import (
     lane_sets,
     rank_table,
     step_table,
+    take_columns,
     timeline_table,
 )
+from overlapscope.analysis.partition import any_of
 from overlapscope.analysis.units import compute_by_unit, unit_table
 from overlapscope.cluster.cache import (
     RankCache,
@@ -52,7 +55,7 @@ from overlapscope.cluster.cache import (
     analysis_digest,
     atomic,
     parser_digest,
-    read_events,
+    read_arrow,
     read_table,
     write_table,
 )
@@ -60,16 +63,19 @@ from overlapscope.manifest import RunManifest
 from overlapscope.trace.loader import RankInfo, RunTraces, _parse_one, _Parsed
 from overlapscope.trace.schema import EVENT_COLUMNS, EventLane
 
-# Likewise what pandas imports on first use in the tasks: its Arrow strings' version check
-# (the categories of the names), ``DataFrame.to_dict`` (:meth:`RankJob.tag`); ~3 ms.
-with contextlib.suppress(ImportError):  # (modules of theirs, which may move)
-    import pandas.core.methods.to_dict
+# Likewise what pandas imports on first use in the parse: its Arrow strings' version check
+# (the categories of the names; ~3 ms).
+with contextlib.suppress(ImportError):  # (a module of theirs, which may move)
     import pyarrow.vendored.version  # noqa: F401
 
 # The rank's small tables and the steps of its path rows, pickled (written last: it marks
 # the folder whole). Reading 7 Parquet files per rank cost the client ~30 ms per rank.
 DONE = "summary.pkl"
-PATH_LANES = [EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value]
+# The lanes of the critical path's rows: its work and its steps' marks.
+PATH_LANES = [
+    *(EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value),
+    EventLane.STEP.value,
+]
 PATH_COLUMNS = ["rank", "step", "ts_us", "end_us", "lane", "unit", "phase", "group", "seq"]
 CLOCK_COLUMNS = ["lane", "kind", "group", "step", "seq", "ts_us", "end_us"]
 COMM_COLUMNS = [  # (exposed_us last: the one not in the event table)
@@ -78,10 +84,10 @@ COMM_COLUMNS = [  # (exposed_us last: the one not in the event table)
 ]
 # Tables of one rank in summary.pkl; the event-sized ones, the timeline (every drawable
 # event, made and read only when asked for: ``--csv``, the dashboard) and the path rows
-# (read a step at a time), in Parquet.
+# (read a step at a time), as Arrow IPC files (``cache.write_table``).
 SMALL_TABLES = ("ranks", "steps", "units", "comm", "compute", "levers", "exposed")
 TIMELINE = "timeline"
-TIMELINE_FILE = f"{TIMELINE}.parquet"
+TIMELINE_FILE = f"{TIMELINE}.arrow"
 BIG_TABLES = (TIMELINE, "path")
 _CATEGORIES = [c for c, t in EVENT_COLUMNS.items() if t == "category"]
 # The event table's columns but those no per-rank table reads (the category, the GPU stream,
@@ -186,7 +192,9 @@ class RankJob:
 
     ``shift_us``: the loader's shift of this rank to the run's epoch; ``schema``: the run's
     empty event table (its categories: the union over ranks, as the loader makes them);
-    ``offsets``: this rank's row of the clock offsets table, ``aligned`` as applied."""
+    ``offsets``: this rank's row of the clock offsets table, ``aligned`` as applied;
+    ``folder``: where its tables lie in the cache, :meth:`tag` as :meth:`named` sets it,
+    once, on the client (~1-3 ms of CPU each time: the run's categories hashed)."""
 
     key: str
     info: RankInfo
@@ -196,6 +204,11 @@ class RankJob:
     world_size: int
     manifest: RunManifest | None
     completed_run: bool
+    folder: str = ""
+
+    def named(self) -> RankJob:
+        """This job with its ``folder`` set."""
+        return dataclasses.replace(self, folder=self.tag())
 
     def tag(self) -> str:
         """Names this rank's tables in the cache: everything they depend on."""
@@ -220,17 +233,24 @@ class RankJob:
 def rank_events(job: RankJob, cache: RankCache) -> pd.DataFrame:
     """The rank's rows of the run's event table, as the loader and the clock alignment give
     them: shifted to the run's epoch, the run's categories, then the rank's clock offset;
-    only the columns the per-rank tables read (:data:`REDUCE_COLUMNS`)."""
+    only the columns the per-rank tables read (:data:`REDUCE_COLUMNS`).
+
+    Each column is made from the Arrow file's once: the labels' codes re-coded to the
+    run's categories straight from the file's dictionary, kept as they are where the two
+    agree (``to_pandas`` then ``set_categories`` built each categorical twice: 5.2 -> 3.8
+    ms on a 33 MB GPU trace's rank, measured)."""
     stored = [c for c in REDUCE_COLUMNS if c != "rank"]  # the rank is not stored
-    read = read_events(cache.events_path(job.key), stored)
-    columns: dict[str, Any] = {"rank": np.full(len(read), job.info.rank, dtype=np.int32)}
+    table = read_arrow(cache.events_path(job.key), stored)
+    columns: dict[str, Any] = {"rank": np.full(table.num_rows, job.info.rank, dtype=np.int32)}
     for c in stored:
+        chunks = table.column(c)  # (one chunk: the file holds one record batch)
+        column = chunks.chunk(0) if chunks.num_chunks == 1 else chunks.combine_chunks()
         if c in ("ts_us", "end_us"):
-            columns[c] = read[c].to_numpy() + job.shift_us
-        elif c in _CATEGORIES:  # re-coded by category, not by hashing every row again
-            columns[c] = read[c].cat.set_categories(job.schema[c].cat.categories)
-        else:
-            columns[c] = read[c]
+            columns[c] = column.to_numpy(zero_copy_only=False) + job.shift_us
+        elif c in _CATEGORIES:
+            columns[c] = _recoded(column, job.schema[c].dtype)
+        else:  # (a copy: the table's own buffers are read-only)
+            columns[c] = column.to_numpy(zero_copy_only=False, writable=True)
     ev = pd.DataFrame(columns, copy=False)  # built in place: no copy to reorder the columns
     shift = offset_at(job.offsets, ev["rank"].to_numpy(), ev["ts_us"].to_numpy())
     if np.any(shift):
@@ -239,13 +259,27 @@ def rank_events(job: RankJob, cache: RankCache) -> pd.DataFrame:
     return ev
 
 
+def _recoded(column: Any, dtype: pd.CategoricalDtype) -> pd.Categorical:
+    """A dictionary-encoded Arrow column as a categorical of ``dtype`` (values not among
+    its categories missing, as ``set_categories`` makes them)."""
+    position = dtype.categories.get_indexer(column.dictionary.to_pandas())
+    indices = column.indices
+    codes = (indices.fill_null(-1) if indices.null_count else indices).to_numpy(
+        zero_copy_only=False, writable=True
+    )
+    if not np.array_equal(position, np.arange(len(position))):  # (else: the same codes)
+        codes = np.append(position, -1)[codes]  # (null: -1, the last entry)
+    # (every code is one of the categories' or -1: no check of each row)
+    return pd.Categorical.from_codes(codes, dtype=dtype, validate=False)
+
+
 def _counted(run: RunTraces) -> tuple[RunTraces, pd.Series]:
     """The run with its counted rows only, and their mask (the rows once, not in every table
-    function)."""
+    function; renumbered: rows are found by label in a range index without a hash table)."""
     counted = counted_mask(run)
     if not counted.all():
-        run = dataclasses.replace(run, events=run.events[counted])
-        counted = counted[counted]
+        run = dataclasses.replace(run, events=run.events[counted].reset_index(drop=True))
+        counted = counted[counted].reset_index(drop=True)
     return run, counted
 
 
@@ -259,17 +293,22 @@ def rank_tables(run: RunTraces, timeline: bool = True) -> dict[str, pd.DataFrame
     ranks = rank_table(run, counted, steps, sets)
     exposure = comm_exposure(run, counted)
     ev = run.events
-    comm = ev.loc[exposure.index, COMM_COLUMNS[:-1]].assign(exposed_us=exposure.to_numpy())
-    used = ev["lane"].isin([*PATH_LANES, EventLane.STEP.value]) & (ev["step"] >= 0)
+    # The rows of the collectives and of the critical path, by position, each column taken
+    # once (a row selection copies every column of the table first)
+    comm = take_columns(ev, ev.index.get_indexer(exposure.index), COMM_COLUMNS[:-1])
+    lane = ev["lane"]
+    path_codes = lane.cat.categories.get_indexer(PATH_LANES)  # (-1: a lane not in the run)
+    used = any_of(lane.cat.codes.to_numpy(), [int(c) for c in path_codes if c >= 0])
+    used &= ev["step"].to_numpy() >= 0
     tables = {
         "ranks": ranks,
         "steps": steps,
         "units": unit_table(run, counted, exposure, ranks),
-        "comm": comm.reset_index(drop=True),
+        "comm": pd.DataFrame({**comm, "exposed_us": exposure.to_numpy()}),
         "compute": compute_by_unit(run, counted),
         "levers": lever_table(run, counted),
         "exposed": exposed_intervals(run, counted, steps, sets),
-        "path": ev.loc[used, PATH_COLUMNS].reset_index(drop=True),
+        "path": pd.DataFrame(take_columns(ev, np.flatnonzero(used), PATH_COLUMNS)),
     }
     if timeline:
         tables[TIMELINE] = timeline_table(run, counted, exposure)
@@ -283,8 +322,9 @@ def rank_timeline(run: RunTraces) -> pd.DataFrame:
 
 
 def reduce_rank(job: RankJob, cache_root: str, digest: str, timeline: bool = False) -> None:
-    """Reduce one rank to its tables in ``<cache>/<job.tag()>/`` (``timeline``: with its
-    timeline rows), :data:`DONE` written last: it marks the folder whole."""
+    """Reduce one rank to its tables in ``<cache>/<job.folder>/`` (``timeline``: with its
+    timeline rows), with the steps its critical-path rows cover in ``summary.pkl`` (written
+    last: it marks the folder whole)."""
     _same_code(digest, analysis_digest())
     with released():
         _reduce_and_store(job, RankCache(Path(cache_root)), timeline)
@@ -304,10 +344,11 @@ def _rank_run(job: RankJob, cache: RankCache) -> RunTraces:
 
 def _reduce_and_store(job: RankJob, cache: RankCache, timeline: bool) -> None:
     tables = rank_tables(_rank_run(job, cache), timeline)
-    out = cache.root / job.tag()
+    assert job.folder, "a job's folder is set on the client (RankJob.named)"
+    out = cache.root / job.folder
     for name in BIG_TABLES:
         if name in tables:
-            write_table(out / f"{name}.parquet", tables[name])
+            write_table(out / f"{name}.arrow", tables[name])
     path_steps = sorted(int(s) for s in tables["path"]["step"].unique())
     small = {name: tables[name] for name in SMALL_TABLES}
     data = pickle.dumps({"tables": small, "path_steps": path_steps})
@@ -316,7 +357,7 @@ def _reduce_and_store(job: RankJob, cache: RankCache, timeline: bool) -> None:
 
 def timeline_path(cache: RankCache, job: RankJob) -> Path:
     """Where the rank's timeline rows lie once reduced with them."""
-    return cache.root / job.tag() / TIMELINE_FILE
+    return cache.root / job.folder / TIMELINE_FILE
 
 
 def timeline_rank(job: RankJob, cache_root: str, digest: str) -> None:
@@ -336,7 +377,8 @@ def read_summary(folder: Path) -> dict[str, Any]:
 
 def cached_reduction(job: RankJob, cache: RankCache) -> tuple[str, list[int]] | None:
     """The folder and path steps of the rank's tables when the cache holds them."""
-    folder = cache.root / job.tag()
+    assert job.folder, "a job's folder is set on the client (RankJob.named)"
+    folder = cache.root / job.folder
     if not (folder / DONE).is_file():
         return None
     return folder.name, list(read_summary(folder)["path_steps"])
@@ -352,6 +394,6 @@ def step_path(folders: list[str], cache_root: str, token: str, step: int) -> Non
     order (as they lie in the run's table), through the analysis' own function."""
     root = Path(cache_root)
     with released():
-        parts = [read_table(root / f / "path.parquet", [("step", "==", step)]) for f in folders]
+        parts = [read_table(root / f / "path.arrow", [("step", "==", step)]) for f in folders]
         data = pickle.dumps(critical_path(pd.concat(parts, ignore_index=True)))
         atomic(step_entry(root, token, step), lambda t: t.write_bytes(data))

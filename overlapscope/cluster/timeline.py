@@ -1,9 +1,10 @@
 """One step of a few ranks' timeline rows, read from the ``--dask`` cache on demand.
 
 The dashboard's analysis has each rank's drawable events written as
-``<cache>/<folder>/timeline.parquet`` (:mod:`overlapscope.cluster.tasks`: by the reduce task,
-or by a timeline task for a rank a plain ``analyze`` reduced without them). :class:`RankTimelines` reads, for the ranks asked for
-only, the rows of one step (a Parquet row filter) and the columns asked for: what a dashboard
+``<cache>/<folder>/timeline.arrow`` (:mod:`overlapscope.cluster.tasks`: by the reduce task,
+or by a timeline task for a rank a plain ``analyze`` reduced without them).
+:class:`RankTimelines` reads, for the ranks asked for only, the rows of one step and the
+columns asked for: what a dashboard
 of a 1,000-rank run draws without ever holding the other ranks' events.
 """
 
@@ -28,7 +29,7 @@ def read_rank_step(path: Path, step: int, columns: Sequence[str]) -> pd.DataFram
 
 @dataclass(frozen=True, slots=True)
 class RankTimelines:
-    """Where each rank's timeline lies: ``root / folders[i] / timeline.parquet`` holds the
+    """Where each rank's timeline lies: ``root / folders[i] / timeline.arrow`` holds the
     rows of rank ``ranks[i]``."""
 
     root: Path

@@ -3,6 +3,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from overlapscope.analysis import intervals
 from overlapscope.analysis.intervals import (
     Intervals,
     clip,
@@ -102,3 +103,51 @@ def test_clip_matches_a_brute_force_grid(a_list, lo, hi):
     c = clip(a, lo, hi)
     assert c.total == (mask(a_list) & window).sum()
     assert (np.diff(c.starts) > 0).all() and (c.ends > c.starts).all()
+
+
+# --- the former segment ops (reference): every endpoint a cut, the result through union() ---
+
+
+def _former_combine(a: Intervals, b: Intervals, keep_a: bool, keep_b: bool, both: bool):
+    cuts = np.unique(np.concatenate([a.starts, a.ends, b.starts, b.ends]))
+    lo, hi = cuts[:-1], cuts[1:]
+    mid = lo + (hi - lo) / 2
+    in_a, in_b = intervals._inside(a, mid), intervals._inside(b, mid)
+    if len(lo) < 1:
+        return Intervals.empty()
+    sel = (in_a & in_b & both) | (in_a & ~in_b & keep_a) | (~in_a & in_b & keep_b)
+    return union(lo[sel], hi[sel])
+
+
+def _near(values: list[float], ulps: list[int]) -> list[float]:
+    """Float endpoints a few ulps apart (segments of one ulp, whose midpoint rounds)."""
+    base = 1.7e9 + np.asarray(values, dtype=np.float64) * 1e-3
+    return (base + np.asarray(ulps) * np.spacing(base)).tolist()
+
+
+float_ivs = st.lists(
+    st.tuples(st.integers(0, 40), st.integers(0, 6), st.integers(-2, 2), st.integers(-2, 2)),
+    max_size=12,
+)
+
+
+def _float_set(rows: list[tuple[int, int, int, int]]) -> Intervals:
+    starts = _near([s for s, _, _, _ in rows], [u for _, _, u, _ in rows])
+    ends = _near([s + n for s, n, _, _ in rows], [u for _, _, _, u in rows])
+    return union(starts, ends)
+
+
+@settings(max_examples=400, deadline=None)
+@given(float_ivs, float_ivs)
+def test_segment_ops_equal_the_former_ones(a_rows, b_rows):
+    """The ops merge their sorted segments without sorting them again: the same arrays,
+    floats one ulp apart included."""
+    a, b = _float_set(a_rows), _float_set(b_rows)
+    window = union([1.7e9], [1.7e9 + 0.05])
+    rest, common = split(a, b)
+    got = [intersect(a, b), subtract(a, b), rest, common, gaps(a, 1.7e9, 1.7e9 + 0.05)]
+    want = [_former_combine(a, b, False, False, True), _former_combine(a, b, True, False, False)]
+    want += [want[1], want[0], _former_combine(window, a, True, False, False)]
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g.starts, w.starts)
+        np.testing.assert_array_equal(g.ends, w.ends)

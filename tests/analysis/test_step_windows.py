@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from overlapscope.analysis.partition import gpu_step_windows
+from overlapscope.analysis.partition import any_of, gpu_step_windows
 
 
 def _former(gpu: pd.DataFrame, steps: list[int]) -> pd.DataFrame:
@@ -42,3 +42,9 @@ def test_gpu_step_windows_equal_the_former_ones(case):
     got = gpu_step_windows(step_a, ts_a, end_a, steps)
     want = _former(pd.DataFrame({"step": step_a, "ts_us": ts_a, "end_us": end_a}), steps)
     pd.testing.assert_frame_equal(got, want, check_exact=True)
+
+
+@pytest.mark.parametrize("wanted", [[], [2], [2, 5], [-1, 0, 3, 127]], ids=str)
+def test_any_of_is_isin(wanted):
+    codes = np.random.default_rng(1).integers(-1, 8, 500).astype(np.int8)
+    np.testing.assert_array_equal(any_of(codes, wanted), np.isin(codes, wanted))

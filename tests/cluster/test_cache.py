@@ -5,13 +5,24 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from overlapscope.analysis.api import analyze
 from overlapscope.cli import main
 from overlapscope.cluster import client as cluster_client
 from overlapscope.cluster import run as cluster_run
-from overlapscope.cluster.cache import RankCache, parser_digest, read_events, write_events
+from overlapscope.cluster.cache import (
+    RankCache,
+    empty_table,
+    parser_digest,
+    read_events,
+    read_table,
+    table_dtypes,
+    write_events,
+    write_table,
+)
 from overlapscope.cluster.synth import rerank_copies
 from overlapscope.trace.loader import load_run
 from tests.cluster.conftest import DaskProcesses
@@ -175,3 +186,43 @@ def test_the_empty_timeline_has_the_timelines_columns() -> None:
         empty = empty_timeline(run)
         assert len(local) > 0 and len(empty) == 0
         pd.testing.assert_frame_equal(empty, local.iloc[:0], check_index_type=False)
+
+
+def _odd_table() -> pd.DataFrame:
+    """What Arrow alone would not give back: None beside NaN in an object column, unused
+    categories, a categorical of no category, int32."""
+    return pd.DataFrame(
+        {
+            "rank": np.array([0, 0, 1, 1], dtype=np.int32),
+            "step": [2, 3, 2, -1],
+            "name": pd.Series(["a", None, np.nan, "b"], dtype=object),
+            "lane": pd.Categorical(["comm", "comm", None, "wait"], ["comm", "wait", "memory"]),
+            "unit": pd.Categorical([None] * 4, categories=pd.Index([], dtype=object)),
+            "on_gpu": [True, False, True, False],
+            "dur_us": [1.5, np.nan, 0.0, 2.0],
+        }
+    )
+
+
+@pytest.mark.parametrize("source", ["odd", "empty", "one row", "timeline"])
+def test_table_file_gives_the_frame_back(tmp_path: Path, source: str) -> None:
+    """A reduced table's file (cache.write_table) reads back equal, dtypes and categories
+    included: whole, one step's rows of some columns, no row, or no row read."""
+    frames = {
+        "odd": _odd_table,
+        "empty": lambda: _odd_table().iloc[:0],
+        "one row": lambda: _odd_table().iloc[1:2].reset_index(drop=True),
+        "timeline": lambda: analyze(load_run(SHIPPED[0])).timeline,
+    }
+    df = frames[source]()
+    path = tmp_path / "t.arrow"
+    write_table(path, df)
+    pd.testing.assert_frame_equal(read_table(path), df, check_exact=True)
+    assert table_dtypes(path) == dict(df.dtypes)
+    pd.testing.assert_frame_equal(empty_table(path), df.iloc[:0], check_index_type=False)
+    for step in [*df["step"].unique()[:3], 99]:
+        rows = df[df["step"] == step].reset_index(drop=True)
+        for columns in (None, ["dur_us", "rank"], ["step", "rank"]):
+            got = read_table(path, [("step", "==", step)], columns)
+            want = rows if columns is None else rows[columns]
+            pd.testing.assert_frame_equal(got, want, check_exact=True)

@@ -26,6 +26,7 @@ from dashboards.critical_path import GAP
 from dashboards.data import CalibrationError, RunRegistry, discover_runs
 from overlapscope.analysis.critical_path import CriticalPath
 from overlapscope.cli import main
+from overlapscope.cluster import cache
 from overlapscope.cluster import client as cluster_client
 from overlapscope.cluster.run import DaskTarget
 from tests.conftest import RankSet, free_port
@@ -47,17 +48,18 @@ def _shown_ranks(fig: Any) -> set[int]:
 def test_only_the_shown_ranks_timeline_rows_are_read(
     ranks64: RankSet, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every Parquet file the dashboard process reads is recorded: none to open the run
-    (summaries only; the events are parsed and reduced by worker processes), and for the
-    timeline exactly the chosen ranks' timeline files, one step's rows, the drawn columns."""
-    reads: list[tuple[Path, Any, Any]] = []
-    real = pd.read_parquet
+    """Every Arrow file of the cache the dashboard process reads is recorded: none to open
+    the run (summaries only; the events are parsed and reduced by worker processes), and for
+    the timeline exactly the chosen ranks' timeline files, the drawn columns (the rows of
+    one step are filtered from them: tests/cluster/test_cache.py)."""
+    reads: list[tuple[Path, Any]] = []
+    real = cache.read_arrow
 
-    def spy(path: Any, *args: Any, **kwargs: Any) -> pd.DataFrame:
-        reads.append((Path(path), kwargs.get("filters"), kwargs.get("columns")))
-        return real(path, *args, **kwargs)
+    def spy(path: Path, columns: list[str] | None) -> Any:
+        reads.append((Path(path), columns))
+        return real(path, columns)
 
-    monkeypatch.setattr(pd, "read_parquet", spy)
+    monkeypatch.setattr(cache, "read_arrow", spy)
     runs = discover_runs([ranks64.run])
     registry = RunRegistry(runs, dask=DaskTarget("local", ranks64.cache))
     key = runs[0].key
@@ -72,8 +74,8 @@ def test_only_the_shown_ranks_timeline_rows_are_read(
     rank_of = {timelines.file(r): r for r in timelines.ranks}
     step = int(a.steps["step"].max())
     fig = views.timeline_view(registry, key, None, step, ranks=[63, 5])[-1].figure
-    assert [rank_of[p] for p, _, _ in reads] == [5, 63]
-    assert all(f == [("step", "==", step)] and c == list(VIEW_COLUMNS) for _, f, c in reads)
+    assert [rank_of[p] for p, _ in reads] == [5, 63]
+    assert all(c == list(VIEW_COLUMNS) for _, c in reads)
     assert _shown_ranks(fig) == {5, 63}
     assert f"step {step} · ranks 5, 63 (2 of 64 shown)" in fig.layout.annotations[0].text
     # A zoom redraws the window from the same ranks' rows of that step.
@@ -81,13 +83,13 @@ def test_only_the_shown_ranks_timeline_rows_are_read(
     zoom = {"xaxis.range[0]": 1.0, "xaxis.range[1]": 50.0}
     fig = windowed_timeline(registry, key, None, step, zoom, None, [5, 63])
     assert fig is not None and _shown_ranks(fig) == {5, 63}
-    assert [rank_of[p] for p, _, _ in reads] == [5, 63]
+    assert [rank_of[p] for p, _ in reads] == [5, 63]
 
     # No choice: the ranks of the step's critical path (at most MAX_SHOWN_RANKS).
     reads.clear()
     out = views.timeline_view(registry, key, None, step, ranks=[])
     default = sorted(path_ranks(a, step)[:MAX_SHOWN_RANKS])
-    assert default and sorted(rank_of[p] for p, _, _ in reads) == default
+    assert default and sorted(rank_of[p] for p, _ in reads) == default
     assert _shown_ranks(out[-1].figure) == set(default)
     assert out[0].id == ids.RANKS_NOTE
     assert f"{len(default)} of 64 ranks shown" in out[0].children[0].children
