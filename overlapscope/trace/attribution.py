@@ -1,9 +1,10 @@
 """What the producers' labelling shares (``overlapscope/trace/producers/``).
 
 :class:`RowContext` (per-row facts of one rank), :class:`Labels` (the columns being
-filled), :func:`innermost_containing` (which profiler range holds each point) and
-:func:`holder` (which range holds each collective's anchor); :func:`label_categorical` (a
-filled column as the table's categorical).
+filled), :func:`innermost_containing` (which profiler range holds each point),
+:func:`launch_anchor` (each row's launch) and :func:`holder` (which range holds each
+collective's anchor); :func:`label_categorical` (a filled column as the table's
+categorical).
 
 A collective's *anchor* is where it was issued: for a GPU kernel its launch (same correlation
 id) on the launching thread, for a gloo op its own start (looked up on every non-gloo thread).
@@ -70,6 +71,34 @@ def innermost_containing(starts: FloatArray, ends: FloatArray, points: FloatArra
         hit[ok] = points[ok] <= ends[idx[i[ok]]]
         out[hit] = idx[i[hit]]
     return out
+
+
+def launch_anchor(frame: pd.DataFrame) -> tuple[FloatArray, IntArray, BoolArray]:
+    """For each row: ts and tid of the CPU event with the same correlation id (the launch);
+    a row without one anchors on itself. Third: GPU rows whose launch is not in the trace
+    while the trace does record launches (they belong to no profiled step, as in HTA)."""
+    ts = frame["ts_us"].to_numpy()
+    tid = frame["tid"].to_numpy()
+    corr = frame["correlation"].to_numpy()
+    on_gpu = frame["on_gpu"].to_numpy()
+    cpu = np.flatnonzero(~on_gpu & (corr >= 0))
+    anchor_ts, anchor_tid = ts.copy(), np.full(len(ts), -1, dtype=np.int64)
+    anchor_tid[~on_gpu] = tid[~on_gpu]
+    orphan = np.zeros(len(ts), dtype=bool)
+    if len(cpu) == 0:
+        return anchor_ts, anchor_tid, orphan
+    # Each correlation id's first CPU row (np.unique's indices are first occurrences), then
+    # each GPU row's id looked up by binary search.
+    ids, first = np.unique(corr[cpu], return_index=True)
+    gpu = np.flatnonzero(on_gpu & (corr >= 0))
+    pos = np.minimum(np.searchsorted(ids, corr[gpu]), len(ids) - 1)
+    found = ids[pos] == corr[gpu]
+    rows = cpu[first[pos[found]]]
+    anchor_ts[gpu[found]] = ts[rows]
+    anchor_tid[gpu[found]] = tid[rows]
+    orphan[on_gpu] = True
+    orphan[gpu[found]] = False
+    return anchor_ts, anchor_tid, orphan
 
 
 def holder(ctx: RowContext, range_rows: IntArray) -> IntArray:

@@ -18,6 +18,7 @@ from overlapscope.trace.attribution import (
     RowContext,
     innermost_containing,
     label_categorical,
+    launch_anchor,
 )
 from overlapscope.trace.comm_args import collective_columns, sequence
 from overlapscope.trace.labels import (
@@ -119,34 +120,6 @@ def _assign_steps(
     ok[ok] = ts[ok] < e[hit[ok]]
     out[ok] = step_no[hit[ok]]
     return out
-
-
-def _launch_anchor(frame: pd.DataFrame) -> tuple[FloatArray, IntArray, BoolArray]:
-    """For each row: ts and tid of the CPU event with the same correlation id (the launch);
-    a row without one anchors on itself. Third: GPU rows whose launch is not in the trace
-    while the trace does record launches (they belong to no profiled step, as in HTA)."""
-    ts = frame["ts_us"].to_numpy()
-    tid = frame["tid"].to_numpy()
-    corr = frame["correlation"].to_numpy()
-    on_gpu = frame["on_gpu"].to_numpy()
-    cpu = np.flatnonzero(~on_gpu & (corr >= 0))
-    anchor_ts, anchor_tid = ts.copy(), np.full(len(ts), -1, dtype=np.int64)
-    anchor_tid[~on_gpu] = tid[~on_gpu]
-    orphan = np.zeros(len(ts), dtype=bool)
-    if len(cpu) == 0:
-        return anchor_ts, anchor_tid, orphan
-    # Each correlation id's first CPU row (np.unique's indices are first occurrences), then
-    # each GPU row's id looked up by binary search.
-    ids, first = np.unique(corr[cpu], return_index=True)
-    gpu = np.flatnonzero(on_gpu & (corr >= 0))
-    pos = np.minimum(np.searchsorted(ids, corr[gpu]), len(ids) - 1)
-    found = ids[pos] == corr[gpu]
-    rows = cpu[first[pos[found]]]
-    anchor_ts[gpu[found]] = ts[rows]
-    anchor_tid[gpu[found]] = tid[rows]
-    orphan[on_gpu] = True
-    orphan[gpu[found]] = False
-    return anchor_ts, anchor_tid, orphan
 
 
 def _encloses(
@@ -372,7 +345,7 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     )
     out.phase[rc.limiter_label] = Phase.LIMITER.value
 
-    anchor_ts, anchor_tid, orphan = _launch_anchor(frame)
+    anchor_ts, anchor_tid, orphan = launch_anchor(frame)
     step, steps = _steps(frame, rc.step, nc.step_no[codes], anchor_ts, orphan, warnings)
 
     comm_rows = np.flatnonzero(lane == _LANE[EventLane.COMM])
