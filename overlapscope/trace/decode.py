@@ -186,6 +186,14 @@ def _args(fields: list[Any]) -> tuple[list[Any], np.ndarray, tuple[list[Any], li
         return fields, odd, _ids(fields)
 
 
+def _of_phase(events: list[Any], by_phase: bool, cls: type[Complete | Metadata]) -> list[Any]:
+    """The events of ``cls``'s phase: by their type when decoded by :data:`BY_PHASE`, else
+    by their ``ph``."""
+    if by_phase:
+        return [e for e in events if type(e) is cls]
+    return [e for e in events if e.ph == cls.ph]
+
+
 _NUMERIC = ("tid", "stream", "correlation", "ts", "dur", "bad")
 
 
@@ -224,10 +232,7 @@ class EventColumns:
     def add(self, events: list[Any], by_phase: bool = False) -> None:
         """Add decoded events: :class:`Event` s, or (``by_phase``) the classes of
         :data:`BY_PHASE`, told apart by their type (half the CPU of reading ``ph``)."""
-        if by_phase:
-            complete = [e for e in events if type(e) is Complete]
-        else:
-            complete = [e for e in events if e.ph == "X"]
+        complete = _of_phase(events, by_phase, Complete)
         codes, odd_names = self._names([e.name for e in complete])
         fields, odd_args, ids = _args([e.args for e in complete])
         self._add_comm(codes, fields)
@@ -235,11 +240,7 @@ class EventColumns:
         dur = _float_column([e.dur for e in complete])
         self.cats.add([e.cat for e in complete])
         if len(complete) < len(events):  # (a pass over the events: only where some are not)
-            if by_phase:
-                meta = [e for e in events if type(e) is Metadata]
-            else:
-                meta = [e for e in events if e.ph == "M"]
-            self.thread_names.update(_thread_names(meta))
+            self.thread_names.update(_thread_names(_of_phase(events, by_phase, Metadata)))
         for key, column in (
             ("tid", _int_column([e.tid for e in complete])),
             ("stream", _int_column(ids[0])),
