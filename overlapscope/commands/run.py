@@ -235,7 +235,8 @@ def _add_capture_flags(t: argparse._ArgumentGroup) -> None:
         "--backend",
         choices=["auto", "gloo", "nccl"],
         default="auto",
-        help="auto: nccl on cuda, gloo on cpu (default: %(default)s)",
+        help="auto: nccl on cuda when every rank has a GPU of its own, else gloo (on cuda: "
+        "staged through pinned host memory) (default: %(default)s)",
     )
     t.add_argument(
         "--threads-per-rank",
@@ -255,6 +256,27 @@ def _add_capture_flags(t: argparse._ArgumentGroup) -> None:
     )
 
 
+def _backend(asked: str, device: str, nproc: int, lab: bool) -> str:
+    """The collective backend: NCCL on CUDA where every rank has a GPU of its own, else gloo
+    (on CUDA, staged through pinned host memory; docs/ENGINE.md)."""
+    import torch
+
+    gpus = torch.cuda.device_count() if device == "cuda" else 0
+    # In the lab every rank is one torchrun node of one process: all ranks share this host.
+    shared = device == "cuda" and nproc > gpus
+    if asked == "auto":
+        return "nccl" if device == "cuda" and not shared else "gloo"
+    if asked == "nccl" and device != "cuda":
+        raise UserError("--backend nccl needs --device cuda; use --backend gloo on CPU")
+    if asked == "nccl" and shared:
+        where = "behind the lab's link" if lab else "on this host"
+        raise UserError(
+            f"--backend nccl: {nproc} ranks {where} but {gpus} GPU(s), and NCCL refuses two "
+            "ranks on one GPU; use --backend gloo (staged through host memory) or fewer --nproc"
+        )
+    return asked
+
+
 def config_from_args(args: argparse.Namespace, policy: str | None = None) -> RunConfig:
     import torch
 
@@ -263,11 +285,7 @@ def config_from_args(args: argparse.Namespace, policy: str | None = None) -> Run
         device = "cuda" if torch.cuda.is_available() else "cpu"
     elif device == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda: no CUDA device is available here; use --device cpu")
-    backend = args.backend
-    if backend == "auto":
-        backend = "nccl" if device == "cuda" else "gloo"
-    elif backend == "nccl" and device != "cuda":
-        raise UserError("--backend nccl needs --device cuda; use --backend gloo on CPU")
+    backend = _backend(args.backend, device, args.nproc, args.link_gbit is not None)
     threads = args.threads_per_rank or max(1, (os.cpu_count() or 1) // max(1, args.nproc))
     try:
         return RunConfig(

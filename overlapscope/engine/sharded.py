@@ -70,7 +70,7 @@ class ShardedModel(nn.Module):
         self.module = model
         self.device = device or next(model.parameters()).device
         backend = dist.get_backend()
-        self.comm = Collectives(group or new_comm_group(backend), backend)
+        self.comm = Collectives(group or new_comm_group(backend), backend, self.device)
         self.instrument = Instrument(self.config.instrument)
         self._compute_dtype = (
             torch.bfloat16 if self.config.mixed_precision is MixedPrecision.BF16 else torch.float32

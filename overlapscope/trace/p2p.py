@@ -17,7 +17,8 @@ therefore ``2 (N - 1)`` events that start together inside one issue range.
   the earlier one ends, as on one NCCL stream (and as the engine's former one-thread gloo
   group showed it);
 - size: the full buffer, ``N x`` the bytes its sends in the range carry (the first ring
-  round: the shard of an all-gather, one chunk of a reduce-scatter, possibly in pieces), carried as ``Out msg nelems`` with ``dtype`` ``uint8`` (a byte count), where an NCCL
+  round: the shard of an all-gather, one chunk of a reduce-scatter, possibly in pieces; its
+  receives where a staged collective's sends are not in the trace), carried as ``Out msg nelems`` with ``dtype`` ``uint8`` (a byte count), where an NCCL
   kernel carries its element count.
 
 Sends and receives outside any issue range (e.g. a user's own point-to-point traffic) are
@@ -105,6 +106,11 @@ def _transfers(raw: RawTrace, p2p: IntArray, issue: IntArray, holder: IntArray) 
     start = np.minimum.reduceat(ts[order], first)
     last = np.maximum.reduceat(end[order], first)
     send_bytes = np.add.reduceat(np.where(is_send, dims, 0.0)[order], first)
+    # Staged collectives (device buffers through host memory) post their sends on the
+    # engine's unprofiled lane thread: only the receives are in the trace. A ring round
+    # receives what it sends, so their bytes stand in.
+    recv_bytes = np.add.reduceat(np.where(is_send, 0.0, dims)[order], first)
+    send_bytes = np.where(send_bytes > 0, send_bytes, recv_bytes)
     tid = ev["tid"].to_numpy()[issue[ranges]]
     by_thread = np.lexsort((start, tid))  # stable: ranges in order on equal starts
     ranges, start, last = ranges[by_thread], start[by_thread], last[by_thread]
