@@ -4,7 +4,8 @@
 # installed). At most ~4 minutes on an H100/H200.
 #   scripts/gpu-check-engine.sh [OUT]      (default: gpu-check-engine-<date>)
 # Runs (OUT/runs/):
-#   nccl-1rank-{none,backward_pre}   world size 1, NCCL, bf16 (the engine's CUDA streams)
+#   nccl-1rank-{none,backward_pre}   world size 1, NCCL, bf16, global batch 8 (host-bound)
+#   nccl-1rank-b32-{none,backward_pre}  the same at global batch 32 (device-bound)
 #   nccl-1rank-offload               the same, backward_pre with --cpu-offload and
 #                                    --checkpoint-units all (the offload copy stream)
 #   gloo-2rank-{none,backward_pre}   2 ranks sharing the GPU, collectives over gloo staged
@@ -25,7 +26,7 @@ model=(--model gpt --layers 8 --dim 1024 --heads 16 --seq-len 1024 --vocab 8192
 bf16=(--mixed-precision bf16)
 small=()
 if [ "$DEVICE" = cpu ]; then  # rehearsal (common.sh)
-  small=(--layers 2 --dim 64 --heads 2 --seq-len 32 --vocab 128 --batch 4 --rounds 2 --steps 3)
+  small=(--layers 2 --dim 64 --heads 2 --seq-len 32 --vocab 128 --batch 4 8 --rounds 2 --steps 3)
   model=(--model gpt --layers 2 --dim 64 --heads 2 --seq-len 32 --vocab 128 --steps 6
     --profile-wait 2 --profile-warmup 1 --profile-active 2)
   bf16=()
@@ -44,6 +45,14 @@ for policy in none backward_pre; do
     --global-batch 8 "${bf16[@]}" --policy "$policy" \
     --out "$OUT/runs/nccl-1rank-$policy" >"$OUT/runs/nccl-1rank-$policy.log" 2>&1 || status=1
   tail -3 "$OUT/runs/nccl-1rank-$policy.log"
+done
+
+for policy in none backward_pre; do
+  log "run nccl-1rank-b32-$policy (bf16, world size 1, global batch 32: the device, not the host, sets the step)"
+  OVERLAPSCOPE_SYNC_DEBUG=warn limited 150 "$PY" -m overlapscope run --device "$DEVICE" --nproc 1 "${model[@]}" \
+    --global-batch 32 "${bf16[@]}" --policy "$policy" \
+    --out "$OUT/runs/nccl-1rank-b32-$policy" >"$OUT/runs/nccl-1rank-b32-$policy.log" 2>&1 || status=1
+  tail -3 "$OUT/runs/nccl-1rank-b32-$policy.log"
 done
 
 log "run nccl-1rank-offload (bf16, backward_pre, --cpu-offload, --checkpoint-units all)"

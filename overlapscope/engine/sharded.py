@@ -141,10 +141,13 @@ class ShardedModel(nn.Module):
                 continue
             flat = u.flat
             full = torch.empty(flat.padded_numel, dtype=torch.float32, device=self.device)
+            # on the device, also where --cpu-offload keeps the shard in host memory (NCCL
+            # gathers device memory only: "Tensors must be CUDA and dense")
+            shard = flat.shard.detach().to(self.device)
             if self.config.sharding is Sharding.NO_SHARD:
-                full.copy_(flat.shard.detach())
+                full.copy_(shard)
             else:
-                self.comm.all_gather(full, flat.shard.detach()).wait()
+                self.comm.all_gather(full, shard).wait()
             out.update(flat.unflatten(full))
         return out
 

@@ -185,21 +185,43 @@ def _timed_steps(
     steps: int,
     first: int,
     device: torch.device,
-) -> list[float]:
+) -> list[tuple[float, float]]:
+    """Per step: (wall µs to the end of the device's work, the host thread's CPU µs to issue
+    it; the synchronisation at the end is outside the CPU time: it can spin)."""
     out = []
     for step in range(first, first + steps):
         x, y = global_batch(model_cfg, batch, step, seed=0)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         sharded(x.to(device), y.to(device)).backward()
         sharded.optimizer_step(opt)
         opt.zero_grad(set_to_none=True)
+        c1 = time.thread_time()
         if device.type == "cuda":
             torch.cuda.synchronize()  # step boundary: the device's time, not the issue time
-        out.append((time.perf_counter() - t0) * 1e6)
+        out.append(((time.perf_counter() - t0) * 1e6, (c1 - c0) * 1e6))
     return out
 
 
-def overhead(device: torch.device, out: Path, args: argparse.Namespace) -> bool:
+def _range_cost(n: int = 20000) -> dict[str, float]:
+    """Host CPU µs of one engine phase range (enter + exit), profiler off, on and not."""
+    from overlapscope.engine.instrument import Instrument
+    from overlapscope.trace.names import Phase
+
+    out = {}
+    for name, enabled in (("instrumented", True), ("no-instrument", False)):
+        ins = Instrument(enabled)
+        t0 = time.thread_time()
+        for _ in range(n):
+            with ins.phase(Phase.AG_FWD, "blocks.0"):
+                pass
+        out[name] = round((time.thread_time() - t0) / n * 1e6, 3)
+    return out
+
+
+def _overhead_at(
+    device: torch.device, args: argparse.Namespace, batch: int, precision: str
+) -> dict[str, Any]:
+    """Median step time instrumented and not, in ``args.rounds`` alternating rounds."""
     model_cfg = ModelConfig(
         kind=ModelKind.GPT,
         layers=args.layers,
@@ -208,7 +230,6 @@ def overhead(device: torch.device, out: Path, args: argparse.Namespace) -> bool:
         seq_len=args.seq_len,
         vocab=args.vocab,
     )
-    precision = "bf16" if device.type == "cuda" else "fp32"
     variants: dict[str, tuple[ShardedModel, torch.optim.Optimizer]] = {}
     for name, instrument in (("instrumented", True), ("no-instrument", False)):
         model, units = build_model(model_cfg, seed=0)
@@ -217,27 +238,35 @@ def overhead(device: torch.device, out: Path, args: argparse.Namespace) -> bool:
         )
         sharded = ShardedModel(model.to(device), units, cfg, device=device)
         opt = torch.optim.AdamW(sharded.parameters(), lr=1e-4)
-        _timed_steps(sharded, opt, model_cfg, args.batch, 3, 0, device)  # warm-up
+        _timed_steps(sharded, opt, model_cfg, batch, 3, 0, device)  # warm-up
         variants[name] = (sharded, opt)
     times: dict[str, list[float]] = {k: [] for k in variants}
+    cpu: dict[str, list[float]] = {k: [] for k in variants}
+    paired: list[float] = []  # per round: median instrumented - median not (wall)
     order = list(variants)
     for r in range(args.rounds):  # alternate, so drift hits both alike
+        medians = {}
         for name in order if r % 2 == 0 else order[::-1]:
             sharded, opt = variants[name]
-            times[name] += _timed_steps(
-                sharded, opt, model_cfg, args.batch, args.steps, 3 + r * args.steps, device
+            got = _timed_steps(
+                sharded, opt, model_cfg, batch, args.steps, 3 + r * args.steps, device
             )
+            times[name] += [w for w, _ in got]
+            cpu[name] += [c for _, c in got]
+            medians[name] = statistics.median(w for w, _ in got)
+        paired.append(medians["instrumented"] - medians["no-instrument"])
+    for sharded, _ in variants.values():
+        sharded.close()
     med = {k: statistics.median(v) for k, v in times.items()}
-    diff = med["instrumented"] - med["no-instrument"]
-    doc = {
-        "device": _device_name(device),
+    diff = statistics.median(paired)
+    return {
         "model": {
             "layers": args.layers,
             "dim": args.dim,
             "heads": args.heads,
             "seq_len": args.seq_len,
             "vocab": args.vocab,
-            "batch": args.batch,
+            "batch": batch,
             "precision": precision,
             "policy": "backward_pre",
         },
@@ -246,17 +275,36 @@ def overhead(device: torch.device, out: Path, args: argparse.Namespace) -> bool:
         "median_step_us": med,
         "overhead_us": diff,
         "overhead_pct": 100 * diff / med["no-instrument"],
+        "paired_round_diff_us": paired,
+        "median_host_cpu_us": {k: statistics.median(v) for k, v in cpu.items()},
         "step_us": times,
+        "host_cpu_us": cpu,
     }
+
+
+def overhead(device: torch.device, out: Path, args: argparse.Namespace) -> bool:
+    """Per batch in ``--batch`` (a host-bound and a device-bound step): the instrumentation's
+    cost, as the median over rounds of (instrumented - not) of the rounds' median steps."""
+    precision = "bf16" if device.type == "cuda" else "fp32"
+    doc: dict[str, Any] = {
+        "device": _device_name(device),
+        "by_batch": [],
+        "range_cpu_us": _range_cost(),
+    }
+    print(f"  one phase range (enter + exit), host CPU: {doc['range_cpu_us']}", flush=True)
+    for batch in args.batch:
+        got = _overhead_at(device, args, batch, precision)
+        doc["by_batch"].append(got)
+        med, spread = got["median_step_us"], got["paired_round_diff_us"]
+        print(
+            f"  instrumentation overhead, batch {batch}: median step "
+            f"{med['instrumented'] / 1e3:.3f} ms instrumented vs "
+            f"{med['no-instrument'] / 1e3:.3f} ms not; paired rounds "
+            f"{got['overhead_pct']:+.2f}% (round differences {min(spread) / 1e3:+.3f} to "
+            f"{max(spread) / 1e3:+.3f} ms; {args.rounds} rounds of {args.steps} steps)",
+            flush=True,
+        )
     (out / "overhead.json").write_text(json.dumps(doc, indent=1) + "\n")
-    print(
-        f"  instrumentation overhead: median step {med['instrumented'] / 1e3:.3f} ms "
-        f"instrumented vs {med['no-instrument'] / 1e3:.3f} ms not "
-        f"({doc['overhead_pct']:+.2f}%, {args.rounds} alternating rounds of {args.steps} steps)",
-        flush=True,
-    )
-    for sharded, _ in variants.values():
-        sharded.close()
     return True
 
 
@@ -269,14 +317,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("check", choices=["parity", "overhead"])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
-    p.add_argument("--rounds", type=int, default=8)
-    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--steps", type=int, default=8)
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--dim", type=int, default=1024)
     p.add_argument("--heads", type=int, default=16)
     p.add_argument("--seq-len", type=int, default=1024)
     p.add_argument("--vocab", type=int, default=8192)
-    p.add_argument("--batch", type=int, default=8)
+    p.add_argument(
+        "--batch",
+        type=int,
+        nargs="+",
+        default=[8, 32],
+        help="overhead: global batches to measure at (default: 8 32)",
+    )
     args = p.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         print(

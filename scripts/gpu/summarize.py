@@ -75,15 +75,20 @@ def main(argv: list[str]) -> int:
         for r in bad:
             print(f"  FAILED {r}")
     overhead = _load(out / "checks" / "overhead.json")
-    if overhead:
-        med = overhead["median_step_us"]
+    for got in (overhead or {}).get("by_batch", []):
+        med = got["median_step_us"]
         print(
-            f"instrumentation overhead: {overhead['overhead_pct']:+.2f}% "
-            f"({med['instrumented'] / 1e3:.3f} vs {med['no-instrument'] / 1e3:.3f} ms/step)"
+            f"instrumentation overhead at batch {got['model']['batch']}: "
+            f"{got['overhead_pct']:+.2f}% ({med['instrumented'] / 1e3:.3f} vs "
+            f"{med['no-instrument'] / 1e3:.3f} ms/step; host CPU to issue "
+            f"{got['median_host_cpu_us']['instrumented'] / 1e3:.3f} vs "
+            f"{got['median_host_cpu_us']['no-instrument'] / 1e3:.3f} ms)"
         )
     runs = sorted(p.parent for p in out.rglob("*.pt.trace.json.gz"))
     for run in dict.fromkeys(runs):
-        print(f"{run.name}: wall step {_step_ms(run)} ms, sync warnings {_sync_warnings(run)}")
+        print(
+            f"{run.relative_to(out)}: wall step {_step_ms(run)} ms, sync warnings {_sync_warnings(run)}"
+        )
         for line in _analysis_row(run):
             print(f"    {line}")
     return 0

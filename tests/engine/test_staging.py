@@ -67,7 +67,9 @@ def _worker(rank: int, world: int, out: Path) -> None:
     ]
     scale = sum(r + 1 for r in range(world))
     expect_reduce = [
-        (torch.arange(world * n, dtype=torch.float32) * scale + world * k)[rank * n : (rank + 1) * n]
+        (torch.arange(world * n, dtype=torch.float32) * scale + world * k)[
+            rank * n : (rank + 1) * n
+        ]
         for k in range(2)
     ]
     ok = all(torch.equal(o, e) for o, e in zip(outs, expect_gather, strict=True)) and all(
