@@ -101,6 +101,7 @@ class ShardedModel(nn.Module):
         self._copy_stream = (
             torch.cuda.Stream() if self.config.cpu_offload and self.device.type == "cuda" else None
         )
+        self._copies_to_host = False  # gradient copies to the host queued, not yet waited for
         if self.config.cpu_offload and self.device.type == "cuda":
             offload_shards(self.units)
         self._install_hooks()
@@ -231,13 +232,23 @@ class ShardedModel(nn.Module):
             return staged
 
     def _copy_to_host(self, u: Unit, grad: torch.Tensor) -> torch.Tensor:
-        """CPU offload: the reduced gradient shard back to host memory for the optimizer."""
+        """CPU offload: the reduced gradient shard back to host memory for the optimizer.
+
+        CUDA: into pinned memory on the copy stream, after the reduction; the end of backward
+        waits for all of them at once (``_finish_backward``). A blocking ``grad.to("cpu")``
+        per unit copied into pageable memory at 1.4 GB/s on an H200 (the pinned H2D copies of
+        the same run: 55 GB/s), 343 ms of a 590 ms step (traces/gpu-engine-offload)."""
         with self.instrument.phase(Phase.D2H, u.name):
             if self.device.type != "cuda":
                 return grad.clone()
-            # Deliberate: the host optimizer reads this right after; a blocking copy is the
-            # synchronisation it needs (one per unit, after every reduction is done).
-            return grad.to("cpu")
+            assert self._copy_stream is not None
+            host = torch.empty(grad.shape, dtype=grad.dtype, pin_memory=True)
+            self._copy_stream.wait_stream(torch.cuda.current_stream())  # after the reduction
+            with torch.cuda.stream(self._copy_stream):
+                host.copy_(grad, non_blocking=True)
+            grad.record_stream(self._copy_stream)
+            self._copies_to_host = True
+            return host
 
     def _ensure_gathered(self, u: Unit, phase: Phase) -> None:
         """On-demand gather (never held back by the limiter: the data is needed now)."""
@@ -374,3 +385,10 @@ class ShardedModel(nn.Module):
         self.instrument.close_all()
         # WAIT every reduction in issue order · WAIT + FREE units this backward never used
         self._execute(self.schedule.finish_backward())
+        if self._copies_to_host:
+            assert self._copy_stream is not None
+            self._copies_to_host = False
+            with self.instrument.phase(Phase.D2H_WAIT, OPTIM_UNIT):
+                # Deliberate CPU-GPU sync (CPU offload): the host optimizer reads the
+                # gradients copied to pinned memory above; once per step, after backward.
+                self._copy_stream.synchronize()
