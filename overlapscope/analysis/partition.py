@@ -15,6 +15,11 @@ the rank has any; the training threads on CPU-only runs) is cut into::
 Each part is computed as an interval set, and ``idle`` as the step minus the others, so the
 five add up to the step to the last bit of float precision.
 
+On GPU ranks the communication is the GPU's collective kernels (and NCCL's copies) plus the
+collectives that run on the host (gloo, the engine's staged transfers): HTA sees only the
+former, so where a rank has host collectives HTA's idle is our idle plus what of them is
+exposed.
+
 The steps themselves (:func:`step_windows`): on GPU ranks a step starts at its first kernel
 (kernels belong to the step whose CPU range launched them, as HTA assigns them) and lasts
 until the next step's first kernel; the last step ends at the last kernel of the counted
@@ -91,13 +96,20 @@ class LaneSets:
             mask = any_of(lane, [code(x.value) for x in lanes])
             return union(s[mask], e[mask])
 
+        comm = pick(EventLane.COMM)
         if source is ComputeSource.GPU_KERNELS:
             other = pick(EventLane.OTHER)
+            # Collectives that run on the host (gloo, also with CUDA tensors: the engine's
+            # staged transfers) are the GPU's communication too: it waits for them.
+            assert on_device is not None
+            host = ~on_device & (all_lane == code(EventLane.COMM.value))
+            if host.any():
+                comm = union_of(comm, union(rs[host], re_[host]))
         else:
             other = pick(EventLane.WAIT, EventLane.ISSUE)
         return LaneSets(
             compute=pick(EventLane.COMPUTE),
-            comm=pick(EventLane.COMM),
+            comm=comm,
             memory=pick(EventLane.MEMORY),
             other=other,
             wait=union(rs[waiting], re_[waiting]),

@@ -33,6 +33,7 @@ class RowContext:
     anchor_tid: IntArray
     step: IntArray
     comm_rows: IntArray
+    issued_by: IntArray  # a folded transfer's issue range row (trace/p2p.py); -1 otherwise
 
 
 @dataclass(frozen=True, slots=True)

@@ -220,4 +220,9 @@ def fold_p2p(raw: RawTrace, world_size: int) -> RawTrace:
             columns[col] = np.concatenate([ev[col].to_numpy()[keep], added])
     events = pd.DataFrame(columns, copy=False)  # new arrays: not copied again
     comm_args = _folded_args(raw.comm_args, keep, kind, agg["send_bytes"].to_numpy(), world_size)
-    return dataclasses.replace(raw, events=events, comm_args=comm_args)
+    # issue rows are kept: their new position is where they lie in `keep`
+    issue_rows = np.searchsorted(keep, issue[agg.index.to_numpy()])
+    folded_rows = np.arange(len(keep), len(keep) + len(agg), dtype=np.int64)
+    return dataclasses.replace(
+        raw, events=events, comm_args=comm_args, folded_issue=(folded_rows, issue_rows)
+    )

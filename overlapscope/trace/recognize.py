@@ -304,6 +304,55 @@ def _steps(
     return step, steps
 
 
+def _collective_copies(
+    raw: RawTrace,
+    nc: _NameClasses,
+    codes: IntArray,
+    anchors: tuple[FloatArray, IntArray],
+    cats: list[str],
+) -> tuple[IntArray, pd.DataFrame]:
+    """GPU copies that are a collective's device work, and the comm arguments they take.
+
+    NCCL with one rank moves nothing: an out-of-place all-gather or reduce-scatter is a
+    ``Memcpy DtoD`` on the communicator's stream, launched inside the collective's
+    ``record_param_comms`` op (observed with NCCL 2.28 on an H200, ``traces/gpu-*``). Such a
+    copy is the collective (its kind, size and group are that op's); any other copy stays a
+    copy. Returns the copy rows and ``raw.comm_args`` with theirs added."""
+    frame = raw.events
+    on_gpu = frame["on_gpu"].to_numpy()
+    anchor_ts, anchor_tid = anchors
+    is_op = np.asarray([c == "record_param_comms" for c in cats], dtype=bool).reshape(len(cats))
+    ops = np.flatnonzero(is_op[codes] & ~on_gpu)
+    copies = np.flatnonzero(on_gpu & nc.is_memory[codes] & (anchor_tid >= 0))
+    if len(ops) == 0 or len(copies) == 0:
+        return copies[:0], raw.comm_args
+    coll = raw.comm_args["coll_name"].reindex(ops).to_numpy(dtype=object)
+    ops = ops[np.asarray([isinstance(c, str) and c not in ("", "wait") for c in coll])]
+    ts = frame["ts_us"].to_numpy()
+    end = ts + frame["dur_us"].to_numpy()
+    tid = frame["tid"].to_numpy()
+    held = np.full(len(copies), -1, dtype=np.int64)
+    for t in np.unique(anchor_tid[copies]):
+        q = np.flatnonzero(anchor_tid[copies] == t)
+        on_t = ops[tid[ops] == t]
+        hit = innermost_containing(ts[on_t], end[on_t], anchor_ts[copies[q]])
+        held[q[hit >= 0]] = on_t[hit[hit >= 0]]
+    copies, held = copies[held >= 0], held[held >= 0]
+    if len(copies) == 0:
+        return copies, raw.comm_args
+    theirs = raw.comm_args.reindex(held).set_axis(copies, axis=0)
+    args = pd.concat([raw.comm_args.drop(index=copies, errors="ignore"), theirs]).sort_index()
+    return copies, args.astype(raw.comm_args.dtypes.to_dict())
+
+
+def _issued_by(raw: RawTrace, n: int) -> IntArray:
+    out = np.full(n, -1, dtype=np.int64)
+    if raw.folded_issue is not None:
+        folded, issue = raw.folded_issue
+        out[folded] = issue
+    return out
+
+
 def _on_gloo_thread(raw: RawTrace, gloo_op: BoolArray) -> BoolArray:
     """Rows on a gloo worker thread (one that runs gloo ops, or is named so)."""
     tid = raw.events["tid"].to_numpy()
@@ -336,6 +385,9 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     on_gloo_thread = _on_gloo_thread(raw, rc.gloo_op)
 
     lane = _lanes(nc, codes, rc, frame, source, on_gloo_thread)
+    anchor_ts, anchor_tid, orphan = launch_anchor(frame)
+    copies, comm_args = _collective_copies(raw, nc, codes, (anchor_ts, anchor_tid), cats)
+    lane[copies] = _LANE[EventLane.COMM]
     out = Labels(
         lane=_LANE_VALUES[lane],  # (read, not changed, by the producers)
         phase=rc.ovs_phase,  # None where the name is not an ovs range (rc's own arrays:
@@ -345,11 +397,10 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     )
     out.phase[rc.limiter_label] = Phase.LIMITER.value
 
-    anchor_ts, anchor_tid, orphan = launch_anchor(frame)
     step, steps = _steps(frame, rc.step, nc.step_no[codes], anchor_ts, orphan, warnings)
 
     comm_rows = np.flatnonzero(lane == _LANE[EventLane.COMM])
-    nbytes = collective_columns(raw.comm_args, cats, codes, comm_rows, out, on_gpu, world_size)
+    nbytes = collective_columns(comm_args, cats, codes, comm_rows, out, on_gpu, world_size)
     ctx = RowContext(
         ts=ts,
         end=end,
@@ -360,12 +411,13 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
         anchor_tid=anchor_tid,
         step=step,
         comm_rows=comm_rows,
+        issued_by=_issued_by(raw, n),
     )
     producer.label(ctx, out, cats, codes, warnings)
 
     if len(comm_rows) == 0:
         warnings.append(
-            "no communication found (no NCCL kernels, no gloo ops): "
+            "no communication found (no NCCL kernels or copies, no gloo ops): "
             "only compute and idle time can be reported"
         )
     if not steps:

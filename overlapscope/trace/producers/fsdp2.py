@@ -22,7 +22,7 @@ from overlapscope.trace.compute_units import (
     regions_frame,
 )
 from overlapscope.trace.labels import LabelRole, parse_fsdp2
-from overlapscope.trace.names import Phase
+from overlapscope.trace.names import ROOT_UNIT, Phase
 from overlapscope.trace.producers.base import cpu_only
 from overlapscope.trace.schema import Framework
 
@@ -47,11 +47,28 @@ class Fsdp2:
         self, ctx: RowContext, out: Labels, cats: list[str], codes: IntArray, warnings: list[str]
     ) -> None:
         parsed = [parse_fsdp2(c) if c.startswith("FSDP::") else None for c in cats]
+        # torch >= 2.5 names each range's module, but the root's not at all
+        # ("FSDP::all_gather", observed with torch 2.11): where others are named, a bare
+        # hook or collective range is the root's (before 2.5 no range was named)
+        named = any(f is not None and f[1] is not None for f in parsed)
+        unit_of = [
+            (f[1] if f[1] is not None or not named or not _per_module(c) else ROOT_UNIT)
+            if f
+            else None
+            for f, c in zip(parsed, cats, strict=True)
+        ]
         roles = np.asarray([f[0].value if f else "" for f in parsed], dtype=object)[codes]
-        fqns = np.asarray([f[1] if f else None for f in parsed], dtype=object)[codes]
+        fqns = np.asarray(unit_of, dtype=object)[codes]
         label_fsdp2(ctx, out, roles, fqns)
         hooks = np.asarray([fsdp2_hook(c) for c in cats], dtype=object)[codes]
         label_compute(ctx, out, fsdp2_regions(ctx, cpu_only(hooks, ctx), fqns))
+
+
+def _per_module(name: str) -> bool:
+    """Is ``name`` a range FSDP2 opens per module (a hook or a collective), which carries the
+    module's name from torch 2.5 on."""
+    label = name[len("FSDP::") :].split(" ", 1)[0]
+    return label in FSDP2_HOOKS or label in ("all_gather", "all_gather_copy_out")
 
 
 def fsdp2_hook(name: str) -> str:

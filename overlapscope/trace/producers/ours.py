@@ -1,7 +1,9 @@
 """overlapscope's own engine: ``ovs/<phase>/<unit>`` ranges (``trace/names.py``).
 
 GPU kernels belong to the ``ovs`` range holding their launch (compute kernels get its unit
-too); CPU gloo ops by issue order on the comm thread (the k-th op is the k-th issue range).
+too); the engine's folded gloo transfers to the issue range they came from; gloo's own
+collectives (``no_shard``'s all-reduce) by issue order on the comm thread (the k-th op is
+the k-th issue range left).
 """
 
 from __future__ import annotations
@@ -61,7 +63,14 @@ def label_overlapscope(
     out.phase[mem_gpu[not_copy]] = None
     out.unit[comm_gpu[bad]] = None
 
+    # The engine's gloo transfers, folded on the thread that issued them (trace/p2p.py): each
+    # carries its issue range (forward and backward issue from different threads on CUDA).
     cpu_comm = ctx.comm_rows[~ctx.on_gpu[ctx.comm_rows]]
+    folded = cpu_comm[ctx.issued_by[cpu_comm] >= 0]
+    out.phase[folded] = out.phase[ctx.issued_by[folded]]
+    out.unit[folded] = out.unit[ctx.issued_by[folded]]
+    out.group[folded] = OVS_COMM_GROUP
+    cpu_comm = cpu_comm[ctx.issued_by[cpu_comm] < 0]  # gloo's own collectives (all-reduce)
     if len(cpu_comm) == 0:
         return
     issue = ovs_rows[np.isin(out.phase[ovs_rows], list(issue_values))]
