@@ -122,7 +122,7 @@ def test_one_rank_has_no_cross_rank_path() -> None:
     assert path.links.empty and path.steps.empty
 
 
-@pytest.mark.parametrize("name", ["backward_pre", "none"])
+@pytest.mark.parametrize("name", ["backward_pre", "none", "gpu-engine-gloo2-backward_pre"])
 def test_links_tile_every_step_of_sample_runs(name: str) -> None:
     events, _, _ = align(load_run(REPO / "traces" / name).events)
     path = critical_path(events)

@@ -48,8 +48,10 @@ def _cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
 
 @pytest.fixture(scope="session")
 def sample_runs() -> list[RunSource]:
-    """The shipped sample runs (what ``overlapscope dashboard`` opens by default)."""
+    """The shipped CPU sample sweep (what ``overlapscope dashboard`` opens by default, but the
+    GPU runs ``traces/gpu-*``, which test_gpu_runs.py opens)."""
     runs = discover_runs([TRACES]) if TRACES.is_dir() else []
+    runs = [r for r in runs if not r.label.startswith("gpu-")]
     assert runs, f"no sample runs under {TRACES}: the dashboard's default needs them"
     return runs
 
