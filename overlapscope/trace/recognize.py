@@ -17,6 +17,7 @@ from overlapscope.trace.attribution import (
     Labels,
     RowContext,
     innermost_containing,
+    innermost_on_threads,
     label_categorical,
     launch_anchor,
 )
@@ -331,13 +332,8 @@ def _collective_copies(
     ts = frame["ts_us"].to_numpy()
     end = ts + frame["dur_us"].to_numpy()
     tid = frame["tid"].to_numpy()
-    held = np.full(len(copies), -1, dtype=np.int64)
-    for t in np.unique(anchor_tid[copies]):
-        q = np.flatnonzero(anchor_tid[copies] == t)
-        on_t = ops[tid[ops] == t]
-        hit = innermost_containing(ts[on_t], end[on_t], anchor_ts[copies[q]])
-        held[q[hit >= 0]] = on_t[hit[hit >= 0]]
-    copies, held = copies[held >= 0], held[held >= 0]
+    at = innermost_on_threads(ts[ops], end[ops], tid[ops], anchor_ts[copies], anchor_tid[copies])
+    copies, held = copies[at >= 0], ops[at[at >= 0]]
     if len(copies) == 0:
         return copies, raw.comm_args
     theirs = raw.comm_args.reindex(held).set_axis(copies, axis=0)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -35,6 +34,9 @@ import torch.distributed as dist
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from single_rank import start  # noqa: E402
 
 from overlapscope.config import EngineConfig, ModelConfig, ModelKind  # noqa: E402
 from overlapscope.engine.sharded import ShardedModel  # noqa: E402
@@ -332,19 +334,9 @@ def main(argv: list[str] | None = None) -> int:
         help="overhead: global batches to measure at (default: 8 32)",
     )
     args = p.parse_args(argv)
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print(
-            "engine_checks: no CUDA device (torch.cuda.is_available() is False); run it on "
-            "a machine with an NVIDIA GPU, or pass --device cpu",
-            file=sys.stderr,
-        )
+    device = start(args.device, "engine_checks", 29300)
+    if device is None:
         return 2
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(29300 + os.getpid() % 1000))
-    device = torch.device(args.device, 0) if args.device == "cuda" else torch.device("cpu")
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=0, world_size=1)
     args.out.mkdir(parents=True, exist_ok=True)
     checks: dict[str, Callable[[], bool]] = {
         "parity": lambda: parity(device, args.out),
