@@ -42,7 +42,7 @@ from overlapscope.analysis.graph import (
     replay_ends,
 )
 from overlapscope.analysis.segments import SEGMENT_KINDS, column_in
-from overlapscope.trace.schema import EventLane
+from overlapscope.phases import Lane
 
 OTHER_LANE = len(SEGMENT_KINDS) - 1  # lane code of every lane but compute, comm and wait
 SHORTEN = 0.10
@@ -131,8 +131,8 @@ def step_graphs(
 
 def critical_path(events: pd.DataFrame) -> CriticalPath:
     """The critical path of every step seen on at least two ranks (pure)."""
-    lanes = [EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value]
-    used = column_in(events["lane"], [*lanes, EventLane.STEP.value])
+    lanes = [Lane.COMPUTE.value, Lane.COMM.value, Lane.WAIT.value]
+    used = column_in(events["lane"], [*lanes, Lane.STEP.value])
     used &= events["step"].to_numpy() >= 0
     rows = Events.of(events, np.flatnonzero(used))
     w_rank, w_start, w_end, w_step = _windows(rows)

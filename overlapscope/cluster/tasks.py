@@ -60,8 +60,9 @@ from overlapscope.cluster.cache import (
     write_table,
 )
 from overlapscope.manifest import RunManifest
+from overlapscope.phases import Lane
 from overlapscope.trace.loader import RankInfo, RunTraces, _parse_one, _Parsed
-from overlapscope.trace.schema import EVENT_COLUMNS, EventLane
+from overlapscope.trace.schema import EVENT_COLUMNS
 
 # Likewise what pandas imports on first use in the parse: its Arrow strings' version check
 # (the categories of the names; ~3 ms).
@@ -73,8 +74,8 @@ with contextlib.suppress(ImportError):  # (a module of theirs, which may move)
 DONE = "summary.pkl"
 # The lanes of the critical path's rows: its work and its steps' marks.
 PATH_LANES = [
-    *(EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value),
-    EventLane.STEP.value,
+    *(Lane.COMPUTE.value, Lane.COMM.value, Lane.WAIT.value),
+    Lane.STEP.value,
 ]
 PATH_COLUMNS = ["rank", "step", "ts_us", "end_us", "lane", "unit", "phase", "group", "seq"]
 CLOCK_COLUMNS = ["lane", "kind", "group", "step", "seq", "ts_us", "end_us"]
@@ -174,7 +175,7 @@ def _parse_and_store(path: Path, world_hint: int, cache: RankCache, key: str) ->
         cache.write(key, parsed, pd.DataFrame())
         return
     events = parsed.table.events
-    comm = (events["lane"] == EventLane.COMM.value) & (events["seq"] >= 0)
+    comm = (events["lane"] == Lane.COMM.value) & (events["seq"] >= 0)
     comm.iloc[:1] = True  # the first row names the rank to the clock estimate
     light = dataclasses.replace(parsed.table, events=events.iloc[:0])
     meta = RankMeta(

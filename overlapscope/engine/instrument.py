@@ -18,7 +18,8 @@ from contextlib import contextmanager
 import torch
 from torch.autograd.profiler import record_function
 
-from overlapscope.trace.names import Phase, format_range
+from overlapscope.phases import Phase
+from overlapscope.trace.names import format_range
 
 
 class Instrument:

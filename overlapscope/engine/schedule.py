@@ -29,7 +29,8 @@ import enum
 from dataclasses import dataclass
 
 from overlapscope.engine.config import Policy, Sharding
-from overlapscope.trace.names import ROOT_UNIT, Phase
+from overlapscope.phases import Phase
+from overlapscope.trace.names import ROOT_UNIT
 
 
 class Act(enum.Enum):

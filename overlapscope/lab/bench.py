@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from overlapscope.trace.schema import CollectiveKind
+from overlapscope.phases import CollectiveKind
 
 # Rank 0 of the bench worker prefixes its machine-readable lines with this tag.
 TAG = "OVS-BENCH "

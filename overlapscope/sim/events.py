@@ -17,10 +17,11 @@ from pathlib import Path
 import pandas as pd
 
 from overlapscope.analysis.metrics import counted_mask, step_table
+from overlapscope.phases import KIND_CATEGORIES, LANE_CATEGORIES
 from overlapscope.sim.schedule import Replay
 from overlapscope.trace.loader import RankInfo, RunTraces
 from overlapscope.trace.recognize import ComputeSource
-from overlapscope.trace.schema import EVENT_COLUMNS, KIND_CATEGORIES, LANE_CATEGORIES, Framework
+from overlapscope.trace.schema import EVENT_COLUMNS, Framework
 
 GROUP = "predicted"
 COMM_TID, MAIN_TID = 2, 1

@@ -37,7 +37,8 @@ import numpy as np
 
 from overlapscope.engine.config import Policy
 from overlapscope.engine.schedule import Act, Action, Schedule
-from overlapscope.trace.names import OPTIM_UNIT, ROOT_UNIT, Phase
+from overlapscope.phases import CollectiveKind, Phase
+from overlapscope.trace.names import OPTIM_UNIT, ROOT_UNIT
 
 ROOT = ROOT_UNIT
 
@@ -127,7 +128,7 @@ class StepModel:
     units: tuple[str, ...]  # non-root units in forward order
     ag_bytes: dict[str, int]  # gathered bytes per unit (root included)
     reduce_bytes: dict[str, int]  # gradient reduction bytes per unit (root included)
-    reduce_kind: str = "reduce_scatter"
+    reduce_kind: str = CollectiveKind.REDUCE_SCATTER.value
     # every collective blocks its issuing thread until done (torch FSDP on CPU: gloo's
     # collectives return when finished); the engine's are asynchronous on CPU and GPU
     blocking: bool = False
@@ -182,7 +183,11 @@ class _Recorder:
             match a.act:
                 case Act.ISSUE | Act.PREFETCH:
                     self._issue(
-                        "all_gather", a.unit, a.phase, self.m.ag_bytes[a.unit], Phase.AG_FWD
+                        CollectiveKind.ALL_GATHER.value,
+                        a.unit,
+                        a.phase,
+                        self.m.ag_bytes[a.unit],
+                        Phase.AG_FWD,
                     )
                     self.alive += a.unit != ROOT
                 case Act.WAIT:

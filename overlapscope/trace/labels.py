@@ -24,8 +24,8 @@ from __future__ import annotations
 import enum
 import re
 
-from overlapscope.trace.names import Phase, parse_range
-from overlapscope.trace.schema import CollectiveKind
+from overlapscope.phases import CollectiveKind
+from overlapscope.trace.names import parse_range
 
 NCCL_KERNEL_RE = re.compile(r"^nccl.*Kernel")
 MEMORY_RE = re.compile(r"^(Memcpy|Memset|dma)")
@@ -129,26 +129,11 @@ def collective_kind(text: str) -> CollectiveKind:
     return CollectiveKind.OTHER
 
 
-def expected_kinds(phase: Phase) -> tuple[CollectiveKind, ...]:
-    """Collective kinds the backend may run for an overlapscope issue phase, the phase's own
-    kind first (earlier engine versions ran a gloo reduce-scatter as an all-reduce)."""
-    match phase:
-        case Phase.AG_FWD | Phase.AG_BWD:
-            return (CollectiveKind.ALL_GATHER,)
-        case Phase.RS:
-            return (CollectiveKind.REDUCE_SCATTER, CollectiveKind.ALL_REDUCE)
-        case Phase.AR:
-            return (CollectiveKind.ALL_REDUCE,)
-        case _:
-            raise ValueError(f"phase {phase.value!r} issues no collective")
-
-
 __all__ = [
     "FSDP1_LABELS",
     "FSDP2_LABELS",
     "LabelRole",
     "collective_kind",
-    "expected_kinds",
     "parse_fsdp1",
     "parse_fsdp2",
     "parse_range",

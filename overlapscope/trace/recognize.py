@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.arrays import BoolArray, CodeArray, FloatArray, IntArray, ObjArray
+from overlapscope.phases import KIND_CATEGORIES, LANE_CATEGORIES, PHASE_CATEGORIES, Lane, Phase
 from overlapscope.trace.attribution import (
     Labels,
     RowContext,
@@ -32,20 +33,14 @@ from overlapscope.trace.labels import (
     parse_fsdp1,
     parse_fsdp2,
 )
-from overlapscope.trace.names import Lane, Phase, parse_range
+from overlapscope.trace.names import parse_range
 from overlapscope.trace.p2p import P2P_CAT, fold_p2p
 from overlapscope.trace.parse import RawTrace
 from overlapscope.trace.producers import detect
-from overlapscope.trace.schema import (
-    KIND_CATEGORIES,
-    LANE_CATEGORIES,
-    EventLane,
-    Framework,
-)
+from overlapscope.trace.schema import Framework
 
-PHASE_CATEGORIES = [p.value for p in Phase]
 # Each lane's code in the lane column's categorical, and the lanes by code.
-_LANE = {EventLane(v): i for i, v in enumerate(LANE_CATEGORIES)}
+_LANE = {Lane(v): i for i, v in enumerate(LANE_CATEGORIES)}
 _LANE_VALUES = np.asarray(LANE_CATEGORIES, dtype=object)
 
 
@@ -164,7 +159,7 @@ class _RowClasses:
 def _row_classes(nc: _NameClasses, codes: IntArray, on_gpu: BoolArray) -> _RowClasses:
     ncat = len(nc.is_step)
     ovs_lane = np.asarray(
-        [_LANE[EventLane(p.lane.value)] if p else -1 for p in nc.ovs_phase], dtype=np.int8
+        [_LANE[p.lane] if p else -1 for p in nc.ovs_phase], dtype=np.int8
     ).reshape(ncat)
     ovs_phase = np.asarray([p.value if p else None for p in nc.ovs_phase], dtype=object)
     fsdp2_roles = [f[0] if f else None for f in nc.fsdp2]
@@ -216,13 +211,13 @@ def _lanes(
     ts = frame["ts_us"].to_numpy()
     end = ts + frame["dur_us"].to_numpy()
     tid = frame["tid"].to_numpy()
-    lane = np.full(len(frame), _LANE[EventLane.OTHER], dtype=np.int8)
+    lane = np.full(len(frame), _LANE[Lane.OTHER], dtype=np.int8)
     # GPU: HTA's kernel classes.
     gpu_comm = on_gpu & nc.is_nccl_kernel[codes]
     gpu_mem = on_gpu & ~gpu_comm & nc.is_memory[codes]
-    lane[on_gpu & ~nc.gpu_non_compute[codes] & ~gpu_mem] = _LANE[EventLane.COMPUTE]
-    lane[gpu_mem] = _LANE[EventLane.MEMORY]
-    lane[gpu_comm] = _LANE[EventLane.COMM]
+    lane[on_gpu & ~nc.gpu_non_compute[codes] & ~gpu_mem] = _LANE[Lane.COMPUTE]
+    lane[gpu_mem] = _LANE[Lane.MEMORY]
+    lane[gpu_comm] = _LANE[Lane.COMM]
     cpu = ~on_gpu
     if source is ComputeSource.CPU_OPS:
         compute = (
@@ -237,18 +232,18 @@ def _lanes(
         # An op that encloses a collective's issue (autograd hook wrappers, module calls)
         # also encloses the thread's wait on it: only its children count as compute.
         compute &= ~_encloses(ts, end, tid, compute, blocking)
-        lane[compute] = _LANE[EventLane.COMPUTE]
-    lane[rc.framework_issue | rc.issue_op] = _LANE[EventLane.ISSUE]
-    lane[rc.limiter_label] = _LANE[EventLane.WAIT]
+        lane[compute] = _LANE[Lane.COMPUTE]
+    lane[rc.framework_issue | rc.issue_op] = _LANE[Lane.ISSUE]
+    lane[rc.limiter_label] = _LANE[Lane.WAIT]
     ovs_cpu = cpu & rc.is_ovs
     # an ovs range's lane is its phase's (issue, wait, memory for offload copies)
     for ovs_lane in (Lane.ISSUE, Lane.WAIT, Lane.MEMORY):
-        code = _LANE[EventLane(ovs_lane.value)]
+        code = _LANE[ovs_lane]
         lane[ovs_cpu & (rc.ovs_lane == code)] = code
     if source is ComputeSource.OVS_RANGES:
-        lane[ovs_cpu & (rc.ovs_lane == _LANE[EventLane.COMPUTE])] = _LANE[EventLane.COMPUTE]
-    lane[rc.gloo_op] = _LANE[EventLane.COMM]
-    lane[rc.step] = _LANE[EventLane.STEP]
+        lane[ovs_cpu & (rc.ovs_lane == _LANE[Lane.COMPUTE])] = _LANE[Lane.COMPUTE]
+    lane[rc.gloo_op] = _LANE[Lane.COMM]
+    lane[rc.step] = _LANE[Lane.STEP]
     return lane
 
 
@@ -332,7 +327,7 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     ts = frame["ts_us"].to_numpy()
     end = ts + frame["dur_us"].to_numpy()
     rc = _row_classes(nc, codes, on_gpu)
-    source = _compute_source(on_gpu, rc.ovs_lane == _LANE[EventLane.COMPUTE])
+    source = _compute_source(on_gpu, rc.ovs_lane == _LANE[Lane.COMPUTE])
     on_gloo_thread = _on_gloo_thread(raw, rc.gloo_op)
 
     lane = _lanes(nc, codes, rc, frame, source, on_gloo_thread)
@@ -348,7 +343,7 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     anchor_ts, anchor_tid, orphan = launch_anchor(frame)
     step, steps = _steps(frame, rc.step, nc.step_no[codes], anchor_ts, orphan, warnings)
 
-    comm_rows = np.flatnonzero(lane == _LANE[EventLane.COMM])
+    comm_rows = np.flatnonzero(lane == _LANE[Lane.COMM])
     nbytes = collective_columns(raw.comm_args, cats, codes, comm_rows, out, on_gpu, world_size)
     ctx = RowContext(
         ts=ts,

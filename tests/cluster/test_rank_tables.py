@@ -24,8 +24,8 @@ from overlapscope.cluster.cache import (
 )
 from overlapscope.cluster.client import LazyClient
 from overlapscope.cluster.run import plan
+from overlapscope.phases import Lane
 from overlapscope.trace.loader import RunTraces, load_run
-from overlapscope.trace.schema import EventLane
 from tests.conftest import EXTERNAL_TRACES, REPO
 
 # --- the former row selections (reference) ---
@@ -40,8 +40,8 @@ def _former_rows(run: RunTraces) -> dict[str, pd.DataFrame]:
     exposure = comm_exposure(run, counted)
     ev = run.events
     comm = ev.loc[exposure.index, tasks.COMM_COLUMNS[:-1]].assign(exposed_us=exposure.to_numpy())
-    lanes = [EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value]
-    used = ev["lane"].isin([*lanes, EventLane.STEP.value]) & (ev["step"] >= 0)
+    lanes = [Lane.COMPUTE.value, Lane.COMM.value, Lane.WAIT.value]
+    used = ev["lane"].isin([*lanes, Lane.STEP.value]) & (ev["step"] >= 0)
     return {
         "comm": comm.reset_index(drop=True),
         "path": ev.loc[used, tasks.PATH_COLUMNS].reset_index(drop=True),
@@ -109,9 +109,9 @@ def test_rank_rows_equal_the_former_ones_on_a_gpu_trace():
 def test_rank_rows_of_one_event_and_of_none():
     run = _one_rank(load_run(RUNS[0]), 0)
     ev = run.events
-    comm = ev[(ev["lane"] == EventLane.COMM.value) & (ev["step"] >= 0)]
+    comm = ev[(ev["lane"] == Lane.COMM.value) & (ev["step"] >= 0)]
     assert len(_same(dataclasses.replace(run, events=comm.iloc[:1]))["comm"]) == 1
-    quiet = _same(dataclasses.replace(run, events=ev[ev["lane"] == EventLane.OTHER.value]))
+    quiet = _same(dataclasses.replace(run, events=ev[ev["lane"] == Lane.OTHER.value]))
     assert quiet["comm"].empty and quiet["path"].empty
 
 

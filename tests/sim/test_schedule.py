@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from overlapscope.phases import Phase
 from overlapscope.sim.events import replay_metrics
 from overlapscope.sim.schedule import (
     Policy,
@@ -15,7 +16,6 @@ from overlapscope.sim.schedule import (
     build_program,
     replay,
 )
-from overlapscope.trace.names import Phase
 
 UNITS = ("u0", "u1", "u2", "u3")
 BYTES = {u: 100 for u in ("root", *UNITS)}

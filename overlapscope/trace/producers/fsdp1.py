@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.arrays import BoolArray, IntArray, ObjArray
+from overlapscope.phases import Phase
 from overlapscope.trace.attribution import Labels, RowContext, holder
 from overlapscope.trace.compute_units import (
     CLOSE_BWD,
@@ -21,7 +22,6 @@ from overlapscope.trace.compute_units import (
     label_compute,
 )
 from overlapscope.trace.labels import LabelRole, parse_fsdp1
-from overlapscope.trace.names import Phase
 from overlapscope.trace.producers.base import cpu_only
 from overlapscope.trace.schema import Framework
 

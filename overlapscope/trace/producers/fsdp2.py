@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.arrays import BoolArray, IntArray, ObjArray
+from overlapscope.phases import Phase
 from overlapscope.trace.attribution import Labels, RowContext, holder, innermost_containing
 from overlapscope.trace.compute_units import (
     CLOSE_BWD,
@@ -22,7 +23,6 @@ from overlapscope.trace.compute_units import (
     regions_frame,
 )
 from overlapscope.trace.labels import LabelRole, parse_fsdp2
-from overlapscope.trace.names import Phase
 from overlapscope.trace.producers.base import cpu_only
 from overlapscope.trace.schema import Framework
 
