@@ -24,9 +24,9 @@ from overlapscope.analysis.metrics import (
     step_table,
     timeline_table,
 )
-from overlapscope.config import RunConfig
+from overlapscope.config import Policy, RunConfig
 from overlapscope.errors import UserError
-from overlapscope.sim import Measured, Policy, Scenario
+from overlapscope.sim import Measured, Scenario
 from overlapscope.sim.events import replay_run
 from overlapscope.sim.schedule import Replay
 

@@ -9,17 +9,19 @@ import statistics
 from pathlib import Path
 
 from overlapscope.commands.flags import MAX_RANKS, MAX_WIDTH, int_at_least, positive_float
-from overlapscope.engine.config import (
+from overlapscope.config import (
+    DEFAULT_LIMIT_WINDOW,
     EngineConfig,
     MixedPrecision,
     ModelConfig,
     ModelKind,
     Policy,
+    ProfileWindow,
+    RunConfig,
     Sharding,
     check_checkpoint_units,
 )
 from overlapscope.engine.launch import launch
-from overlapscope.engine.recipe import DEFAULT_LIMIT_WINDOW, ProfileWindow, RunConfig
 from overlapscope.errors import UserError
 from overlapscope.manifest import RUN_JSON, read_manifest
 from overlapscope.outputs import check_dir, write_file

@@ -19,7 +19,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from overlapscope.commands.run import add_engine_flags, config_from_args, int_at_least
-from overlapscope.engine.recipe import DEFAULT_LIMIT_WINDOW, RunConfig
+from overlapscope.config import DEFAULT_LIMIT_WINDOW, RunConfig
 from overlapscope.errors import UserError
 from overlapscope.outputs import check_dir, check_replace, only_ours, replace_dir
 from overlapscope.sweep import (

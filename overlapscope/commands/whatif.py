@@ -17,13 +17,14 @@ import sys
 from pathlib import Path
 
 from overlapscope.commands.run import add_limit_flag, positive_float
+from overlapscope.config import Policy
 from overlapscope.errors import UserError
 from overlapscope.outputs import check_apart, check_dir, check_file, write_file
 from overlapscope.sim.across import Pooled, pool_runs
 from overlapscope.sim.calibrate import Calibration
 from overlapscope.sim.export import write_predicted_run
 from overlapscope.sim.predict import Prediction, load_calibration, predict_from
-from overlapscope.sim.schedule import Policy, Scenario
+from overlapscope.sim.schedule import Scenario
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:

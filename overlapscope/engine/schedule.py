@@ -28,7 +28,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from overlapscope.engine.config import Policy, Sharding
+from overlapscope.config import Policy, Sharding
 from overlapscope.phases import Phase
 from overlapscope.trace.names import ROOT_UNIT
 

@@ -38,8 +38,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
+from overlapscope.config import EngineConfig, MixedPrecision, Sharding
 from overlapscope.engine.comm import Collectives, new_comm_group
-from overlapscope.engine.config import EngineConfig, MixedPrecision, Sharding
 from overlapscope.engine.instrument import Instrument
 from overlapscope.engine.levers import install_checkpointing, offload_shards
 from overlapscope.engine.schedule import Act, Action, Schedule, ScheduleStats

@@ -11,13 +11,12 @@ directory or a torch FSDP1/FSDP2 trace directory. See docs/WHATIF.md.
 
 from overlapscope.sim.calibrate import Calibration, LinkModel, Measured, calibrate
 from overlapscope.sim.predict import Prediction, load_calibration, predict, predict_from
-from overlapscope.sim.schedule import Policy, Scenario
+from overlapscope.sim.schedule import Scenario
 
 __all__ = [
     "Calibration",
     "LinkModel",
     "Measured",
-    "Policy",
     "Prediction",
     "Scenario",
     "calibrate",

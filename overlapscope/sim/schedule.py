@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from overlapscope.engine.config import Policy
+from overlapscope.config import Policy
 from overlapscope.engine.schedule import Act, Action, Schedule
 from overlapscope.phases import CollectiveKind, Phase
 from overlapscope.trace.names import OPTIM_UNIT, ROOT_UNIT

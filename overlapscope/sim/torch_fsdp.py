@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.analysis.intervals import Intervals, covered, subtract, union, union_of
-from overlapscope.engine.config import Policy
+from overlapscope.config import Policy
 from overlapscope.errors import UserError
 from overlapscope.phases import CollectiveKind, Phase, issuing, values
 from overlapscope.sim.schedule import OpKind, Program, Scenario, StepModel, build_program

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from overlapscope.config import Policy
 from overlapscope.phases import Phase
 from overlapscope.sim.events import replay_metrics
 from overlapscope.sim.schedule import (
-    Policy,
     Program,
     RankTimes,
     Scenario,
