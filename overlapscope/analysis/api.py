@@ -137,7 +137,7 @@ def run_summary(run: RunTraces) -> RunSummary:
         world_size=run.world_size,
         ranks=tuple(r.rank for r in run.ranks),
         has_gpu=run.has_gpu,
-        frameworks={r.rank: r.framework.value for r in run.ranks},
+        frameworks={r.rank: r.framework for r in run.ranks},
         completed_run=run.completed_run,
         sources=tuple(str(p) for p in run.sources),
         run_config=run.manifest.config_dict() if run.manifest else None,

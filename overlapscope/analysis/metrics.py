@@ -226,7 +226,7 @@ def rank_table(
             rec[f"{f}{TOTAL}"] = total
             rec[f"{f}{PER_STEP}"] = total / n if n else float("nan")
         rec["overlap_pct"] = 100.0 * hidden / comm if comm > 0 else float("nan")
-        rec["framework"] = info.framework.value
+        rec["framework"] = info.framework
         rec["compute_source"] = info.compute_source.value
         records.append(rec)
     return pd.DataFrame.from_records(records, columns=RANK_COLUMNS)

@@ -15,6 +15,7 @@ from overlapscope.phases import CollectiveKind, Phase, issuing, values
 from overlapscope.sim.schedule import Scenario, StepModel, build_program
 from overlapscope.sim.torch_fsdp import infer_scenario, step_shape
 from overlapscope.trace.names import ROOT_UNIT
+from overlapscope.trace.producers import producers
 
 ALL_GATHER, REDUCE_SCATTER = CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER
 
@@ -89,7 +90,8 @@ def ovs_facts(manifest: RunManifest, coll: pd.DataFrame, where: str) -> Facts:
 
 def torch_facts(a: RunAnalysis, coll: pd.DataFrame) -> Facts:
     frameworks = set(a.summary.frameworks.values())
-    if not frameworks & {"fsdp1", "fsdp2"}:
+    inferred = frameworks & {p.name for p in producers() if p.infers_schedule}
+    if not inferred:
         raise UserError(
             "neither an overlapscope run (no run.json) nor a torch FSDP trace: what-if needs "
             "a run written by `overlapscope run` or the traces of a torch FSDP1/FSDP2 run"
@@ -103,7 +105,7 @@ def torch_facts(a: RunAnalysis, coll: pd.DataFrame) -> Facts:
     scenario = infer_scenario(coll, model)
     program = build_program(model, scenario)
     return Facts(
-        framework=sorted(frameworks & {"fsdp1", "fsdp2"})[0],
+        framework=sorted(inferred)[0],
         model=model,
         scenario=scenario,
         full_bytes=dict(model.ag_bytes),

@@ -39,7 +39,7 @@ from overlapscope.trace.ranks import (
 )
 from overlapscope.trace.recognize import ComputeSource, RankTable, recognize
 from overlapscope.trace.runmeta import run_state
-from overlapscope.trace.schema import EVENT_COLUMNS, Framework
+from overlapscope.trace.schema import EVENT_COLUMNS
 
 # Below this many bytes in total, parsing in-process beats starting workers.
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
@@ -52,7 +52,7 @@ class RankInfo:
     path: Path
     world_size: int | None
     backend: str | None
-    framework: Framework
+    framework: str  # the producer that read it (trace/producers)
     compute_source: ComputeSource
     steps: tuple[int, ...]
     num_events: int

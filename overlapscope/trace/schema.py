@@ -50,19 +50,7 @@ Lanes (:class:`~overlapscope.phases.Lane`):
 
 from __future__ import annotations
 
-import enum
-
 import pandas as pd
-
-
-class Framework(enum.Enum):
-    """Which naming the rank's trace follows (decides how units and phases are found)."""
-
-    OVERLAPSCOPE = "overlapscope"
-    FSDP2 = "fsdp2"
-    FSDP1 = "fsdp1"
-    GENERIC = "generic"
-
 
 EVENT_COLUMNS: dict[str, str] = {
     "rank": "int32",

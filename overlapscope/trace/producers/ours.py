@@ -12,16 +12,22 @@ from overlapscope.arrays import BoolArray, IntArray
 from overlapscope.phases import COMM_PHASES, COPY_PHASES, CollectiveKind, Lane, Phase
 from overlapscope.trace.attribution import Labels, RowContext, innermost_containing
 from overlapscope.trace.names import parse_range
-from overlapscope.trace.schema import Framework
+from overlapscope.trace.producers.base import RangeRule
 
 OVS_COMM_GROUP = "ovs-comm"
 
 
 class Ours:
-    framework = Framework.OVERLAPSCOPE
+    name = "overlapscope"
+    infers_schedule = False  # (run.json says the schedule: sim/facts.py reads it)
 
     def recognizes(self, cats: list[str], present: BoolArray) -> bool:
         return any(present[i] and parse_range(c) is not None for i, c in enumerate(cats))
+
+    def rule(self, name: str) -> RangeRule | None:
+        """An ``ovs/<phase>/<unit>`` range: its phase's lane, its phase and unit."""
+        r = parse_range(name) if name.startswith("ovs/") else None
+        return RangeRule(r.phase.lane, r.phase, r.unit) if r is not None else None
 
     def label(
         self, ctx: RowContext, out: Labels, cats: list[str], codes: IntArray, warnings: list[str]
