@@ -37,7 +37,7 @@ GENERATE = [
 OURS = """
 import sys
 from overlapscope.cli import main
-sys.exit(main(["analyze", sys.argv[1], "--json", "/dev/null", "--no-progress"]))
+sys.exit(main(["analyze", sys.argv[1], "--json", "/dev/null", "--no-progress", "--no-cache"]))
 """
 
 HTA = """

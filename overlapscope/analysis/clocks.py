@@ -30,6 +30,7 @@ warning line. The reference is the rank that matches the most collectives (ties:
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -296,6 +297,16 @@ def align(
     aligned_events["ts_us"] = events["ts_us"].to_numpy() - shift
     aligned_events["end_us"] = events["end_us"].to_numpy() - shift
     return aligned_events, offsets, warnings
+
+
+@dataclass(frozen=True, slots=True)
+class Clocks:
+    """The clock estimate as an analysis keeps it: the offsets table, whether they were
+    applied, and the one host every rank ran on (if so)."""
+
+    offsets: pd.DataFrame
+    applied: bool
+    shared_host: str | None
 
 
 def shared_host(manifest: RunManifest | None) -> str | None:

@@ -24,7 +24,7 @@ replayed step's change, not 10% of the link.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -259,3 +259,15 @@ def _step_record(graph: StepGraph, links: dict[str, np.ndarray], step: int) -> d
         "num_links": len(durs),
         "num_hops": int((ranks[1:] != ranks[:-1]).sum()),
     }
+
+
+def join_paths(parts: Sequence[CriticalPath]) -> CriticalPath:
+    """Per-step critical paths (steps in order) as :func:`critical_path` gives the run's."""
+    found = [p for p in parts if len(p.steps)]
+    if not found:
+        return CriticalPath.empty()
+    links = pd.DataFrame(
+        {c: np.concatenate([p.links[c].to_numpy() for p in found]) for c in LINK_COLUMNS}
+    )
+    records = [r for p in found for r in p.steps.to_dict("records")]
+    return CriticalPath(links, pd.DataFrame.from_records(records, columns=STEP_COLUMNS))

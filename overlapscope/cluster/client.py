@@ -1,4 +1,5 @@
-"""The Dask side of ``--dask``: connecting, and running a round of tasks to the end.
+"""The Dask side of ``--dask``: :class:`DaskExecutor` connects and runs a round of tasks to
+the end (the executor protocol of ``overlapscope/pipeline/executor.py``).
 
 Dask is imported here only, and only once a task must run: a re-analysis served by the
 cache needs neither the cluster nor the ``cluster`` extra.
@@ -118,6 +119,36 @@ class LazyClient:
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
+
+
+class DaskExecutor:
+    """The tasks of an analysis on the Dask cluster at ``address`` (or a new local one for
+    ``local``), connected at the first round; closed on exit (a context manager)."""
+
+    where = "on the Dask cluster"
+
+    def __init__(self, address: str) -> None:
+        self._client = LazyClient(address)
+
+    def run(
+        self,
+        fn: Callable[..., Any],
+        args: Sequence[tuple[Any, ...]],
+        names: Sequence[str],
+        stored: Callable[[str], bool],
+        *,
+        heavy: bool = False,
+        progress: str | None = None,
+    ) -> dict[str, str]:
+        """(``heavy`` and ``progress`` are for local executors: Dask spreads every round
+        over its workers, and its own dashboard shows progress.)"""
+        return run_tasks(self._client.get(), fn, args, names, stored)
+
+    def __enter__(self) -> DaskExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._client.__exit__(*exc)
 
 
 def run_tasks(
