@@ -28,7 +28,7 @@ from overlapscope.config import Policy, RunConfig
 from overlapscope.errors import UserError
 from overlapscope.sim import Measured, Scenario
 from overlapscope.sim.events import replay_run
-from overlapscope.sim.schedule import Replay
+from overlapscope.sim.replay import Replay
 
 LIMIT_OFF = "off"
 LIMIT_CHOICES: tuple[int, ...] = (1, 2, 3)

@@ -29,7 +29,8 @@ from overlapscope.bench.collectives import (
     parse_size,
     summarize,
 )
-from overlapscope.commands.run import int_at_least, positive_float
+from overlapscope.commands import COMMANDS
+from overlapscope.commands.flags import int_at_least, positive_float
 from overlapscope.errors import UserError
 from overlapscope.lab import TbfShape, shaped_network
 from overlapscope.outputs import check_dir, check_file, write_file
@@ -63,7 +64,7 @@ DEFINITIONS = {
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "bench-collectives",
-        help="measure all-gather / reduce-scatter bus bandwidth over the lab link",
+        help=COMMANDS["bench-collectives"].help,
         # Plain text: the module docstring is for developers (reST markup).
         description="Start --nproc ranks in the slow-network lab (each in its own network "
         "namespace; needs root and iproute2), time the engine's own gloo all-gather and "

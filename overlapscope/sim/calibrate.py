@@ -38,14 +38,8 @@ from overlapscope.sim.link import (
     per_collective,
 )
 from overlapscope.sim.memory import WindowKey, window_peaks
-from overlapscope.sim.schedule import (
-    OpKind,
-    Program,
-    RankTimes,
-    Scenario,
-    StepModel,
-    build_program,
-)
+from overlapscope.sim.replay import RankTimes
+from overlapscope.sim.schedule import OpKind, Program, Scenario, StepModel, build_program
 from overlapscope.sim.torch_fsdp import attribute_compute
 from overlapscope.trace.loader import RunTraces
 

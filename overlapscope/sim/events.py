@@ -18,7 +18,7 @@ import pandas as pd
 
 from overlapscope.analysis.metrics import counted_mask, step_table
 from overlapscope.phases import KIND_CATEGORIES, LANE_CATEGORIES
-from overlapscope.sim.schedule import Replay
+from overlapscope.sim.replay import Replay
 from overlapscope.trace.loader import RankInfo, RunTraces
 from overlapscope.trace.producers.ours import Ours
 from overlapscope.trace.recognize import ComputeSource

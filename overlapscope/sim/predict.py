@@ -37,14 +37,8 @@ from overlapscope.sim.calibrate import (
 )
 from overlapscope.sim.events import replay_metrics
 from overlapscope.sim.memory import predicted_peak
-from overlapscope.sim.schedule import (
-    Collective,
-    Program,
-    Replay,
-    Scenario,
-    build_program,
-    replay,
-)
+from overlapscope.sim.replay import Replay, replay
+from overlapscope.sim.schedule import Collective, Program, Scenario, build_program
 from overlapscope.trace.loader import load_run
 
 GBIT_BYTES_PER_US = 1e9 / 8 / 1e6  # 1 Gbit/s in bytes per µs
