@@ -190,7 +190,7 @@ def test_concurrent_first_views_analyse_the_run_once(
     LocalCluster with ``local``), the others wait for it."""
     calls: list[str] = []
 
-    def slow(src: Any, _target: Any) -> Any:
+    def slow(src: Any, _target: Any, _cache: Any) -> Any:
         calls.append(src.key)
         time.sleep(0.3)
         return data.LoadedRun(src, helpers.analysis(), None)
