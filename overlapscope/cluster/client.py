@@ -29,7 +29,7 @@ NOT_SHARED = (
 INSTALL_HINT = "pip install 'overlapscope[cluster]'"
 # The workers' Arrow buffers from the system allocator, not pyarrow's default mimalloc, which
 # kept ~35 MB more resident at the two tasks' peak on a 33 MB rank file, ~25 MB on a 56 MB one
-# (measured: docs/BENCHMARKS.md). Workers started by hand get it from the tasks (tasks.released).
+# (measured: docs/BENCHMARKS.md). Workers started by hand get it from the tasks (memory.released).
 WORKER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
 # Dask's statistical profiler samples every worker thread's stack every few ms: on two 56 MB
 # ranks it cost the worker ~0.2 s of CPU (0.9 -> 1.1-1.5 s) and made its peak vary from 120
@@ -85,7 +85,7 @@ def profiling() -> bool:
 def warn_profiling(client: Client, address: str) -> None:
     """One line on stderr when workers of ``address`` run Dask's profiler, which costs the
     per-rank tasks CPU and makes a worker's peak memory vary up to twice what it is without
-    (docs/BENCHMARKS.md, worker memory)."""
+    (docs/BENCHMARKS.md, "Many ranks on Dask")."""
     try:
         on = client.run(profiling)
     except Exception:  # a worker without this overlapscope: its tasks say so

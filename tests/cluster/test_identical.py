@@ -45,7 +45,7 @@ def test_shipped_runs_identical_on_scheduler(
     # Every rank file of every run was parsed by a task and cached.
     assert len(list((tmp_path / "cache").glob("*.arrow"))) == 2 * len(SHIPPED)
     # Workers started by hand, without ARROW_DEFAULT_MEMORY_POOL: the tasks chose the
-    # system allocator themselves (docs/BENCHMARKS.md, worker memory).
+    # system allocator themselves (docs/BENCHMARKS.md, "Many ranks on Dask").
     from distributed import Client
 
     with Client(dask_two_workers.address, timeout=60) as client:
