@@ -21,13 +21,18 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from overlapscope.analysis import RunAnalysis
+from overlapscope.analysis.clocks import align_run
 from overlapscope.errors import UserError
 from overlapscope.manifest import RunManifest
 from overlapscope.sim.contention import busy_fraction, fit_contention
+from overlapscope.sim.engine_cuts import engine_cuts
 from overlapscope.sim.facts import Facts, ovs_facts, torch_facts
+from overlapscope.sim.gpu_calibrate import device_model, gpu_rows, host_rows, host_transfer_us
+from overlapscope.sim.launches import DeviceModel
 from overlapscope.sim.link import (
     TCP_EFFICIENCY,
     LinkModel,
@@ -62,6 +67,10 @@ class SimInputs:
     issue: pd.DataFrame  # the issue lane's counted rows: rank, step, phase, ts_us, end_us, dur_us
     mem_windows: dict[int, dict[WindowKey, int]]  # per rank (CPU runs with memory events)
     source: str  # the run directory
+    # GPU runs: the GPU activities with their launch time, and the host's rows
+    # (sim/gpu_calibrate.py); None on CPU runs
+    gpu: pd.DataFrame | None = None
+    host: pd.DataFrame | None = None
 
 
 def sim_inputs(traces: RunTraces) -> SimInputs:
@@ -73,7 +82,13 @@ def sim_inputs(traces: RunTraces) -> SimInputs:
         else {info.rank: w for info in traces.ranks if (w := window_peaks(info.path))}
     )
     src = str(traces.sources[0].parent) if traces.sources else ""
-    return SimInputs(traces.manifest, issue.reset_index(drop=True), windows, src)
+    if not traces.has_gpu:
+        return SimInputs(traces.manifest, issue.reset_index(drop=True), windows, src)
+    aligned = align_run(traces)[0].events  # on the analysis' clocks, as its tables are
+    return SimInputs(
+        traces.manifest, issue.reset_index(drop=True), windows, src,
+        gpu_rows(aligned), host_rows(aligned),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +141,7 @@ class Calibration:
     peer_skew_us: float  # mean lag of the last rank to start a collective
     measured: Measured
     manifest: RunManifest | None  # the measured run's; None for torch traces
+    device: DeviceModel | None = None  # GPU runs: host work and launches per op (launches.py)
 
 
 # --------------------------------------------------------------------------- compute
@@ -266,6 +282,23 @@ def _with_lane_times(coll: pd.DataFrame) -> pd.DataFrame:
     return coll.assign(transfer_us=lane, lag_us=(lane - coll["transfer_us"]).clip(lower=0.0))
 
 
+def _with_host_transfers(
+    coll: pd.DataFrame, gpu: pd.DataFrame, host: pd.DataFrame, device: DeviceModel
+) -> pd.DataFrame:
+    """On a GPU run, a collective that ran on the host holds its lane from the moment every
+    rank's copy to the host was done (sim/gpu_calibrate.py), with no lag beyond it."""
+    if not device.host_transfers:
+        return coll
+    times = host_transfer_us(gpu, host, device.compute_stream)
+    keys = zip(coll["step"].astype(int), coll["unit"].astype(str), coll["phase"].astype(str), strict=True)  # fmt: skip
+    lane = pd.Series([times.get(k, np.nan) for k in keys], index=coll.index)
+    mine = lane.notna()
+    return coll.assign(
+        transfer_us=coll["transfer_us"].where(~mine, lane),
+        lag_us=coll["lag_us"].where(~mine, 0.0),
+    )
+
+
 def _measured(a: RunAnalysis, facts: Facts) -> Measured:
     rk = a.ranks
     return Measured(
@@ -307,7 +340,14 @@ def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
         tl = a.timeline.merge(counted, on=["rank", "step"])
         comp = attribute_compute(tl, steps, measured_program)
         issue = inputs.issue.iloc[:0]  # torch on CPU: issue and transfer are one call
-    contention = fit_contention(comp, facts.full_bytes)
+    device = None
+    if a.summary.has_gpu and inputs.gpu is not None and inputs.host is not None:
+        device = device_model(
+            inputs.gpu, inputs.host, a.counted_steps, measured_program, engine_cuts
+        )
+        coll = _with_host_transfers(coll, inputs.gpu, inputs.host, device)
+    # on a GPU the kernels are measured as they ran: no slow-down to divide out
+    contention = 0.0 if device else fit_contention(comp, facts.full_bytes)
     ranks = _ranks(comp, contention, issue, steps, num_steps, measured_program)
     comm_rows = a.timeline.merge(counted, on=["rank", "step"])
     # memory: the largest unit's full bytes; per rank the peak, and the measured curve
@@ -342,4 +382,5 @@ def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
         peer_skew_us=float(coll["straggler_lag_us"].mean()) if len(coll) else 0.0,
         measured=_measured(a, facts),
         manifest=meta,
+        device=device,
     )

@@ -65,7 +65,7 @@ def rank_trace(pred: Prediction, rank: int, first_step: int) -> dict[str, Any]:
                     numel //= calib.world_size  # the input is the shard
                 dims = {"Input type": ["float"], "Input Dims": [[numel]]}
                 events.append(_event(f"gloo:{c.kind}", COMM_TID, start, end, **dims))
-            else:
+            elif iv.phase is not None:
                 events.append(_event(format_range(iv.phase, iv.unit), MAIN_TID, start, end))
         offset += max(rep.step_time_us.values())
     return {

@@ -34,6 +34,7 @@ from overlapscope.sim.calibrate import (
     sim_inputs,
     with_contention,
 )
+from overlapscope.sim.device_replay import DEVICE, HOST, NOTHING, DeviceScenario, device_replay
 from overlapscope.sim.events import replay_metrics
 from overlapscope.sim.memory import predicted_peak
 from overlapscope.sim.schedule import (
@@ -254,6 +255,53 @@ def _peak_mem(calib: Calibration, program: Program, rank: int, baseline: float) 
     return baseline + program.max_mem_units_in_backward * calib.alive_unit_bytes
 
 
+def _host_replays(
+    calib: Calibration, program: Program, links: dict[str, LinkModel], alpha: float
+) -> list[Replay]:
+    """One replay of the training thread per measured step (CPU runs, sim/schedule.py)."""
+    samples = list(
+        zip(calib.step_compute_us, calib.step_transfer_us, calib.step_lag_us, strict=True)
+    ) or [({r: t.compute_us for r, t in calib.ranks.items()}, calib.transfer_us, {})]
+    replays = []
+    for compute, measured, lags in samples:
+        ranks = {
+            r: dataclasses.replace(t, compute_us=compute.get(r, t.compute_us))
+            for r, t in calib.ranks.items()
+        }
+        transfer = [
+            calib.dispatch_us + transfer_us(calib, links, c, measured, lags)
+            for c in program.collectives
+        ]
+        replays.append(replay(program, ranks, transfer, alpha))
+    return replays
+
+
+def _where(calib: Calibration, c: Collective) -> str:
+    """Where a collective's transfer runs: as measured on the host (the engine's gloo on
+    CUDA) or on the device; nowhere if the run moved nothing for it (torch FSDP2's in-place
+    all-gather at world size 1)."""
+    assert calib.device is not None
+    if (c.unit, c.phase.value) in calib.device.host_transfers:
+        return HOST
+    return DEVICE if (c.unit, c.phase) in calib.transfer_us else NOTHING
+
+
+def _device_replays(
+    calib: Calibration, program: Program, links: dict[str, LinkModel]
+) -> tuple[Replay, ...]:
+    """The measured steps replayed back to back on host and device (sim/device_replay.py)."""
+    assert calib.device is not None
+    where = [_where(calib, c) for c in program.collectives]
+    transfers = [
+        [
+            transfer_us(calib, links, c, measured, lags) if where[c.index] != NOTHING else 0.0
+            for c in program.collectives
+        ]
+        for measured, lags in zip(calib.step_transfer_us, calib.step_lag_us, strict=True)
+    ]
+    return device_replay(calib.device, DeviceScenario(program, transfers, where))
+
+
 def predict_from(
     calib: Calibration,
     scenario: Scenario,
@@ -274,20 +322,11 @@ def predict_from(
     if (speed_scale, forward_scale) != (1.0, 1.0):
         calib = at_speed(calib, speed_scale, forward_scale)
     alpha = contention_under(calib, links)
-    samples = list(
-        zip(calib.step_compute_us, calib.step_transfer_us, calib.step_lag_us, strict=True)
-    ) or [({r: t.compute_us for r, t in calib.ranks.items()}, calib.transfer_us, {})]
-    replays = []
-    for compute, measured, lags in samples:
-        ranks = {
-            r: dataclasses.replace(t, compute_us=compute.get(r, t.compute_us))
-            for r, t in calib.ranks.items()
-        }
-        transfer = [
-            calib.dispatch_us + transfer_us(calib, links, c, measured, lags)
-            for c in program.collectives
-        ]
-        replays.append(replay(program, ranks, transfer, alpha))
+    replays = (
+        _host_replays(calib, program, links, alpha)
+        if calib.device is None
+        else _device_replays(calib, program, links)
+    )
     # the analysis' own figures of the replayed steps (sim/events.py), mean over steps
     metrics = replay_metrics(replays, calib.world_size)[list(PER_RANK_COLUMNS)]
     per_rank = metrics.groupby("rank", as_index=False).mean()

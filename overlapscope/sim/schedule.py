@@ -264,12 +264,13 @@ class RankTimes:
 @dataclass(frozen=True, slots=True)
 class Interval:
     rank: int
-    lane: str  # "compute", "wait", "issue" (training thread) or "comm"
-    phase: Phase
+    lane: str  # "compute", "wait", "issue" (training thread) or "comm"; GPU: also "memory"
+    phase: Phase | None  # None: a GPU activity outside every unit's phase
     unit: str
     start_us: float
     end_us: float
     collective: int = -1
+    stream: int = -1  # a GPU activity's stream (sim/device_replay.py); -1: the host's
 
     @property
     def dur_us(self) -> float:
@@ -283,6 +284,14 @@ class Replay:
     step_time_us: dict[int, float]  # per rank
     coll_start_us: tuple[float, ...]
     coll_end_us: tuple[float, ...]
+    # GPU replays (sim/device_replay.py) run the steps back to back: where this step begins
+    # on the replay's clock, and each rank's step start after that (None: CPU, steps apart)
+    origin_us: float | None = None
+    step_start_us: dict[int, float] | None = None
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.origin_us is not None
 
     def lane(self, rank: int, lane: str) -> list[Interval]:
         return [iv for iv in self.intervals if iv.rank == rank and iv.lane == lane]

@@ -1,0 +1,143 @@
+"""Calibrate the GPU what-if (:class:`~overlapscope.sim.launches.DeviceModel`) from a run's
+GPU rows and host rows (``SimInputs.gpu`` / ``SimInputs.host``, taken from the loaded run).
+
+Per counted step and rank: the step's landmarks (``launches.step_window``), where each op of
+the measured program ran on the host (the engine's ``ovs/`` ranges, ``sim/engine_cuts.py``;
+torch FSDP's collectives and hooks, ``sim/torch_cuts.py``), the host's blocked time, and the
+step's GPU activities by the segment that launched them (``launches.host_step``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from overlapscope.analysis.intervals import Intervals
+from overlapscope.sim.launches import (
+    Cut,
+    DeviceModel,
+    HostStep,
+    StepWindow,
+    compute_stream,
+    host_step,
+    launch_latency_us,
+    step_window,
+)
+from overlapscope.sim.schedule import Program
+from overlapscope.trace.attribution import launch_anchor
+
+GPU_COLUMNS = ["rank", "step", "stream", "lane", "phase", "unit", "name", "ts_us", "end_us", "dur_us", "launch_us"]  # fmt: skip
+HOST_COLUMNS = ["rank", "step", "tid", "lane", "phase", "unit", "name", "ts_us", "end_us", "dur_us"]  # fmt: skip
+
+# (host rows, the step's window, the measured program, host transfers' ends) -> cuts, blocked
+CutFinder = Callable[
+    [pd.DataFrame, StepWindow, Program, dict[tuple[str, str], float]],
+    tuple[list[Cut], Intervals],
+]
+
+
+def gpu_rows(events: pd.DataFrame) -> pd.DataFrame:
+    """The GPU activities of the profiled steps, each with its launch call's start."""
+    parts = []
+    for _, ev in events.groupby("rank", sort=True):
+        ev = ev.reset_index(drop=True)
+        anchor_ts, _, _ = launch_anchor(ev)
+        ev = ev.assign(launch_us=anchor_ts)
+        parts.append(ev[ev["on_gpu"].to_numpy() & (ev["step"] >= 0).to_numpy()])
+    out = pd.concat(parts, ignore_index=True) if parts else events.iloc[:0].assign(launch_us=0.0)
+    return out[GPU_COLUMNS].assign(lane=out["lane"].astype(str))
+
+
+def host_rows(events: pd.DataFrame) -> pd.DataFrame:
+    """The host's rows of the profiled steps (and every step range)."""
+    ev = events[~events["on_gpu"] & ((events["step"] >= 0) | (events["lane"] == "step"))]
+    return ev[HOST_COLUMNS].assign(lane=ev["lane"].astype(str)).reset_index(drop=True)
+
+
+def _transfer_ends(host: pd.DataFrame) -> dict[tuple[int, int, str, str], float]:
+    """Per (rank, step, unit, phase): the end of the collective that ran on the host."""
+    comm = host[(host["lane"] == "comm") & host["phase"].notna() & host["unit"].notna()]
+    ends = comm.groupby(["rank", "step", "unit", "phase"], observed=True)["end_us"].max()
+    return {(int(r), int(s), str(u), str(p)): float(e) for (r, s, u, p), e in ends.items()}
+
+
+def _step_starts(host: pd.DataFrame) -> dict[tuple[int, int], tuple[float, float]]:
+    ps = host[host["lane"] == "step"]
+    return {
+        (int(r), int(s)): (float(a), float(b))
+        for r, s, a, b in zip(ps["rank"], ps["step"], ps["ts_us"], ps["end_us"], strict=True)
+    }
+
+
+def device_model(
+    gpu: pd.DataFrame,
+    host: pd.DataFrame,
+    counted: dict[int, tuple[int, ...]],
+    program: Program,
+    cuts: CutFinder,
+) -> DeviceModel:
+    """The measured steps of every rank, cut by ``cuts`` into the measured program's ops."""
+    starts = _step_starts(host)
+    ends = _transfer_ends(host)
+    steps = sorted(counted[min(counted)])
+    out: list[dict[int, HostStep]] = []
+    for step in steps:
+        per_rank: dict[int, HostStep] = {}
+        for rank in sorted(counted):
+            h = host[host["rank"] == rank]
+            g = gpu[(gpu["rank"] == rank) & (gpu["step"] == step)]
+            nxt = starts.get((rank, step + 1), (np.nan, np.nan))[0]
+            win = step_window(step, h, nxt, float(g["end_us"].max()) if len(g) else -np.inf)
+            mine = {(u, p): e for (r, s, u, p), e in ends.items() if r == rank and s == step}
+            c, blocked = cuts(h, win, program, mine)
+            per_rank[rank] = host_step(win, c, blocked, g, _mean_after(starts, rank))
+        out.append(per_rank)
+    host_comm = host[(host["lane"] == "comm") & host["phase"].notna()]
+    return DeviceModel(
+        steps=tuple(out),
+        compute_stream={r: compute_stream(gpu[gpu["rank"] == r]) for r in sorted(counted)},
+        launch_latency_us=launch_latency_us(gpu),
+        host_transfers=frozenset(
+            zip(host_comm["unit"].astype(str), host_comm["phase"].astype(str), strict=True)
+        ),
+    )
+
+
+def _mean_after(starts: dict[tuple[int, int], tuple[float, float]], rank: int) -> float:
+    """Mean time from a step range's end to the next one's start on ``rank``."""
+    gaps = [
+        starts[(rank, s + 1)][0] - end
+        for (r, s), (_, end) in starts.items()
+        if r == rank and (rank, s + 1) in starts
+    ]
+    return float(np.mean(gaps)) if gaps else 0.0
+
+
+def host_transfer_us(
+    gpu: pd.DataFrame, host: pd.DataFrame, compute: dict[int, int]
+) -> dict[tuple[int, str, str], float]:
+    """Per (step, unit, phase): how long a collective that ran on the host held its lane once
+    every rank's copy to the host was done: from the last rank ready to the last rank done
+    (the lane time, ``sim/link.py``). The engine's staged gloo posts the ring's receives at
+    issue, so its recorded op also holds the wait for the device-to-host copy, which waits
+    for the compute queued before it; the replay places that copy itself. Times on the
+    analysis' aligned clocks (``sim_inputs``)."""
+    comm = host[(host["lane"] == "comm") & host["phase"].notna() & host["unit"].notna()]
+    issue = host[(host["lane"] == "issue") & host["phase"].notna() & host["unit"].notna()]
+    ready: dict[tuple[int, str, str], float] = {}
+    done: dict[tuple[int, str, str], float] = {}
+    for (r, s, u, p), rows in comm.groupby(["rank", "step", "unit", "phase"], observed=True):
+        start = float(rows["ts_us"].min())
+        rng = issue[(issue["rank"] == r) & (issue["step"] == s) & (issue["unit"] == u) & (issue["phase"] == p)]  # fmt: skip
+        if len(rng):
+            lo, hi = float(rng["ts_us"].min()), float(rng["end_us"].max())
+            g = gpu[(gpu["rank"] == r) & (gpu["stream"] != compute.get(int(r), -1))]
+            copies = g[(g["launch_us"] >= lo) & (g["launch_us"] <= hi)]
+            if len(copies):
+                start = max(start, float(copies["end_us"].max()))
+        key = (int(s), str(u), str(p))
+        ready[key] = max(ready.get(key, -np.inf), start)
+        done[key] = max(done.get(key, -np.inf), float(rows["end_us"].max()))
+    return {k: max(done[k] - ready[k], 0.0) for k in ready}
