@@ -31,7 +31,13 @@ from overlapscope.manifest import RunManifest
 from overlapscope.sim.contention import busy_fraction, fit_contention
 from overlapscope.sim.engine_cuts import engine_cuts
 from overlapscope.sim.facts import Facts, ovs_facts, torch_facts
-from overlapscope.sim.gpu_calibrate import device_model, gpu_rows, host_rows, host_transfer_us
+from overlapscope.sim.gpu_calibrate import (
+    CutFinder,
+    device_model,
+    gpu_rows,
+    host_rows,
+    host_transfer_us,
+)
 from overlapscope.sim.launches import DeviceModel
 from overlapscope.sim.link import (
     TCP_EFFICIENCY,
@@ -50,6 +56,13 @@ from overlapscope.sim.schedule import (
     StepModel,
     build_program,
 )
+from overlapscope.sim.torch_cuts import (
+    as_root,
+    measured_places,
+    root_alias,
+    torch_collectives,
+    torch_cuts,
+)
 from overlapscope.sim.torch_fsdp import attribute_compute
 from overlapscope.trace.loader import RunTraces
 from overlapscope.trace.names import Phase
@@ -57,6 +70,7 @@ from overlapscope.trace.names import Phase
 __all__ = ["TCP_EFFICIENCY", "Calibration", "LinkModel", "Measured", "bus_factor", "calibrate"]
 
 ComputeTimes = dict[int, dict[tuple[Phase, str, int], float]]
+COMPUTE_ROW_COLUMNS = ["rank", "step", "phase", "unit", "piece", "dur_us", "busy_frac"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,36 +330,102 @@ def _measured(a: RunAnalysis, facts: Facts) -> Measured:
 # --------------------------------------------------------------------------- public
 
 
+@dataclass(frozen=True, slots=True)
+class _TorchGpu:
+    """A torch FSDP GPU run's collective calls (the device misses some: FSDP2's in-place
+    all-gather at world size 1), its matched collectives and GPU rows, the root named
+    ``root`` throughout (sim/torch_cuts.py)."""
+
+    calls: pd.DataFrame
+    coll: pd.DataFrame
+    gpu: pd.DataFrame
+
+    @staticmethod
+    def of(inputs: SimInputs, coll: pd.DataFrame) -> _TorchGpu:
+        assert inputs.gpu is not None and inputs.host is not None
+        calls = torch_collectives(inputs.host, inputs.gpu)
+        calls = calls[calls["step"].isin(coll["step"].unique())]
+        alias = root_alias(calls)
+        return _TorchGpu(as_root(calls, alias), as_root(coll, alias), as_root(inputs.gpu, alias))
+
+
+def _facts(
+    a: RunAnalysis, inputs: SimInputs, coll: pd.DataFrame, torch_gpu: _TorchGpu | None
+) -> tuple[Facts, bool]:
+    """The run's facts, and whether it is an engine run (run.json names one; ovs_facts says
+    in one line what a damaged one lacks)."""
+    meta = inputs.manifest
+    if meta is not None and (meta.is_engine_run or meta.engine is not None):
+        return ovs_facts(meta, coll, inputs.source), True
+    if torch_gpu is not None:
+        places = measured_places(torch_gpu.calls, torch_gpu.gpu)
+        return torch_facts(a, torch_gpu.calls, places), False
+    return torch_facts(a, coll), False
+
+
+def _compute(
+    a: RunAnalysis, inputs: SimInputs, counted: pd.DataFrame, program: Program, is_ovs: bool
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The training thread's compute rows and issue rows (CPU replay, contention fits)."""
+    if is_ovs:
+        return _ovs_compute_rows(a, counted), inputs.issue.merge(counted, on=["rank", "step"])
+    if a.summary.has_gpu:  # torch on GPU: the device replay reads the kernels themselves
+        return pd.DataFrame(columns=COMPUTE_ROW_COLUMNS), inputs.issue.iloc[:0]
+    tl = a.timeline.merge(counted, on=["rank", "step"])
+    steps = a.steps.merge(counted, on=["rank", "step"])
+    comp = attribute_compute(tl, steps, program)
+    return comp, inputs.issue.iloc[:0]  # torch on CPU: issue and transfer are one call
+
+
+def _device(
+    a: RunAnalysis,
+    inputs: SimInputs,
+    coll: pd.DataFrame,
+    program: Program,
+    torch_gpu: _TorchGpu | None,
+) -> tuple[DeviceModel | None, pd.DataFrame]:
+    """GPU runs: the device model (sim/gpu_calibrate.py), and the collectives with the host
+    transfers' lane times from the copy to the host on."""
+    if not a.summary.has_gpu or inputs.gpu is None or inputs.host is None:
+        return None, coll
+    gpu, host = inputs.gpu, inputs.host
+    cuts: CutFinder = lambda r, h, g, w, p, e: engine_cuts(h, w, p, e)  # noqa: E731
+    if torch_gpu is not None:
+        calls, gpu = torch_gpu.calls, torch_gpu.gpu
+        cuts = lambda r, h, g, w, p, e: torch_cuts(  # noqa: E731
+            h, g, calls[(calls["rank"] == r) & (calls["step"] == w.step)], w, p
+        )
+    # torch FSDP gathers on its own streams; the engine on the compute stream
+    device = device_model(gpu, host, a.counted_steps, program, cuts, torch_gpu is None)
+    return device, _with_host_transfers(coll, gpu, host, device)
+
+
 def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
-    """Build the model of one run (overlapscope CPU/gloo or CUDA/NCCL, or torch FSDP on CPU;
-    ``full_shard``) from its analysis and :class:`SimInputs`."""
+    """Build the model of one run (overlapscope CPU/gloo or CUDA/NCCL, or torch FSDP on CPU
+    or GPU; ``full_shard``) from its analysis and :class:`SimInputs`."""
     meta = inputs.manifest
     counted, coll = _counted(a, inputs.source)
     num_steps = int(counted.groupby("rank").size().min())
     world = int(a.summary.world_size)
-    # run.json names an engine run (ovs_facts says in one line what a damaged one lacks)
-    is_ovs = meta is not None and (meta.is_engine_run or meta.engine is not None)
-    facts = ovs_facts(meta, coll, inputs.source) if meta and is_ovs else torch_facts(a, coll)
+    is_engine = inputs.manifest is not None and (
+        inputs.manifest.is_engine_run or inputs.manifest.engine is not None
+    )
+    torch_gpu = (
+        _TorchGpu.of(inputs, coll)
+        if a.summary.has_gpu and not is_engine and inputs.gpu is not None
+        else None
+    )
+    coll = torch_gpu.coll if torch_gpu is not None else coll
+    facts, is_ovs = _facts(a, inputs, coll, torch_gpu)
     links = _links(coll, world)
     coll = _with_lane_times(coll)
     step_numbers = sorted(a.counted_steps[min(a.counted_steps)])
 
-    # compute, contention, issue costs, per-step overhead
+    # compute, contention, issue costs, per-step overhead; on GPU the device model
     measured_program = build_program(facts.model, facts.scenario)
     steps = a.steps.merge(counted, on=["rank", "step"])
-    if is_ovs:
-        comp = _ovs_compute_rows(a, counted)
-        issue = inputs.issue.merge(counted, on=["rank", "step"])
-    else:
-        tl = a.timeline.merge(counted, on=["rank", "step"])
-        comp = attribute_compute(tl, steps, measured_program)
-        issue = inputs.issue.iloc[:0]  # torch on CPU: issue and transfer are one call
-    device = None
-    if a.summary.has_gpu and inputs.gpu is not None and inputs.host is not None:
-        device = device_model(
-            inputs.gpu, inputs.host, a.counted_steps, measured_program, engine_cuts
-        )
-        coll = _with_host_transfers(coll, inputs.gpu, inputs.host, device)
+    comp, issue = _compute(a, inputs, counted, measured_program, is_ovs)
+    device, coll = _device(a, inputs, coll, measured_program, torch_gpu)
     # on a GPU the kernels are measured as they ran: no slow-down to divide out
     contention = 0.0 if device else fit_contention(comp, facts.full_bytes)
     ranks = _ranks(comp, contention, issue, steps, num_steps, measured_program)

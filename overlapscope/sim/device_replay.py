@@ -38,9 +38,10 @@ from overlapscope.sim.schedule import Interval, Op, OpKind, Program, Replay
 from overlapscope.trace.names import Phase
 
 NAN = math.nan
+GATHERS = (Phase.AG_FWD, Phase.AG_BWD)
 # One step of a rank's play: ("host", µs) · ("launch", Launch, collective or -1) ·
 # ("issued", collective) · ("wait", collective) · ("range", lane, phase, unit, µs, collective)
-# · ("seg",) · ("step", index) · ("sync", return µs)
+# · ("seg", follows compute) · ("step", index) · ("sync", return µs) · ("drain",)
 Action = tuple[Any, ...]
 HOST, DEVICE, NOTHING = "host", "device", "nothing"  # where a collective's transfer runs
 
@@ -72,29 +73,29 @@ def _segment(step: HostStep, key: OpKey) -> Segment:
     return step.ops.get(key, EMPTY)
 
 
-def _actions(seg: Segment, op: Op | None, g: int, where: str) -> list[Action]:
-    """One segment as the rank's micro-actions: host work, launches, and (``op``) its
-    collective's issue or wait at its place."""
-    acts: list[Action] = [("seg",)]
-    wait_at = NAN
+def _actions(
+    seg: Segment, op: Op | None, g: int, where: str, gathers_follow: bool = True
+) -> list[Action]:
+    """One segment as the rank's micro-actions: host work, launches, the host's waits for
+    the device to drain, and (``op``) its collective's issue or wait at its place."""
+    gather = op is not None and op.kind is OpKind.ISSUE and op.phase in GATHERS
+    issue = op is not None and op.kind is OpKind.ISSUE
+    timed: list[tuple[float, int, Action]] = [(d, 0, ("drain",)) for d in seg.drains_at_us]
     if op is not None and op.kind is OpKind.WAIT:
-        wait_at = seg.block_at_us if math.isfinite(seg.block_at_us) else seg.work_us - seg.range_us
-    t = 0.0
+        at = seg.block_at_us if math.isfinite(seg.block_at_us) else seg.work_us - seg.range_us
+        timed.append((at, 0, ("wait", g)))
     transferred = False
     for launch in seg.launches:
-        if math.isfinite(wait_at) and launch.offset_us > wait_at:
-            acts += [("host", wait_at - t), ("wait", g)]
-            t, wait_at = wait_at, NAN
-        acts.append(("host", launch.offset_us - t))
-        t = launch.offset_us
-        mine = op is not None and op.kind is OpKind.ISSUE and launch.transfer and where == DEVICE
-        acts.append(("launch", launch, g if mine else -1))
+        mine = issue and launch.transfer and where == DEVICE
+        timed.append((launch.offset_us, 1, ("launch", launch, g if mine else -1)))
         transferred |= mine
-    if math.isfinite(wait_at):
-        acts += [("host", wait_at - t), ("wait", g)]
-        t = wait_at
+    acts: list[Action] = [("seg", gathers_follow or not gather)]
+    t = 0.0
+    for at, _, act in sorted(timed, key=lambda x: (x[0], x[1])):
+        acts += [("host", at - t), act]
+        t = max(t, at)
     acts.append(("host", seg.work_us - t))
-    if op is not None and op.kind is OpKind.ISSUE and not transferred:
+    if issue and not transferred:
         acts.append(("issued", g))
     if op is not None:
         lane = {OpKind.ISSUE: "issue", OpKind.WAIT: "wait"}.get(op.kind, "other")
@@ -108,8 +109,9 @@ class _Rank:
     def __init__(self, rank: int, acts: list[Action], compute: int, latency: float) -> None:
         self.r, self.acts, self.compute, self.latency = rank, acts, compute, latency
         self.pc, self.h, self.barrier, self.dep, self.lane_free = 0, 0.0, 0.0, 0.0, 0.0
+        self.follow = True  # this segment's side-stream launches follow the compute stream
         self.free: dict[int, float] = {}
-        self.seg_id, self.step = 0, -1
+        self.step = -1
         self.starts: dict[int, float] = {}
         self.out: list[tuple[int, Interval]] = []
 
@@ -122,7 +124,7 @@ class _Rank:
         if s == self.compute:
             after.append(self.barrier)
         else:
-            after += [self.free.get(self.compute, 0.0), self.dep]
+            after += [self.free.get(self.compute, 0.0) if self.follow else 0.0, self.dep]
         if any(math.isnan(x) for x in after):
             return False  # its stream (or its op's copy-in) waits on a collective not yet placed
         start = max(after)
@@ -153,8 +155,7 @@ class _Rank:
             case "host":
                 self.h += max(act[1], 0.0)
             case "seg":
-                self.seg_id += 1
-                self.dep = 0.0
+                self.dep, self.follow = 0.0, act[1]
             case "launch":
                 return self.launch(act[1], act[2], colls)
             case "issued":
@@ -181,11 +182,11 @@ class _Rank:
             case "step":
                 self.step = act[1]
                 self.starts[self.step] = self.h
-            case "sync":
+            case "sync" | "drain":  # the host waits until the device has done its work
                 ends = [*self.free.values(), self.lane_free]
                 if any(math.isnan(x) for x in ends):
                     return False
-                self.h = max(self.h, *ends) + act[1]
+                self.h = max(self.h, *ends) + (act[1] if act[0] == "sync" else 0.0)
             case _:
                 raise ValueError(f"unknown action {act[0]!r}")
         return True
@@ -229,7 +230,8 @@ def _rank_actions(model: DeviceModel, sc: DeviceScenario, rank: int) -> list[Act
         for op in sc.program.ops:
             g = s * ncoll + op.collective if op.collective >= 0 else -1
             where = sc.where[op.collective] if op.collective >= 0 else NOTHING
-            acts += _actions(_segment(hs, op_key(op)), op, g, where)
+            follow = model.gathers_follow_compute
+            acts += _actions(_segment(hs, op_key(op)), op, g, where, follow)
         acts += _actions(hs.tail, None, -1, NOTHING)
         acts += [("sync", hs.sync_return_us), ("host", hs.after_us)]
     acts.append(("step", len(model.steps)))

@@ -5,7 +5,9 @@ The engine names every op's range (``overlapscope/trace/names.py``): compute
 <unit>``, wait ``ovs/<phase>.wait/<unit>``. They come in the order of the measured program
 (``sim/schedule.py``, the engine's own schedule); ranges no op of the program has
 (recomputation, offload copies, the limiter) stay in the host time of the op after them,
-and the waits among them (the limiter, the offload copies' wait) are blocked time.
+and the waits among them (the limiter, the offload copies' wait) are blocked time. The
+replay re-creates the offload copies' wait (the host waits for the device to drain); the
+engine's limiter on CUDA (a wait for the oldest freed unit's last kernel) it does not.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from overlapscope.sim.schedule import OpKind, Program
 from overlapscope.trace.names import Lane, Phase, parse_range
 
 PROGRAM_COMPUTE = (Phase.FWD, Phase.BWD, Phase.OPTIM)
+# the host waits on the copy stream, which runs after what it was given: the device drains
+COPY_WAITS = (Phase.H2D_WAIT, Phase.D2H_WAIT)
 
 
 def _kind(phase: Phase) -> OpKind | None:
@@ -51,15 +55,17 @@ def engine_cuts(
     win: StepWindow,
     program: Program,
     transfer_end_us: dict[tuple[str, str], float],
-) -> tuple[list[Cut], Intervals]:
-    """The measured program's ops on one rank-step's host, and its blocked time.
-    ``transfer_end_us``: per (unit, phase) the end of the step's collectives that ran on the
-    host (a wait on one blocks until it is done)."""
+) -> tuple[list[Cut], Intervals, tuple[float, ...]]:
+    """The measured program's ops on one rank-step's host, its blocked time, and where it
+    waited for the device to drain (the offload copies' wait). ``transfer_end_us``: per
+    (unit, phase) the end of the step's collectives that ran on the host (a wait on one
+    blocks until it is done)."""
     ranges = _ranges(host, win)
     want = [op_key(op) for op in program.ops]
     cuts: list[Cut] = []
     blocked_s: list[float] = []
     blocked_e: list[float] = []
+    drains: list[float] = []
     for row in ranges.itertuples():
         phase: Phase = row.rphase
         kind = _kind(phase)
@@ -67,9 +73,17 @@ def engine_cuts(
             if phase.lane is Lane.WAIT:
                 blocked_s.append(row.ts_us)
                 blocked_e.append(row.end_us)
+                if phase in COPY_WAITS:
+                    drains.append(float(row.ts_us))
             continue
         i = len(cuts)
-        if i >= len(want) or want[i][:3] != (kind.value, phase.value, row.runit):
+        this = (kind.value, phase.value, row.runit)
+        if cuts and cuts[-1].key[:3] == this and (i >= len(want) or want[i][:3] != this):
+            # a unit's op in two ranges (a checkpointed unit's backward around its
+            # recomputation): one op, from the first range's start to the last one's end
+            cuts[-1] = Cut(cuts[-1].key, cuts[-1].start_us, float(row.end_us))
+            continue
+        if i >= len(want) or want[i][:3] != this:
             expected = "/".join(want[i][1:3]) if i < len(want) else "nothing more"
             raise UserError(
                 f"step {win.step}: the host's range {row.name} is not the measured schedule's "
@@ -91,4 +105,4 @@ def engine_cuts(
         )
     blocked_s.append(win.sync_start_us)
     blocked_e.append(win.sync_end_us)
-    return cuts, union(blocked_s, blocked_e)
+    return cuts, union(blocked_s, blocked_e), tuple(drains)

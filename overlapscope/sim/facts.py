@@ -83,20 +83,19 @@ def ovs_facts(manifest: RunManifest, coll: pd.DataFrame, where: str) -> Facts:
     )
 
 
-def torch_facts(a: RunAnalysis, coll: pd.DataFrame) -> Facts:
+def torch_facts(a: RunAnalysis, coll: pd.DataFrame, places: list[int] | None = None) -> Facts:
+    """A torch FSDP run's facts from its collectives: on CPU the matched gloo collectives;
+    on GPU the host's calls, with where each was issued among the units' compute
+    (``places``, sim/torch_cuts.py)."""
+    gpu = places is not None
     frameworks = set(a.summary.frameworks.values())
     if not frameworks & {"fsdp1", "fsdp2"}:
         raise UserError(
             "neither an overlapscope run (no run.json) nor a torch FSDP trace: what-if needs "
             "a run written by `overlapscope run` or the traces of a torch FSDP1/FSDP2 run"
         )
-    if a.summary.has_gpu:
-        raise UserError(
-            "a torch FSDP GPU trace: what-if calibrates torch FSDP from CPU (gloo) traces only "
-            "so far; record with `overlapscope run` for a GPU what-if"
-        )
-    model = step_shape(coll)
-    scenario = infer_scenario(coll, model)
+    model = step_shape(coll, blocking=not gpu)
+    scenario = infer_scenario(coll, model, places)
     program = build_program(model, scenario)
     return Facts(
         framework=sorted(frameworks & {"fsdp1", "fsdp2"})[0],
@@ -104,7 +103,7 @@ def torch_facts(a: RunAnalysis, coll: pd.DataFrame) -> Facts:
         scenario=scenario,
         full_bytes=dict(model.ag_bytes),
         link_gbit=None,
-        backend="gloo",
+        backend="nccl" if gpu else "gloo",
         peaks=[],
         max_alive_units=program.max_alive_units,
         max_alive_in_backward=program.max_alive_in_backward,

@@ -28,13 +28,15 @@ from overlapscope.sim.launches import (
 from overlapscope.sim.schedule import Program
 from overlapscope.trace.attribution import launch_anchor
 
-GPU_COLUMNS = ["rank", "step", "stream", "lane", "phase", "unit", "name", "ts_us", "end_us", "dur_us", "launch_us"]  # fmt: skip
+GPU_COLUMNS = ["rank", "step", "stream", "lane", "phase", "unit", "kind", "bytes", "name", "ts_us", "end_us", "dur_us", "launch_us"]  # fmt: skip
 HOST_COLUMNS = ["rank", "step", "tid", "lane", "phase", "unit", "name", "ts_us", "end_us", "dur_us"]  # fmt: skip
 
-# (host rows, the step's window, the measured program, host transfers' ends) -> cuts, blocked
+# (rank, its host rows, the step's GPU rows, the step's window, the measured program, the
+# step's host transfers' ends by (unit, phase)) -> the program's ops on the host, blocked
+# time, where the host waited for the device to drain
 CutFinder = Callable[
-    [pd.DataFrame, StepWindow, Program, dict[tuple[str, str], float]],
-    tuple[list[Cut], Intervals],
+    [int, pd.DataFrame, pd.DataFrame, StepWindow, Program, dict[tuple[str, str], float]],
+    tuple[list[Cut], Intervals, tuple[float, ...]],
 ]
 
 
@@ -77,6 +79,7 @@ def device_model(
     counted: dict[int, tuple[int, ...]],
     program: Program,
     cuts: CutFinder,
+    gathers_follow_compute: bool = True,
 ) -> DeviceModel:
     """The measured steps of every rank, cut by ``cuts`` into the measured program's ops."""
     starts = _step_starts(host)
@@ -91,8 +94,8 @@ def device_model(
             nxt = starts.get((rank, step + 1), (np.nan, np.nan))[0]
             win = step_window(step, h, nxt, float(g["end_us"].max()) if len(g) else -np.inf)
             mine = {(u, p): e for (r, s, u, p), e in ends.items() if r == rank and s == step}
-            c, blocked = cuts(h, win, program, mine)
-            per_rank[rank] = host_step(win, c, blocked, g, _mean_after(starts, rank))
+            c, blocked, drains = cuts(rank, h, g, win, program, mine)
+            per_rank[rank] = host_step(win, c, blocked, g, _mean_after(starts, rank), drains)
         out.append(per_rank)
     host_comm = host[(host["lane"] == "comm") & host["phase"].notna()]
     return DeviceModel(
@@ -102,6 +105,7 @@ def device_model(
         host_transfers=frozenset(
             zip(host_comm["unit"].astype(str), host_comm["phase"].astype(str), strict=True)
         ),
+        gathers_follow_compute=gathers_follow_compute,
     )
 
 

@@ -58,6 +58,9 @@ class Segment:
     range_us: float  # of which the op's own range (the rest: hooks, autograd, Python)
     launches: tuple[Launch, ...]  # by offset
     block_at_us: float = math.nan  # a wait on a host transfer: where the host blocks
+    # where the host waits until the device has done all it launched (the engine's wait
+    # for its offload copies, ``ovs/d2h.wait``)
+    drains_at_us: tuple[float, ...] = ()
 
 
 EMPTY = Segment(0.0, 0.0, ())
@@ -82,6 +85,10 @@ class DeviceModel:
     compute_stream: dict[int, int]  # per rank: the stream with the most compute
     launch_latency_us: float  # from a launch call to its kernel's start on an idle stream
     host_transfers: frozenset[tuple[str, str]]  # (unit, phase) of collectives moved by the host
+    # an all-gather's launches wait for the compute queued before them (the engine issues
+    # on the compute stream, which NCCL's stream and the staging copy wait on); torch FSDP
+    # gathers on its own streams, ordered after nothing the compute stream runs
+    gathers_follow_compute: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,11 +160,16 @@ def _launches(gpu: pd.DataFrame, w_launch: np.ndarray, seg_start: float) -> tupl
 
 
 def host_step(
-    win: StepWindow, cuts: list[Cut], blocked: Intervals, gpu: pd.DataFrame, mean_after_us: float
+    win: StepWindow,
+    cuts: list[Cut],
+    blocked: Intervals,
+    gpu: pd.DataFrame,
+    mean_after_us: float,
+    drains_us: tuple[float, ...] = (),
 ) -> HostStep:
     """Cut one rank-step into segments. ``cuts``: the measured program's ops in order;
     ``blocked``: host time spent waiting; ``gpu``: the step's GPU rows with their launch
-    time (``launch_us``)."""
+    time (``launch_us``); ``drains_us``: where the host waited for the device to drain."""
     clock = WorkClock(win.start_us, blocked)
     starts = clock(np.array([c.start_us for c in cuts]))
     ends = np.maximum.accumulate(clock(np.array([c.end_us for c in cuts])))
@@ -165,6 +177,8 @@ def host_step(
     bounds = np.concatenate([[0.0, starts[0]], ends, [max(sync, ends[-1])]])
     w = np.minimum(clock(gpu["launch_us"].to_numpy()), bounds[-1])
     seg = np.clip(np.searchsorted(bounds, w, side="right") - 1, 0, len(bounds) - 2)
+    wd = np.minimum(clock(np.asarray(drains_us, dtype=np.float64)), bounds[-1])
+    seg_d = np.clip(np.searchsorted(bounds, wd, side="right") - 1, 0, len(bounds) - 2)
     segments = []
     for i in range(len(bounds) - 1):
         mine = seg == i
@@ -176,7 +190,10 @@ def host_step(
             if not math.isnan(cut.block_at_us):
                 block_at = float(clock(np.array([cut.block_at_us]))[0]) - lo
         launches = _launches(gpu[mine], w[mine], lo)
-        segments.append(Segment(hi - lo, range_us, launches, min(max(block_at, 0.0), hi - lo) if not math.isnan(block_at) else math.nan))  # fmt: skip
+        if not math.isnan(block_at):
+            block_at = min(max(block_at, 0.0), hi - lo)
+        drains = tuple(float(x) - lo for x in wd[seg_d == i])
+        segments.append(Segment(hi - lo, range_us, launches, block_at, drains))
     device_end = float(gpu["end_us"].max()) if len(gpu) else win.sync_start_us
     after = (
         win.next_start_us - win.sync_end_us
