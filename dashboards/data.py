@@ -69,7 +69,8 @@ __all__ = [
 ]
 
 # Bump when what is pickled changes shape.
-CACHE_VERSION = 3  # 2: clocks and the critical path; 3: what-if SimInputs cached too
+# 2: clocks and the critical path; 3: what-if SimInputs cached too; 4: with a GPU run's launches
+CACHE_VERSION = 4
 # What-if calibrations kept in memory (a few MB each: per-step compute and transfer tables).
 CALIBRATION_CACHE_SIZE = 8
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from overlapscope.analysis import RunAnalysis
@@ -29,15 +28,8 @@ from overlapscope.analysis.clocks import align_run
 from overlapscope.errors import UserError
 from overlapscope.manifest import RunManifest
 from overlapscope.sim.contention import busy_fraction, fit_contention
-from overlapscope.sim.engine_cuts import engine_cuts
 from overlapscope.sim.facts import Facts, ovs_facts, torch_facts
-from overlapscope.sim.gpu_calibrate import (
-    CutFinder,
-    device_model,
-    gpu_rows,
-    host_rows,
-    host_transfer_us,
-)
+from overlapscope.sim.gpu_calibrate import TorchGpu, gpu_device, gpu_rows, host_rows
 from overlapscope.sim.launches import DeviceModel
 from overlapscope.sim.link import (
     TCP_EFFICIENCY,
@@ -56,13 +48,7 @@ from overlapscope.sim.schedule import (
     StepModel,
     build_program,
 )
-from overlapscope.sim.torch_cuts import (
-    as_root,
-    measured_places,
-    root_alias,
-    torch_collectives,
-    torch_cuts,
-)
+from overlapscope.sim.torch_cuts import measured_places
 from overlapscope.sim.torch_fsdp import attribute_compute
 from overlapscope.trace.loader import RunTraces
 from overlapscope.trace.names import Phase
@@ -117,6 +103,7 @@ class Measured:
     peak_mem_bytes: int  # max over ranks; 0 where the run recorded no memory
     max_alive_units: int
     max_alive_in_backward: int
+    idle_us: float = float("nan")  # the device (CPU: the thread) doing nothing, per step
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,23 +283,6 @@ def _with_lane_times(coll: pd.DataFrame) -> pd.DataFrame:
     return coll.assign(transfer_us=lane, lag_us=(lane - coll["transfer_us"]).clip(lower=0.0))
 
 
-def _with_host_transfers(
-    coll: pd.DataFrame, gpu: pd.DataFrame, host: pd.DataFrame, device: DeviceModel
-) -> pd.DataFrame:
-    """On a GPU run, a collective that ran on the host holds its lane from the moment every
-    rank's copy to the host was done (sim/gpu_calibrate.py), with no lag beyond it."""
-    if not device.host_transfers:
-        return coll
-    times = host_transfer_us(gpu, host, device.compute_stream)
-    keys = zip(coll["step"].astype(int), coll["unit"].astype(str), coll["phase"].astype(str), strict=True)  # fmt: skip
-    lane = pd.Series([times.get(k, np.nan) for k in keys], index=coll.index)
-    mine = lane.notna()
-    return coll.assign(
-        transfer_us=coll["transfer_us"].where(~mine, lane),
-        lag_us=coll["lag_us"].where(~mine, 0.0),
-    )
-
-
 def _measured(a: RunAnalysis, facts: Facts) -> Measured:
     rk = a.ranks
     return Measured(
@@ -324,33 +294,15 @@ def _measured(a: RunAnalysis, facts: Facts) -> Measured:
         peak_mem_bytes=max(facts.peaks, default=0),
         max_alive_units=facts.max_alive_units,
         max_alive_in_backward=facts.max_alive_in_backward,
+        idle_us=float(rk["idle_per_step_us"].mean()),
     )
 
 
 # --------------------------------------------------------------------------- public
 
 
-@dataclass(frozen=True, slots=True)
-class _TorchGpu:
-    """A torch FSDP GPU run's collective calls (the device misses some: FSDP2's in-place
-    all-gather at world size 1), its matched collectives and GPU rows, the root named
-    ``root`` throughout (sim/torch_cuts.py)."""
-
-    calls: pd.DataFrame
-    coll: pd.DataFrame
-    gpu: pd.DataFrame
-
-    @staticmethod
-    def of(inputs: SimInputs, coll: pd.DataFrame) -> _TorchGpu:
-        assert inputs.gpu is not None and inputs.host is not None
-        calls = torch_collectives(inputs.host, inputs.gpu)
-        calls = calls[calls["step"].isin(coll["step"].unique())]
-        alias = root_alias(calls)
-        return _TorchGpu(as_root(calls, alias), as_root(coll, alias), as_root(inputs.gpu, alias))
-
-
 def _facts(
-    a: RunAnalysis, inputs: SimInputs, coll: pd.DataFrame, torch_gpu: _TorchGpu | None
+    a: RunAnalysis, inputs: SimInputs, coll: pd.DataFrame, torch_gpu: TorchGpu | None
 ) -> tuple[Facts, bool]:
     """The run's facts, and whether it is an engine run (run.json names one; ovs_facts says
     in one line what a damaged one lacks)."""
@@ -377,29 +329,6 @@ def _compute(
     return comp, inputs.issue.iloc[:0]  # torch on CPU: issue and transfer are one call
 
 
-def _device(
-    a: RunAnalysis,
-    inputs: SimInputs,
-    coll: pd.DataFrame,
-    program: Program,
-    torch_gpu: _TorchGpu | None,
-) -> tuple[DeviceModel | None, pd.DataFrame]:
-    """GPU runs: the device model (sim/gpu_calibrate.py), and the collectives with the host
-    transfers' lane times from the copy to the host on."""
-    if not a.summary.has_gpu or inputs.gpu is None or inputs.host is None:
-        return None, coll
-    gpu, host = inputs.gpu, inputs.host
-    cuts: CutFinder = lambda r, h, g, w, p, e: engine_cuts(h, w, p, e)  # noqa: E731
-    if torch_gpu is not None:
-        calls, gpu = torch_gpu.calls, torch_gpu.gpu
-        cuts = lambda r, h, g, w, p, e: torch_cuts(  # noqa: E731
-            h, g, calls[(calls["rank"] == r) & (calls["step"] == w.step)], w, p
-        )
-    # torch FSDP gathers on its own streams; the engine on the compute stream
-    device = device_model(gpu, host, a.counted_steps, program, cuts, torch_gpu is None)
-    return device, _with_host_transfers(coll, gpu, host, device)
-
-
 def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
     """Build the model of one run (overlapscope CPU/gloo or CUDA/NCCL, or torch FSDP on CPU
     or GPU; ``full_shard``) from its analysis and :class:`SimInputs`."""
@@ -411,8 +340,8 @@ def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
         inputs.manifest.is_engine_run or inputs.manifest.engine is not None
     )
     torch_gpu = (
-        _TorchGpu.of(inputs, coll)
-        if a.summary.has_gpu and not is_engine and inputs.gpu is not None
+        TorchGpu.of(inputs.gpu, inputs.host, coll)
+        if not is_engine and inputs.gpu is not None and inputs.host is not None
         else None
     )
     coll = torch_gpu.coll if torch_gpu is not None else coll
@@ -425,7 +354,13 @@ def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
     measured_program = build_program(facts.model, facts.scenario)
     steps = a.steps.merge(counted, on=["rank", "step"])
     comp, issue = _compute(a, inputs, counted, measured_program, is_ovs)
-    device, coll = _device(a, inputs, coll, measured_program, torch_gpu)
+    device, coll = (
+        (None, coll)
+        if inputs.gpu is None or inputs.host is None
+        else gpu_device(inputs.gpu, inputs.host, a.counted_steps, coll, measured_program, torch_gpu)
+    )
+    if device is not None and device.host_transfers:
+        links = _links(coll, world)  # the host's transfers from the copy to the host on
     # on a GPU the kernels are measured as they ran: no slow-down to divide out
     contention = 0.0 if device else fit_contention(comp, facts.full_bytes)
     ranks = _ranks(comp, contention, issue, steps, num_steps, measured_program)

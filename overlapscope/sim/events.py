@@ -30,10 +30,11 @@ COMM_TID, MAIN_TID = 2, 1
 def _rows(replays: Sequence[Replay]) -> pd.DataFrame:
     records: list[tuple[object, ...]] = []
     offset = 0.0
+    first = replays[0].origin_us if replays else None
     for step, rep in enumerate(replays):
         colls = rep.program.collectives
-        if rep.origin_us is not None:  # GPU: the steps ran back to back on one clock
-            offset = rep.origin_us
+        if rep.origin_us is not None and first is not None:  # GPU: steps back to back
+            offset = rep.origin_us - first
         starts = rep.step_start_us or {}
         for r, end in rep.step_time_us.items():
             at = offset + starts.get(r, 0.0)
@@ -84,7 +85,7 @@ def replay_run(replays: Sequence[Replay], world_size: int, backend: str = "gloo"
     """The replayed steps as a loaded run the analysis functions take."""
     events = replay_events(replays)
     steps = tuple(range(len(replays)))
-    gpu = any(rep.on_gpu for rep in replays)
+    gpu = any(rep.origin_us is not None for rep in replays)
     ranks = tuple(
         RankInfo(
             rank=int(r),

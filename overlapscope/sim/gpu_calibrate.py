@@ -10,11 +10,13 @@ step's GPU activities by the segment that launched them (``launches.host_step``)
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from overlapscope.analysis.intervals import Intervals
+from overlapscope.sim.engine_cuts import engine_cuts
 from overlapscope.sim.launches import (
     Cut,
     DeviceModel,
@@ -26,6 +28,7 @@ from overlapscope.sim.launches import (
     step_window,
 )
 from overlapscope.sim.schedule import Program
+from overlapscope.sim.torch_cuts import as_root, root_alias, torch_collectives, torch_cuts
 from overlapscope.trace.attribution import launch_anchor
 
 GPU_COLUMNS = ["rank", "step", "stream", "lane", "phase", "unit", "kind", "bytes", "name", "ts_us", "end_us", "dur_us", "launch_us"]  # fmt: skip
@@ -106,6 +109,62 @@ def device_model(
             zip(host_comm["unit"].astype(str), host_comm["phase"].astype(str), strict=True)
         ),
         gathers_follow_compute=gathers_follow_compute,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TorchGpu:
+    """A torch FSDP GPU run's collective calls (the device misses some: FSDP2's in-place
+    all-gather at world size 1), its matched collectives and GPU rows, the root named
+    ``root`` throughout (sim/torch_cuts.py)."""
+
+    calls: pd.DataFrame
+    coll: pd.DataFrame
+    gpu: pd.DataFrame
+
+    @staticmethod
+    def of(gpu: pd.DataFrame, host: pd.DataFrame, coll: pd.DataFrame) -> TorchGpu:
+        calls = torch_collectives(host, gpu)
+        calls = calls[calls["step"].isin(coll["step"].unique())]
+        alias = root_alias(calls)
+        return TorchGpu(as_root(calls, alias), as_root(coll, alias), as_root(gpu, alias))
+
+
+def gpu_device(
+    gpu: pd.DataFrame,
+    host: pd.DataFrame,
+    counted: dict[int, tuple[int, ...]],
+    coll: pd.DataFrame,
+    program: Program,
+    torch_gpu: TorchGpu | None,
+) -> tuple[DeviceModel, pd.DataFrame]:
+    """A GPU run's device model, and its matched collectives with the host transfers' lane
+    times from the copy to the host on (:func:`host_transfer_us`)."""
+    cuts: CutFinder = lambda r, h, g, w, p, e: engine_cuts(h, w, p, e)  # noqa: E731
+    if torch_gpu is not None:
+        calls, gpu = torch_gpu.calls, torch_gpu.gpu
+        cuts = lambda r, h, g, w, p, e: torch_cuts(  # noqa: E731
+            h, g, calls[(calls["rank"] == r) & (calls["step"] == w.step)], w, p
+        )
+    # torch FSDP gathers on its own streams; the engine on the compute stream
+    device = device_model(gpu, host, counted, program, cuts, torch_gpu is None)
+    return device, with_host_transfers(coll, gpu, host, device)
+
+
+def with_host_transfers(
+    coll: pd.DataFrame, gpu: pd.DataFrame, host: pd.DataFrame, device: DeviceModel
+) -> pd.DataFrame:
+    """On a GPU run, a collective that ran on the host holds its lane from the moment every
+    rank's copy to the host was done (sim/gpu_calibrate.py), with no lag beyond it."""
+    if not device.host_transfers:
+        return coll
+    times = host_transfer_us(gpu, host, device.compute_stream)
+    keys = zip(coll["step"].astype(int), coll["unit"].astype(str), coll["phase"].astype(str), strict=True)  # fmt: skip
+    lane = pd.Series([times.get(k, np.nan) for k in keys], index=coll.index)
+    mine = lane.notna()
+    return coll.assign(
+        transfer_us=coll["transfer_us"].where(~mine, lane),
+        lag_us=coll["lag_us"].where(~mine, 0.0),
     )
 
 

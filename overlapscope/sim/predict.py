@@ -34,8 +34,8 @@ from overlapscope.sim.calibrate import (
     sim_inputs,
     with_contention,
 )
-from overlapscope.sim.device_replay import DEVICE, HOST, NOTHING, DeviceScenario, device_replay
 from overlapscope.sim.events import replay_metrics
+from overlapscope.sim.gpu_predict import check_gpu, gpu_replays
 from overlapscope.sim.memory import predicted_peak
 from overlapscope.sim.schedule import (
     Collective,
@@ -276,32 +276,6 @@ def _host_replays(
     return replays
 
 
-def _where(calib: Calibration, c: Collective) -> str:
-    """Where a collective's transfer runs: as measured on the host (the engine's gloo on
-    CUDA) or on the device; nowhere if the run moved nothing for it (torch FSDP2's in-place
-    all-gather at world size 1)."""
-    assert calib.device is not None
-    if (c.unit, c.phase.value) in calib.device.host_transfers:
-        return HOST
-    return DEVICE if (c.unit, c.phase) in calib.transfer_us else NOTHING
-
-
-def _device_replays(
-    calib: Calibration, program: Program, links: dict[str, LinkModel]
-) -> tuple[Replay, ...]:
-    """The measured steps replayed back to back on host and device (sim/device_replay.py)."""
-    assert calib.device is not None
-    where = [_where(calib, c) for c in program.collectives]
-    transfers = [
-        [
-            transfer_us(calib, links, c, measured, lags) if where[c.index] != NOTHING else 0.0
-            for c in program.collectives
-        ]
-        for measured, lags in zip(calib.step_transfer_us, calib.step_lag_us, strict=True)
-    ]
-    return device_replay(calib.device, DeviceScenario(program, transfers, where))
-
-
 def predict_from(
     calib: Calibration,
     scenario: Scenario,
@@ -315,6 +289,9 @@ def predict_from(
     elsewhere instead of the run's own; ``speed_scale``: a factor on every base compute
     duration, ``forward_scale`` one more on the forward ones (all three from runs of the same
     workload: overlapscope/sim/across.py)."""
+    if calib.device is not None:
+        across = contention is not None or (speed_scale, forward_scale) != (1.0, 1.0)
+        check_gpu(calib, scenario, across=across)
     program = build_program(calib.step_model, scenario)
     links = scaled_links(calib, scenario)
     if contention is not None and contention != calib.contention:
@@ -325,7 +302,9 @@ def predict_from(
     replays = (
         _host_replays(calib, program, links, alpha)
         if calib.device is None
-        else _device_replays(calib, program, links)
+        else gpu_replays(
+            calib, program, lambda c, measured, lags: transfer_us(calib, links, c, measured, lags)
+        )
     )
     # the analysis' own figures of the replayed steps (sim/events.py), mean over steps
     metrics = replay_metrics(replays, calib.world_size)[list(PER_RANK_COLUMNS)]

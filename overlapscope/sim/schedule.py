@@ -264,7 +264,7 @@ class RankTimes:
 @dataclass(frozen=True, slots=True)
 class Interval:
     rank: int
-    lane: str  # "compute", "wait", "issue" (training thread) or "comm"; GPU: also "memory"
+    lane: str  # "compute", "wait", "issue" (training thread) or "comm"; GPU: "memory" too
     phase: Phase | None  # None: a GPU activity outside every unit's phase
     unit: str
     start_us: float
@@ -284,17 +284,8 @@ class Replay:
     step_time_us: dict[int, float]  # per rank
     coll_start_us: tuple[float, ...]
     coll_end_us: tuple[float, ...]
-    # GPU replays (sim/device_replay.py) run the steps back to back: where this step begins
-    # on the replay's clock, and each rank's step start after that (None: CPU, steps apart)
-    origin_us: float | None = None
-    step_start_us: dict[int, float] | None = None
-
-    @property
-    def on_gpu(self) -> bool:
-        return self.origin_us is not None
-
-    def lane(self, rank: int, lane: str) -> list[Interval]:
-        return [iv for iv in self.intervals if iv.rank == rank and iv.lane == lane]
+    origin_us: float | None = None  # GPU (device_replay.py): the step's start, steps back to back
+    step_start_us: dict[int, float] | None = None  # GPU: each rank's start after origin_us
 
 
 def _stretch(t: float, work_us: float, busy: Sequence[tuple[float, float]], factor: float) -> float:
