@@ -302,17 +302,19 @@ def _measured(a: RunAnalysis, facts: Facts) -> Measured:
 
 
 def _facts(
-    a: RunAnalysis, inputs: SimInputs, coll: pd.DataFrame, torch_gpu: TorchGpu | None
-) -> tuple[Facts, bool]:
-    """The run's facts, and whether it is an engine run (run.json names one; ovs_facts says
-    in one line what a damaged one lacks)."""
+    a: RunAnalysis, inputs: SimInputs, coll: pd.DataFrame
+) -> tuple[Facts, bool, TorchGpu | None, pd.DataFrame]:
+    """The run's facts; whether it is an engine run (run.json names one; ovs_facts says in
+    one line what a damaged one lacks); a torch GPU run's calls; the matched collectives
+    (a torch GPU run's with its root named ``root``)."""
     meta = inputs.manifest
     if meta is not None and (meta.is_engine_run or meta.engine is not None):
-        return ovs_facts(meta, coll, inputs.source), True
-    if torch_gpu is not None:
-        places = measured_places(torch_gpu.calls, torch_gpu.gpu)
-        return torch_facts(a, torch_gpu.calls, places), False
-    return torch_facts(a, coll), False
+        return ovs_facts(meta, coll, inputs.source), True, None, coll
+    if inputs.gpu is None or inputs.host is None:
+        return torch_facts(a, coll), False, None, coll
+    tg = TorchGpu.of(inputs.gpu, inputs.host, coll)
+    places = measured_places(tg.calls, tg.gpu)
+    return torch_facts(a, tg.calls, places), False, tg, tg.coll
 
 
 def _compute(
@@ -336,16 +338,7 @@ def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
     counted, coll = _counted(a, inputs.source)
     num_steps = int(counted.groupby("rank").size().min())
     world = int(a.summary.world_size)
-    is_engine = inputs.manifest is not None and (
-        inputs.manifest.is_engine_run or inputs.manifest.engine is not None
-    )
-    torch_gpu = (
-        TorchGpu.of(inputs.gpu, inputs.host, coll)
-        if not is_engine and inputs.gpu is not None and inputs.host is not None
-        else None
-    )
-    coll = torch_gpu.coll if torch_gpu is not None else coll
-    facts, is_ovs = _facts(a, inputs, coll, torch_gpu)
+    facts, is_ovs, torch_gpu, coll = _facts(a, inputs, coll)
     links = _links(coll, world)
     coll = _with_lane_times(coll)
     step_numbers = sorted(a.counted_steps[min(a.counted_steps)])
@@ -354,13 +347,12 @@ def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
     measured_program = build_program(facts.model, facts.scenario)
     steps = a.steps.merge(counted, on=["rank", "step"])
     comp, issue = _compute(a, inputs, counted, measured_program, is_ovs)
-    device, coll = (
-        (None, coll)
-        if inputs.gpu is None or inputs.host is None
-        else gpu_device(inputs.gpu, inputs.host, a.counted_steps, coll, measured_program, torch_gpu)
-    )
-    if device is not None and device.host_transfers:
-        links = _links(coll, world)  # the host's transfers from the copy to the host on
+    device = None
+    if inputs.gpu is not None and inputs.host is not None:  # a GPU run: the device model
+        device, coll = gpu_device(
+            inputs.gpu, inputs.host, a.counted_steps, coll, measured_program, torch_gpu
+        )
+        links = _links(coll, world) if device.host_transfers else links  # (from the copy on)
     # on a GPU the kernels are measured as they ran: no slow-down to divide out
     contention = 0.0 if device else fit_contention(comp, facts.full_bytes)
     ranks = _ranks(comp, contention, issue, steps, num_steps, measured_program)

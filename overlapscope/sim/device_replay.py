@@ -200,7 +200,7 @@ def _resolve(colls: list[_Coll], ranks: dict[int, _Rank], dispatch_us: float) ->
         c.start_us = max(c.ready.values()) + (dispatch_us if c.where == HOST else 0.0)
         c.end_us = c.start_us + c.transfer_us
         for r, rk in ranks.items():
-            if c.where == DEVICE:
+            if c.where == DEVICE and r in c.stream:  # (none: its issue launched no transfer)
                 s = c.stream[r]
                 rk.free[s] = c.end_us
                 rk.emit(c.step, Interval(r, "comm", None, "", c.ready[r], c.end_us, c.k, s))
