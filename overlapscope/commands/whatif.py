@@ -21,7 +21,7 @@ from overlapscope.errors import UserError
 from overlapscope.outputs import check_apart, check_dir, check_file, write_file
 from overlapscope.sim.across import Pooled, pool_runs
 from overlapscope.sim.calibrate import Calibration
-from overlapscope.sim.export import write_predicted_run
+from overlapscope.sim.export import check_writable, write_predicted_run
 from overlapscope.sim.gpu_predict import check_gpu
 from overlapscope.sim.predict import Prediction, load_calibration, predict_from
 from overlapscope.sim.schedule import Policy, Scenario
@@ -141,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
             )
     _check_outputs(args)
     calib = load_calibration(args.run_dir, _warn)
+    if args.trace is not None:
+        check_writable(calib)
     pooled = _pool(args, calib, scenario) if args.contention_from else None
     pred = predict_from(
         calib,

@@ -135,6 +135,7 @@ class Prediction:
                 "exposed_comm_per_step_us": c.measured.exposed_comm_us,
                 "nccl_wait_per_step_us": c.measured.nccl_wait_us,
                 "peak_mem_bytes": c.measured.peak_mem_bytes or None,
+                "idle_per_step_us": c.measured.idle_us,
             },
             "calibration": {
                 "contention": c.contention,
@@ -144,6 +145,13 @@ class Prediction:
                 "lag_fixed_us": c.lag_fixed_us,
                 "peer_skew_us": c.peer_skew_us,
                 "blocking_collectives": c.step_model.blocking,
+                "device": None
+                if c.device is None
+                else {
+                    "launch_latency_us": c.device.launch_latency_us,
+                    "gathers_follow_compute": c.device.gathers_follow_compute,
+                    "host_transfers": len(c.device.host_transfers),
+                },
                 "links": {
                     k: {
                         "latency_us": v.latency_us,

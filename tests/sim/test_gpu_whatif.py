@@ -13,8 +13,10 @@ nothing the host does), not the error.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from functools import cache
+from pathlib import Path
 
 import pytest
 
@@ -134,9 +136,10 @@ def test_every_gpu_activity_of_a_step_is_in_one_segment(name: str) -> None:
             assert sum(got) == pytest.approx(float(gpu["dur_us"].sum()))
 
 
-def test_what_a_gpu_run_cannot_predict_is_one_line_and_exit_2() -> None:
+def test_what_a_gpu_run_cannot_predict_is_one_line_and_exit_2(tmp_path: Path) -> None:
     b32 = str(TRACES / "gpu-engine-nccl-b32-none")
     cases = [
+        (["--trace", str(tmp_path / "pred")], "--trace"),
         (["--link-gbit", "1"], "world size 1"),
         (["--bandwidth-scale", "2"], "world size 1"),
         (["--limit-all-gathers", "2"], "rate limiter"),
@@ -148,3 +151,18 @@ def test_what_a_gpu_run_cannot_predict_is_one_line_and_exit_2() -> None:
             capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         one_line_error(proc, needle, b32)
+    assert not (tmp_path / "pred").exists()
+
+
+def test_the_json_of_a_gpu_prediction_says_what_the_device_model_took() -> None:
+    proc = subprocess.run(
+        overlapscope_cmd(
+            "whatif", str(TRACES / "gpu-engine-gloo2-none"), "--policy", "backward_pre", "--json", "-"
+        ),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    device = doc["calibration"]["device"]
+    assert device["gathers_follow_compute"] and device["host_transfers"] > 0
+    assert doc["step_time_per_step_us"] > 0 and len(doc["per_rank"]) == 2
