@@ -75,6 +75,9 @@ def row(group: str, src: str, tgt: str, calibs: dict[str, Calibration]) -> dict[
         "measured_exposed_comm_us": m.exposed_comm_us,
         "exposed_comm_error_us": p.exposed_comm_us - m.exposed_comm_us,
         "host_forward_ratio": host_forward_us(t) / host_forward_us(s),
+        # engine runs only (run.json; torch traces record no peak): the one-window model
+        "predicted_peak_mem_bytes": p.peak_mem_bytes if m.peak_mem_bytes else None,
+        "measured_peak_mem_bytes": m.peak_mem_bytes or None,
     }
 
 
