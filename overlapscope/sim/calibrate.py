@@ -28,7 +28,7 @@ from overlapscope.analysis.clocks import align_run
 from overlapscope.errors import UserError
 from overlapscope.manifest import RunManifest
 from overlapscope.sim.contention import busy_fraction, fit_contention
-from overlapscope.sim.facts import Facts, ovs_facts, torch_facts
+from overlapscope.sim.facts import Facts, fsdp_framework, ovs_facts, torch_facts
 from overlapscope.sim.gpu_calibrate import TorchGpu, gpu_device, gpu_rows, host_rows
 from overlapscope.sim.launches import DeviceModel
 from overlapscope.sim.link import (
@@ -312,6 +312,7 @@ def _facts(
         return ovs_facts(meta, coll, inputs.source), True, None, coll
     if inputs.gpu is None or inputs.host is None:
         return torch_facts(a, coll), False, None, coll
+    fsdp_framework(a)  # (before reading the calls: one line for a trace of no FSDP run)
     tg = TorchGpu.of(inputs.gpu, inputs.host, coll)
     places = measured_places(tg.calls, tg.gpu)
     return torch_facts(a, tg.calls, places), False, tg, tg.coll

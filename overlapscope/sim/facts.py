@@ -83,22 +83,28 @@ def ovs_facts(manifest: RunManifest, coll: pd.DataFrame, where: str) -> Facts:
     )
 
 
+def fsdp_framework(a: RunAnalysis) -> str:
+    """The torch FSDP version the run's traces show; one line if they show none."""
+    frameworks = set(a.summary.frameworks.values()) & {"fsdp1", "fsdp2"}
+    if not frameworks:
+        raise UserError(
+            "neither an overlapscope run (no run.json) nor a torch FSDP trace: what-if needs "
+            "a run written by `overlapscope run` or the traces of a torch FSDP1/FSDP2 run"
+        )
+    return sorted(frameworks)[0]
+
+
 def torch_facts(a: RunAnalysis, coll: pd.DataFrame, places: list[int] | None = None) -> Facts:
     """A torch FSDP run's facts from its collectives: on CPU the matched gloo collectives;
     on GPU the host's calls, with where each was issued among the units' compute
     (``places``, sim/torch_cuts.py)."""
     gpu = places is not None
-    frameworks = set(a.summary.frameworks.values())
-    if not frameworks & {"fsdp1", "fsdp2"}:
-        raise UserError(
-            "neither an overlapscope run (no run.json) nor a torch FSDP trace: what-if needs "
-            "a run written by `overlapscope run` or the traces of a torch FSDP1/FSDP2 run"
-        )
+    framework = fsdp_framework(a)
     model = step_shape(coll, blocking=not gpu)
     scenario = infer_scenario(coll, model, places)
     program = build_program(model, scenario)
     return Facts(
-        framework=sorted(frameworks & {"fsdp1", "fsdp2"})[0],
+        framework=framework,
         model=model,
         scenario=scenario,
         full_bytes=dict(model.ag_bytes),
