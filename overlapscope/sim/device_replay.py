@@ -192,12 +192,12 @@ class _Rank:
         return True
 
 
-def _resolve(colls: list[_Coll], ranks: dict[int, _Rank], dispatch_us: float) -> None:
+def _resolve(colls: list[_Coll], ranks: dict[int, _Rank]) -> None:
     """Place every collective all ranks have reached."""
     for c in colls:
         if not math.isnan(c.end_us) or len(c.ready) < len(ranks):
             continue
-        c.start_us = max(c.ready.values()) + (dispatch_us if c.where == HOST else 0.0)
+        c.start_us = max(c.ready.values())
         c.end_us = c.start_us + c.transfer_us
         for r, rk in ranks.items():
             if c.where == DEVICE and r in c.stream:  # (none: its issue launched no transfer)
@@ -217,7 +217,6 @@ class DeviceScenario:
     program: Program
     transfer_us: Sequence[Sequence[float]]  # per step, per program collective
     where: Sequence[str]  # per program collective: HOST, DEVICE or NOTHING
-    dispatch_us: float = 0.0
 
 
 def _rank_actions(model: DeviceModel, sc: DeviceScenario, rank: int) -> list[Action]:
@@ -254,7 +253,7 @@ def device_replay(model: DeviceModel, sc: DeviceScenario) -> tuple[Replay, ...]:
         ran = False
         for rk in ranks.values():
             ran |= rk.advance(colls)
-            _resolve(colls, ranks, sc.dispatch_us)
+            _resolve(colls, ranks)
         if not ran:
             raise AssertionError("GPU replay deadlocked: a rank waits on a collective never issued")
     return _replays(program, colls, ranks, len(model.steps))
