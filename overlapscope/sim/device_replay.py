@@ -33,9 +33,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from overlapscope.phases import Phase
 from overlapscope.sim.launches import EMPTY, DeviceModel, HostStep, Launch, OpKey, Segment, op_key
-from overlapscope.sim.schedule import Interval, Op, OpKind, Program, Replay
-from overlapscope.trace.names import Phase
+from overlapscope.sim.replay import Interval, Replay
+from overlapscope.sim.schedule import Op, OpKind, Program
 
 NAN = math.nan
 GATHERS = (Phase.AG_FWD, Phase.AG_BWD)

@@ -16,9 +16,10 @@ import pandas as pd
 
 from overlapscope.analysis.intervals import Intervals, union
 from overlapscope.errors import UserError
+from overlapscope.phases import Lane, Phase
 from overlapscope.sim.launches import Cut, OpKey, StepWindow, op_key
 from overlapscope.sim.schedule import OpKind, Program
-from overlapscope.trace.names import Lane, Phase, parse_range
+from overlapscope.trace.names import parse_range
 
 PROGRAM_COMPUTE = (Phase.FWD, Phase.BWD, Phase.OPTIM)
 # the host waits on the copy stream, which runs after what it was given: the device drains

@@ -16,10 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from overlapscope.errors import UserError
+from overlapscope.phases import Phase
 from overlapscope.sim.calibrate import Calibration
 from overlapscope.sim.device_replay import DEVICE, HOST, NOTHING, DeviceScenario, device_replay
-from overlapscope.sim.schedule import Collective, Program, Replay, Scenario
-from overlapscope.trace.names import Phase
+from overlapscope.sim.replay import Replay
+from overlapscope.sim.schedule import Collective, Program, Scenario
 
 # a collective's time on the scenario's link from its measured lane time and lag per step
 TransferTime = Callable[

@@ -23,10 +23,13 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.analysis.intervals import Intervals, covered, subtract, union, union_of
-from overlapscope.engine.config import Policy
+from overlapscope.config import Policy
 from overlapscope.errors import UserError
+from overlapscope.phases import CollectiveKind, Phase, issuing, values
 from overlapscope.sim.schedule import OpKind, Program, Scenario, StepModel, build_program
 from overlapscope.trace.names import OPTIM_UNIT, ROOT_UNIT
+
+ALL_GATHER, REDUCE_SCATTER = CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER
 
 COMPUTE_COLUMNS = ["rank", "step", "phase", "unit", "piece", "start_us", "end_us", "dur_us"]
 
@@ -40,14 +43,14 @@ def step_shape(coll: pd.DataFrame, *, blocking: bool = True) -> StepModel:
     named ``root`` (FSDP2's root module with parameters of its own) is the schedule's root.
     ``blocking``: the collectives block their thread (gloo on CPU), not the device's."""
     first = _first_step(coll)
-    fwd = first[first["phase"] == "ag_fwd"]
+    fwd = first[first["phase"] == Phase.AG_FWD.value]
     units = tuple(u for u in dict.fromkeys(fwd["unit"].astype(str)) if u != ROOT_UNIT)
     if not units:
         raise UserError("no forward all-gathers with a unit: not an FSDP full_shard run")
-    ag = coll[coll["phase"].isin(["ag_fwd", "ag_bwd"])].groupby("unit")["bytes"].max()
-    rs = coll[coll["phase"] == "rs"]
+    ag = coll[coll["phase"].isin(values(issuing(ALL_GATHER)))].groupby("unit")["bytes"].max()
+    rs = coll[coll["phase"].isin(values(issuing(REDUCE_SCATTER)))]
     red = rs.groupby("unit")["bytes"].max()
-    kind = str(rs["kind"].astype(str).mode().iloc[0]) if len(rs) else "reduce_scatter"
+    kind = str(rs["kind"].astype(str).mode().iloc[0]) if len(rs) else REDUCE_SCATTER.value
     every = (*units, ROOT_UNIT)
     ag_bytes = {u: max(int(ag.get(u, 0)), 0) for u in every}
     reduce_bytes = {u: max(int(red.get(u, 0)), 0) for u in every}
@@ -152,10 +155,10 @@ class _StepCompute:
     def cut_us(self, before: Op3, after: Op3) -> float:
         """Where the free time of two adjacent root ops divides: forward | backward at the
         first autograd node, backward | optimizer after the last (nan: not known)."""
-        match (before[0], after[0]):
-            case ("fwd", "bwd"):
+        match (Phase(before[0]), Phase(after[0])):
+            case (Phase.FWD, Phase.BWD):
                 return self.backward_from_us
-            case ("bwd", "optim"):
+            case (Phase.BWD, Phase.OPTIM):
                 return self.backward_until_us
         return float("nan")
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from overlapscope.engine.config import Policy
+from overlapscope.config import Policy
 from overlapscope.sim.device_replay import DEVICE, HOST, NOTHING, DeviceScenario, device_replay
 from overlapscope.sim.events import replay_metrics
 from overlapscope.sim.launches import DeviceModel, HostStep, Launch, OpKey, Segment
-from overlapscope.sim.schedule import Interval, Scenario, StepModel, build_program
+from overlapscope.sim.replay import Interval
+from overlapscope.sim.schedule import Scenario, StepModel, build_program
 
 COMPUTE, COMM, SIDE = 7, 20, 13  # stream ids
 MODEL = StepModel(("u0",), {"root": 0, "u0": 1000}, {"root": 0, "u0": 2000})

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from overlapscope.sim import Calibration, Policy, Scenario, load_calibration, predict_from
+from overlapscope.config import Policy
+from overlapscope.sim import Calibration, Scenario, load_calibration, predict_from
 from overlapscope.sim.launches import HostStep
 from overlapscope.trace.loader import load_run
 from tests.conftest import REPO, overlapscope_cmd
