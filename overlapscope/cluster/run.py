@@ -54,7 +54,14 @@ from overlapscope.cluster.tasks import (
     timeline_rank,
 )
 from overlapscope.errors import UserError
-from overlapscope.trace.loader import ALLOW_FLAG, ParseFiles, RunTraces, _Parsed, load_run
+from overlapscope.trace.loader import (
+    ALLOW_FLAG,
+    ParseFiles,
+    RankInfo,
+    RunTraces,
+    _Parsed,
+    load_run,
+)
 from overlapscope.trace.parse import TraceFileError
 
 __all__ = ["DaskAnalysis", "DaskTarget", "analyze_on_dask", "analyze_with_tables", "parse_to_cache"]
@@ -242,6 +249,7 @@ class DaskAnalysis:
     analysis: RunAnalysis
     ranks: tuple[int, ...]
     folders: tuple[str, ...]
+    infos: tuple[RankInfo, ...] = ()  # each rank's file and clock (its part of --perfetto)
 
 
 def analyze_on_dask(
@@ -289,7 +297,7 @@ def analyze_with_tables(
     folders = [f for f, _ in reduced]
     result = combine(run, cache.root, folders, clocks, path, timeline=timeline)
     ranks = tuple(int(j.info.rank) for j in jobs)
-    done = DaskAnalysis(result, ranks, tuple(folders))
+    done = DaskAnalysis(result, ranks, tuple(folders), tuple(j.info for j in jobs))
     data = pickle.dumps(done)
     atomic(entry, lambda t: t.write_bytes(data))
     return done

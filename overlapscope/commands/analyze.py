@@ -13,8 +13,10 @@ from overlapscope.analysis.path_report import report_text
 from overlapscope.analysis.report import markdown, text
 from overlapscope.commands.flags import add_dask_args, dask_target
 from overlapscope.errors import UserError
-from overlapscope.outputs import check_dir, check_file, write_file
-from overlapscope.trace.loader import ALLOW_FLAG, load_run
+from overlapscope.outputs import check_apart, check_dir, check_file, write_file
+from overlapscope.perfetto.export import write_perfetto
+from overlapscope.perfetto.select import parse_numbers
+from overlapscope.trace.loader import ALLOW_FLAG, RunTraces, load_run
 from overlapscope.trace.ranks import RANK_FROM_NAME_FLAG
 
 
@@ -33,8 +35,32 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         action="store_true",
         help="also run Holistic Trace Analysis on GPU traces and show its figures (slow)",
     )
+    add_perfetto_args(p)
     p.set_defaults(func=run)
     return p
+
+
+def add_perfetto_args(p: argparse.ArgumentParser) -> None:
+    """``--perfetto FILE`` and what it keeps (``--steps``, ``--ranks``)."""
+    p.add_argument(
+        "--perfetto",
+        metavar="FILE",
+        type=Path,
+        help="write one gzipped Chrome trace of every rank on the aligned clock, annotated "
+        "with the analysis, for Perfetto (ui.perfetto.dev) or chrome://tracing",
+    )
+    p.add_argument(
+        "--steps",
+        metavar="LIST",
+        type=parse_numbers,
+        help="with --perfetto: only these profiler steps (e.g. 3 or 2-4,7)",
+    )
+    p.add_argument(
+        "--ranks",
+        metavar="LIST",
+        type=parse_numbers,
+        help="with --perfetto: only these ranks (e.g. 0-7,12)",
+    )
 
 
 def add_input_args(p: argparse.ArgumentParser) -> None:
@@ -67,31 +93,81 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
 
 
 def load_and_analyze(args: argparse.Namespace) -> RunAnalysis:
+    return _analysis(args)[0]
+
+
+def _analysis(args: argparse.Namespace) -> tuple[RunAnalysis, RunTraces | None]:
+    """The analysis, and the loaded run when it was loaded here (not with --dask)."""
     target = dask_target(args)
     if target is not None:
         if getattr(args, "hta", False):
             raise UserError("--hta runs HTA on the whole traces locally; leave it out with --dask")
         from overlapscope.cluster.run import analyze_on_dask
 
+        allow, by_name, align, timeline = dask_flags(args)
         return analyze_on_dask(
             args.paths,
             target.address,
             cache_dir=target.cache_dir,
-            allow_missing_ranks=args.allow_missing_ranks,
-            rank_from_names=getattr(args, "rank_from_name", False),
-            align_clocks=not getattr(args, "no_align", False),
-            timeline=getattr(args, "csv", None) is not None,
-        )
+            allow_missing_ranks=allow,
+            rank_from_names=by_name,
+            align_clocks=align,
+            timeline=timeline,
+        ), None
     run_traces = load_run(
         args.paths,
         progress=False if args.no_progress else None,
         allow_missing_ranks=args.allow_missing_ranks,
         rank_from_names=getattr(args, "rank_from_name", False),
     )
-    return analyze(
+    result = analyze(
         run_traces,
         hta=getattr(args, "hta", False),
         align_clocks=not getattr(args, "no_align", False),
+    )
+    return result, run_traces
+
+
+def dask_flags(args: argparse.Namespace) -> tuple[bool, bool, bool, bool]:
+    """(allow_missing_ranks, rank_from_names, align_clocks, timeline) of ``--dask``."""
+    return (
+        args.allow_missing_ranks,
+        getattr(args, "rank_from_name", False),
+        not getattr(args, "no_align", False),
+        getattr(args, "csv", None) is not None,
+    )
+
+
+def check_perfetto(args: argparse.Namespace) -> None:
+    """``--perfetto`` names a file that can be written and is not an input; ``--steps`` and
+    ``--ranks`` come with it."""
+    for flag in ("steps", "ranks"):
+        if getattr(args, flag, None) is not None and not args.perfetto:
+            raise UserError(f"--{flag} chooses what --perfetto writes; add --perfetto FILE")
+    if args.perfetto:
+        check_file(args.perfetto, "--perfetto")
+        check_apart(args.perfetto, args.paths, "--perfetto", is_file=True)
+
+
+def export_perfetto(
+    args: argparse.Namespace, result: RunAnalysis, run_traces: RunTraces | None
+) -> None:
+    """Write ``--perfetto``'s file: here from the loaded run, or (``--dask``) each rank's
+    part in its task."""
+    if run_traces is not None:
+        warnings = write_perfetto(args.perfetto, result, run_traces, args.steps, args.ranks)
+    else:
+        from overlapscope.cluster.perfetto import export_on_dask
+
+        target = dask_target(args)
+        assert target is not None, "the analysis was made here unless --dask"
+        selection = (args.steps, args.ranks)
+        warnings = export_on_dask(args.paths, target, dask_flags(args), args.perfetto, selection)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    size = args.perfetto.stat().st_size if args.perfetto.is_file() else 0
+    print(
+        f"wrote {args.perfetto} ({size / 1e6:,.1f} MB): open it in ui.perfetto.dev", file=sys.stderr
     )
 
 
@@ -128,7 +204,8 @@ def run(args: argparse.Namespace) -> int:
         check_file(args.markdown, "--markdown")
     if args.csv:
         check_dir(args.csv, "--csv")
-    result = load_and_analyze(args)
+    check_perfetto(args)
+    result, run_traces = _analysis(args)
     if args.json:
         doc = orjson.dumps(
             result.to_json_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
@@ -142,6 +219,8 @@ def run(args: argparse.Namespace) -> int:
         write_csv(result, args.csv)
     if args.markdown:
         write_file(args.markdown, markdown(result), "--markdown")
+    if args.perfetto:
+        export_perfetto(args, result, run_traces)
     report = text(result) + report_text(
         result.clocks, result.clocks_applied, result.path, result.clocks_shared_host
     )
