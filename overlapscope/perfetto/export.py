@@ -46,8 +46,8 @@ def write_head(out: BinaryIO, plan: Plan) -> PartSum:
     writer.write(header_text(plan.header))
     pid = ev.RUN_PID
     for m in (
-        ev.metadata("process_name", pid, 0, {"name": RUN_NAME}),
-        ev.metadata("process_sort_index", pid, 0, {"sort_index": -1}),
+        ev.metadata("process_name", pid, pid, {"name": RUN_NAME}),
+        ev.metadata("process_sort_index", pid, pid, {"sort_index": -1}),
     ):
         writer.write(ev.dumps(m) + b",\n")
     marks = plan.marks[plan.marks["rank"] < 0]
@@ -65,7 +65,7 @@ def write_head(out: BinaryIO, plan: Plan) -> PartSum:
 def write_tail(out: BinaryIO) -> PartSum:
     """The closing part: one last event (no comma after it) and the document's end."""
     writer = PartWriter(out, final=True)
-    last = ev.metadata("process_labels", ev.RUN_PID, 0, {"labels": "overlapscope"})
+    last = ev.metadata("process_labels", ev.RUN_PID, ev.RUN_PID, {"labels": "overlapscope"})
     writer.write(ev.dumps(last) + b"\n]}\n")
     return writer.close()
 

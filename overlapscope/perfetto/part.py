@@ -109,8 +109,8 @@ def _process(part: RankPart, distributed: dict[str, Any] | None) -> list[dict[st
         **clean(part.estimate),
     }
     return [
-        ev.metadata("process_name", pid, 0, args),
-        ev.metadata("process_sort_index", pid, 0, {"sort_index": part.rank}),
+        ev.metadata("process_name", pid, pid, args),
+        ev.metadata("process_sort_index", pid, pid, {"sort_index": part.rank}),
     ]
 
 

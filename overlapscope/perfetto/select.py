@@ -109,7 +109,10 @@ def _merged(starts: pd.Series, ends: pd.Series) -> tuple[tuple[float, float], ..
 
 
 def overlaps(windows: tuple[tuple[float, float], ...] | None, ts: float, end: float) -> bool:
-    """Whether ``[ts, end]`` meets one of ``windows`` (None: everything does)."""
+    """Whether ``[ts, end]`` overlaps one of ``windows`` (None: everything does): by more
+    than a point, or, for an instant, lies in one."""
     if windows is None:
         return True
-    return any(ts <= b and end >= a for a, b in windows)
+    if end > ts:
+        return any(ts < b and end > a for a, b in windows)
+    return any(a <= ts <= b for a, b in windows)

@@ -58,15 +58,18 @@ def rows(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     each interval, by start, takes the lowest row free by then."""
     order = np.lexsort((ends, starts))
     row = np.zeros(len(starts), dtype=np.int64)
-    free: list[tuple[int, int]] = []  # (end, row) of each row's last interval
+    busy: list[tuple[int, int]] = []  # (end, row) of the rows in use
+    free: list[int] = []  # rows free again
     num = 0
     for i in order.tolist():
-        if free and free[0][0] <= starts[i]:
-            _, r = heapq.heappop(free)
+        while busy and busy[0][0] <= starts[i]:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        if free:
+            r = heapq.heappop(free)
         else:
             r, num = num, num + 1
         row[i] = r
-        heapq.heappush(free, (int(ends[i]), r))
+        heapq.heappush(busy, (int(ends[i]), r))
     return row
 
 

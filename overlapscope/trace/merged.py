@@ -70,48 +70,52 @@ class _Rank:
     first: bool = True
 
 
-def _events(path: Path) -> Iterator[dict[str, Any]]:
-    """The export's events, one line at a time (the layout the writer makes); a file in
-    another layout (re-saved by another tool) is decoded whole."""
+def _header_epoch(header: bytes) -> int | None:
+    """The run's epoch from the writer's header line (the document up to its events' ``[``);
+    None for another layout."""
+    try:
+        return int(orjson.loads(header.rstrip() + b"]}")[EXPORT_KEY][EPOCH_ARG])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _lines(path: Path) -> Iterator[dict[str, Any]]:
+    """The events of a file in the writer's layout, one line at a time."""
     with _open_text(path) as f:
-        header = f.readline()
-        if not header.rstrip().endswith(b"["):
-            yield from _whole(path)
-            return
+        f.readline()  # (the header)
         for line in f:
             body = line.rstrip().rstrip(b",")
-            if body.startswith(b"{"):
-                try:
-                    event = orjson.loads(body)
-                except orjson.JSONDecodeError:
-                    raise UserError(
-                        f"{path}: not in the layout overlapscope writes (an event over several "
-                        "lines); write it again with analyze --perfetto"
-                    ) from None
-                if isinstance(event, dict):
-                    yield event
+            if not body.startswith(b"{"):
+                continue
+            try:
+                event = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                raise UserError(
+                    f"{path}: a line of its events is not one event; write it again with "
+                    "analyze --perfetto"
+                ) from None
+            if isinstance(event, dict):
+                yield event
 
 
-def _whole(path: Path) -> Iterator[dict[str, Any]]:
+def _events(path: Path) -> tuple[int, Iterator[dict[str, Any]]]:
+    """The run's epoch and the export's events: a line at a time in the layout the writer
+    makes; a file in another layout (re-saved by another tool) is decoded whole."""
+    with _open_text(path) as f:
+        epoch = _header_epoch(f.readline())
+    if epoch is not None:
+        return epoch, _lines(path)
     with _open_text(path) as f:
         doc = orjson.loads(f.read())
-    events = doc.get("traceEvents") if isinstance(doc, dict) else None
-    if not isinstance(events, list):
-        raise UserError(f"{path}: no traceEvents list; pass a file written by analyze --perfetto")
-    yield from (e for e in events if isinstance(e, dict))
-
-
-def _epoch(path: Path) -> int:
-    """The run's epoch, from the header line (the document up to its events' ``[``)."""
-    with _open_text(path) as f:
-        header = f.readline().rstrip()
     try:
-        meta = orjson.loads(header + b"]}")[EXPORT_KEY]
-        return int(meta[EPOCH_ARG])
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        epoch = int(doc[EXPORT_KEY][EPOCH_ARG])
+        events = doc["traceEvents"]
+    except (KeyError, TypeError, ValueError):
         raise UserError(
-            f"{path}: its {EXPORT_KEY} header is unreadable; write it again with analyze --perfetto"
+            f"{path}: no {EXPORT_KEY}.{EPOCH_ARG} or traceEvents; pass a file written by "
+            "analyze --perfetto"
         ) from None
+    return epoch, (e for e in events if isinstance(e, dict))
 
 
 def _open_rank(state: _Rank, dest: Path, epoch_ns: int) -> None:
@@ -173,11 +177,11 @@ def _route(event: dict[str, Any], ranks: dict[Any, _Rank], dest: Path, epoch: in
 def split_merged(path: Path, dest: Path) -> list[Path]:
     """Write each rank of the export ``path`` as its own trace in ``dest``; returns them,
     by rank. Raises :class:`UserError` naming ``path`` when it holds no rank."""
-    epoch = _epoch(path)
+    epoch, events = _events(path)
     ranks: dict[Any, _Rank] = {}
     whole = False
     try:
-        for event in _events(path):
+        for event in events:
             _route(event, ranks, dest, epoch)
         whole = True
     finally:

@@ -1,0 +1,90 @@
+"""``--steps`` and ``--ranks``: what the file keeps, and that it still reads back."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from overlapscope.analysis.api import analyze
+from overlapscope.perfetto.select import parse_numbers, step_spans
+from overlapscope.trace.loader import load_run
+from tests.conftest import REPO
+from tests.perfetto.conftest import export
+from tests.perfetto.test_export import PARTITION
+
+RUN = REPO / "traces" / "backward_pre"  # 2 ranks, steps 2 and 3 (traces/README.md)
+GPU_RUN = REPO / "traces" / "gpu-engine-gloo2-backward_pre"
+
+
+@pytest.mark.parametrize("source", [RUN, GPU_RUN], ids=["cpu", "gpu"])
+def test_steps_keep_the_chosen_steps_whole(source, out_dir) -> None:  # type: ignore[no-untyped-def]
+    """Every event of step 3 is in the file, nothing outside step 3's span across ranks is,
+    the path and the findings are step 3's only."""
+    whole = export(source, out_dir)
+    three = export(source, out_dir, steps=(3,))
+    window = three.trace.top["overlapscope_export"]
+    assert window["steps"] == [3]
+    spans = [e for e in three.trace.events if e["ph"] == "X" and e.get("cat") != "overlapscope"]
+    assert 0 < len(spans) < len([e for e in whole.trace.events if e["ph"] == "X"])
+    in_step = {
+        (e["pid"], e["name"], round(e["ts"], 3))
+        for e in whole.trace.events
+        if e["ph"] == "X" and e["name"] == "ProfilerStep#3"
+    }
+    kept = {(e["pid"], e["name"], round(e["ts"], 3)) for e in spans}
+    assert in_step <= kept
+    path = three.analysis.path
+    assert path is not None
+    span = step_spans(three.analysis.steps, path.steps).set_index("step").loc[3]
+    assert all(e["ts"] < span["end_us"] and e["ts"] + e["dur"] > span["start_us"] for e in spans)
+    path_steps = {e["args"]["step"] for e in three.trace.ours("critical path")}
+    assert path_steps == {3}
+    marks = [e for e in three.trace.events if e["ph"] == "i" and e.get("cat") == "overlapscope"]
+    assert {m["args"]["step"] for m in marks} <= {3}
+    assert len(marks) == len(three.analysis.findings)  # each finding once, at step 3
+
+
+def test_steps_file_reads_back_with_step_3_as_it_was(out_dir) -> None:  # type: ignore[no-untyped-def]
+    """On the CPU run each rank's step 3 is its ProfilerStep range: read back, its partition
+    is the source's."""
+    three = export(RUN, out_dir, steps=(3,))
+    again = analyze(load_run(three.path, progress=False)).steps
+    source = three.analysis.steps
+    a = source[source["step"] == 3].sort_values("rank")
+    b = again[again["step"] == 3].sort_values("rank")
+    np.testing.assert_allclose(b[PARTITION].to_numpy(), a[PARTITION].to_numpy(), atol=1e-6)
+
+
+def test_ranks_keep_the_chosen_ranks(out_dir) -> None:  # type: ignore[no-untyped-def]
+    """Only rank 1's process (and the run's); where the path goes to rank 0, an instant says
+    so instead of an arrow with one end; rank 1 reads back as it was."""
+    one = export(RUN, out_dir, ranks=(1,))
+    ranks = {a.get("rank") for a in one.trace.processes.values()}
+    assert ranks == {1, None}
+    assert not [
+        e for e in one.trace.events if e["ph"] in "sf" and e.get("cat") == "overlapscope.path"
+    ]
+    hops = [e for e in one.trace.events if e["ph"] == "i" and "not in this file" in e["name"]]
+    assert hops and all(e["args"]["rank"] == 0 for e in hops)
+    again = analyze(load_run(one.path, progress=False))
+    assert again.summary.ranks == (1,)
+    a = one.analysis.steps[one.analysis.steps["rank"] == 1].reset_index(drop=True)
+    np.testing.assert_allclose(
+        again.steps[PARTITION].to_numpy(), a[PARTITION].to_numpy(), atol=1e-6
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "numbers"),
+    [("3", (3,)), ("0-3,8", (0, 1, 2, 3, 8)), (" 2 , 2,1", (1, 2)), ("5-5", (5,))],
+)
+def test_parse_numbers(text: str, numbers: tuple[int, ...]) -> None:
+    assert parse_numbers(text) == numbers
+
+
+@pytest.mark.parametrize("text", ["", "a", "3-1", "-2", "1,,2", "0-99999999"])
+def test_parse_numbers_refuses(text: str) -> None:
+    import argparse
+
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_numbers(text)
