@@ -68,6 +68,9 @@ __all__ = [
     "workload_fields",
 ]
 
+# analyze_with_tables' flags of a run opened with --dask: (allow_missing_ranks,
+# rank_from_names, align_clocks, timeline)
+DASK_FLAGS = (False, False, True, False)
 # Bump when what is pickled changes shape.
 CACHE_VERSION = 3  # 2: clocks and the critical path; 3: what-if SimInputs cached too
 # What-if calibrations kept in memory (a few MB each: per-step compute and transfer tables).
@@ -222,9 +225,7 @@ def analyse_on_dask(src: RunSource, target: DaskTarget) -> LoadedRun:
     from overlapscope.cluster.timeline import RankTimelines
 
     try:
-        done = analyze_with_tables(
-            [src.path], target, (False, False, True, False), timeline_files=True
-        )
+        done = analyze_with_tables([src.path], target, DASK_FLAGS, timeline_files=True)
     except UserError as e:
         raise RunLoadError(str(e)) from e
     except Exception as e:  # a trace that breaks the parser must not take the app down
