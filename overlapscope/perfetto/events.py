@@ -69,9 +69,10 @@ def dumps(event: dict[str, Any]) -> bytes:
 
 
 def metadata(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
-    """A metadata event; a process's own are given ``tid == pid`` (a tid of that process
-    only, as Linux numbers a process's main thread)."""
-    return {"ph": "M", "name": name, "pid": pid, "tid": tid, "ts": 0, "args": args}
+    """A metadata event (no ``ts``: it has no time, and a viewer would stretch the
+    timeline to 0 for it); a process's own are given ``tid == pid`` (a tid of that
+    process only, as Linux numbers a process's main thread)."""
+    return {"ph": "M", "name": name, "pid": pid, "tid": tid, "args": args}
 
 
 def complete(

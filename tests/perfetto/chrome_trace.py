@@ -4,7 +4,7 @@ on the file itself (no viewer runs here: docs/PERFETTO.md says how it was looked
 * one gzip member (DevTools' Compression Streams refuse data after the first) holding one
   JSON document with a ``traceEvents`` list;
 * every event an object with a known ``ph``, an integer ``pid`` and ``tid`` and a finite
-  ``ts``; a complete event (``X``) a finite ``dur >= 0``;
+  ``ts`` (a metadata event may have none); a complete event (``X``) a finite ``dur >= 0``;
 * one process per pid with a name; a tid in one process only (Perfetto keys threads by tid);
 * every flow (``s``/``f`` by ``cat`` and ``id``) has one start and one finish, the start no
   later, each inside a slice of its own thread (where both viewers bind it);
@@ -68,7 +68,7 @@ def check_event(e: Any) -> None:
     assert e.get("ph") in PHASES, e
     assert isinstance(e.get("pid"), int) and not isinstance(e["pid"], bool), e
     assert isinstance(e.get("tid"), int) and not isinstance(e["tid"], bool), e
-    assert _finite(e.get("ts")), e
+    assert _finite(e.get("ts")) or (e["ph"] == "M" and "ts" not in e), e
     if e["ph"] == "X":
         assert _finite(e.get("dur")) and e["dur"] >= 0, e
 
