@@ -39,27 +39,27 @@ log "instrumentation overhead (instrumented vs --no-instrument, alternated)"
 limited 150 "$PY" "$REPO/scripts/gpu/engine_checks.py" overhead --device "$DEVICE" "${small[@]}" --out "$OUT/checks" >"$OUT/checks/overhead.log" 2>&1 || status=1
 grep "overhead" "$OUT/checks/overhead.log"
 
-for policy in none backward_pre; do
-  log "run nccl-1rank-$policy (bf16, world size 1)"
-  OVERLAPSCOPE_SYNC_DEBUG=warn limited 150 "$PY" -m overlapscope run --device "$DEVICE" --nproc 1 "${model[@]}" \
-    --global-batch 8 "${bf16[@]}" --policy "$policy" \
-    --out "$OUT/runs/nccl-1rank-$policy" >"$OUT/runs/nccl-1rank-$policy.log" 2>&1 || status=1
-  tail -3 "$OUT/runs/nccl-1rank-$policy.log"
-done
+# run NAME WHAT FLAGS...: one profiled `overlapscope run` into $OUT/runs/NAME, with torch
+# flagging every synchronisation in forward and backward (the run's logs name them)
+run() {
+  local name=$1 what=$2
+  shift 2
+  log "run $name ($what)"
+  OVERLAPSCOPE_SYNC_DEBUG=warn limited 150 "$PY" -m overlapscope run --device "$DEVICE" \
+    "${model[@]}" "$@" --out "$OUT/runs/$name" >"$OUT/runs/$name.log" 2>&1 || status=1
+  tail -3 "$OUT/runs/$name.log"
+}
 
 for policy in none backward_pre; do
-  log "run nccl-1rank-b32-$policy (bf16, world size 1, global batch 32: the device, not the host, sets the step)"
-  OVERLAPSCOPE_SYNC_DEBUG=warn limited 150 "$PY" -m overlapscope run --device "$DEVICE" --nproc 1 "${model[@]}" \
-    --global-batch 32 "${bf16[@]}" --policy "$policy" \
-    --out "$OUT/runs/nccl-1rank-b32-$policy" >"$OUT/runs/nccl-1rank-b32-$policy.log" 2>&1 || status=1
-  tail -3 "$OUT/runs/nccl-1rank-b32-$policy.log"
+  run "nccl-1rank-$policy" "bf16, world size 1" --nproc 1 --global-batch 8 "${bf16[@]}" \
+    --policy "$policy"
 done
-
-log "run nccl-1rank-offload (bf16, backward_pre, --cpu-offload, --checkpoint-units all)"
-OVERLAPSCOPE_SYNC_DEBUG=warn limited 150 "$PY" -m overlapscope run --device "$DEVICE" --nproc 1 "${model[@]}" \
-  --global-batch 8 "${bf16[@]}" --policy backward_pre --cpu-offload --checkpoint-units all \
-  --out "$OUT/runs/nccl-1rank-offload" >"$OUT/runs/nccl-1rank-offload.log" 2>&1 || status=1
-tail -3 "$OUT/runs/nccl-1rank-offload.log"
+for policy in none backward_pre; do
+  run "nccl-1rank-b32-$policy" "bf16, world size 1, global batch 32: the device sets the step" \
+    --nproc 1 --global-batch 32 "${bf16[@]}" --policy "$policy"
+done
+run nccl-1rank-offload "bf16, backward_pre, --cpu-offload, --checkpoint-units all" --nproc 1 \
+  --global-batch 8 "${bf16[@]}" --policy backward_pre --cpu-offload --checkpoint-units all
 
 link=()
 if lab_error=$("$PY" -c 'from overlapscope.lab.netns import check_lab_available as c; c()' 2>&1); then
@@ -69,11 +69,8 @@ else
   echo "2-rank runs: over the loopback, unshaped (the lab cannot run here: ${lab_error##*$'\n'})" | tee -a "$OUT/environment.txt"
 fi
 for policy in none backward_pre; do
-  log "run gloo-2rank-$policy (fp32, 2 ranks on one GPU, staged through host memory)"
-  OVERLAPSCOPE_SYNC_DEBUG=warn limited 150 "$PY" -m overlapscope run --device "$DEVICE" --backend gloo --nproc 2 \
-    "${model[@]}" "${link[@]}" --global-batch 32 --policy "$policy" \
-    --out "$OUT/runs/gloo-2rank-$policy" >"$OUT/runs/gloo-2rank-$policy.log" 2>&1 || status=1
-  tail -3 "$OUT/runs/gloo-2rank-$policy.log"
+  run "gloo-2rank-$policy" "fp32, 2 ranks on one GPU, staged through host memory" --nproc 2 \
+    --backend gloo "${link[@]}" --global-batch 32 --policy "$policy"
 done
 
 log "analyze each run"

@@ -74,6 +74,20 @@ def innermost_containing(starts: FloatArray, ends: FloatArray, points: FloatArra
     return out
 
 
+def innermost_on_threads(
+    starts: FloatArray, ends: FloatArray, tids: IntArray, points: FloatArray, point_tids: IntArray
+) -> IntArray:
+    """For each point: the index of the innermost range on the point's own thread holding it
+    (:func:`innermost_containing` per thread), or -1."""
+    out = np.full(len(points), -1, dtype=np.int64)
+    for t in np.unique(point_tids):
+        q = np.flatnonzero(point_tids == t)
+        on_t = np.flatnonzero(tids == t)
+        hit = innermost_containing(starts[on_t], ends[on_t], points[q])
+        out[q[hit >= 0]] = on_t[hit[hit >= 0]]
+    return out
+
+
 def launch_anchor(frame: pd.DataFrame) -> tuple[FloatArray, IntArray, BoolArray]:
     """For each row: ts and tid of the CPU event with the same correlation id (the launch);
     a row without one anchors on itself. Third: GPU rows whose launch is not in the trace

@@ -34,7 +34,7 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from overlapscope.arrays import FloatArray, IntArray
-from overlapscope.trace.attribution import innermost_containing
+from overlapscope.trace.attribution import innermost_on_threads
 from overlapscope.trace.labels import expected_kinds
 from overlapscope.trace.names import COMM_PHASES, parse_range
 from overlapscope.trace.parse import RawTrace
@@ -76,12 +76,7 @@ def _holders(raw: RawTrace) -> tuple[IntArray, IntArray, list[str], IntArray] | 
     ts = ev["ts_us"].to_numpy()
     end = ts + ev["dur_us"].to_numpy()
     tid = ev["tid"].to_numpy()
-    holder = np.full(len(p2p), -1, dtype=np.int64)
-    for t in np.unique(tid[p2p]):
-        q = np.flatnonzero(tid[p2p] == t)
-        on_t = np.flatnonzero(tid[issue] == t)
-        hit = innermost_containing(ts[issue[on_t]], end[issue[on_t]], ts[p2p[q]])
-        holder[q[hit >= 0]] = on_t[hit[hit >= 0]]
+    holder = innermost_on_threads(ts[issue], end[issue], tid[issue], ts[p2p], tid[p2p])
     if not (holder >= 0).any():
         return None
     return p2p, issue, kinds, holder

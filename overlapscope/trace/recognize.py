@@ -20,6 +20,7 @@ from overlapscope.trace.attribution import (
     label_categorical,
     launch_anchor,
 )
+from overlapscope.trace.collective_copies import collective_copies
 from overlapscope.trace.comm_args import collective_columns, sequence
 from overlapscope.trace.labels import (
     GLOO_PREFIX,
@@ -304,47 +305,6 @@ def _steps(
     return step, steps
 
 
-def _collective_copies(
-    raw: RawTrace,
-    nc: _NameClasses,
-    codes: IntArray,
-    anchors: tuple[FloatArray, IntArray],
-    cats: list[str],
-) -> tuple[IntArray, pd.DataFrame]:
-    """GPU copies that are a collective's device work, and the comm arguments they take.
-
-    NCCL with one rank moves nothing: an out-of-place all-gather or reduce-scatter is a
-    ``Memcpy DtoD`` on the communicator's stream, launched inside the collective's
-    ``record_param_comms`` op (observed with NCCL 2.28 on an H200, ``traces/gpu-*``). Such a
-    copy is the collective (its kind, size and group are that op's); any other copy stays a
-    copy. Returns the copy rows and ``raw.comm_args`` with theirs added."""
-    frame = raw.events
-    on_gpu = frame["on_gpu"].to_numpy()
-    anchor_ts, anchor_tid = anchors
-    is_op = np.asarray([c == "record_param_comms" for c in cats], dtype=bool).reshape(len(cats))
-    ops = np.flatnonzero(is_op[codes] & ~on_gpu)
-    copies = np.flatnonzero(on_gpu & nc.is_memory[codes] & (anchor_tid >= 0))
-    if len(ops) == 0 or len(copies) == 0:
-        return copies[:0], raw.comm_args
-    coll = raw.comm_args["coll_name"].reindex(ops).to_numpy(dtype=object)
-    ops = ops[np.asarray([isinstance(c, str) and c not in ("", "wait") for c in coll])]
-    ts = frame["ts_us"].to_numpy()
-    end = ts + frame["dur_us"].to_numpy()
-    tid = frame["tid"].to_numpy()
-    held = np.full(len(copies), -1, dtype=np.int64)
-    for t in np.unique(anchor_tid[copies]):
-        q = np.flatnonzero(anchor_tid[copies] == t)
-        on_t = ops[tid[ops] == t]
-        hit = innermost_containing(ts[on_t], end[on_t], anchor_ts[copies[q]])
-        held[q[hit >= 0]] = on_t[hit[hit >= 0]]
-    copies, held = copies[held >= 0], held[held >= 0]
-    if len(copies) == 0:
-        return copies, raw.comm_args
-    theirs = raw.comm_args.reindex(held).set_axis(copies, axis=0)
-    args = pd.concat([raw.comm_args.drop(index=copies, errors="ignore"), theirs]).sort_index()
-    return copies, args.astype(raw.comm_args.dtypes.to_dict())
-
-
 def _issued_by(raw: RawTrace, n: int) -> IntArray:
     out = np.full(n, -1, dtype=np.int64)
     if raw.folded_issue is not None:
@@ -362,6 +322,19 @@ def _on_gloo_thread(raw: RawTrace, gloo_op: BoolArray) -> BoolArray:
         t for t, name in raw.thread_names.items() if "gloo" in name
     }
     return np.isin(tid, np.asarray(sorted(gloo_tids), dtype=np.int64))
+
+
+def _absent(has_comm: bool, has_steps: bool) -> list[str]:
+    """The warnings for what a rank's trace lacks."""
+    out = []
+    if not has_comm:
+        out.append(
+            "no communication found (no NCCL kernels or copies, no gloo ops): "
+            "only compute and idle time can be reported"
+        )
+    if not has_steps:
+        out.append("no ProfilerStep ranges: the whole trace is counted as one step")
+    return out
 
 
 def recognize(raw: RawTrace, world_size: int) -> RankTable:
@@ -386,8 +359,9 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
 
     lane = _lanes(nc, codes, rc, frame, source, on_gloo_thread)
     anchor_ts, anchor_tid, orphan = launch_anchor(frame)
-    copies, comm_args = _collective_copies(raw, nc, codes, (anchor_ts, anchor_tid), cats)
-    lane[copies] = _LANE[EventLane.COMM]
+    anchors = (anchor_ts, anchor_tid)
+    copies, comm_args = collective_copies(raw, nc.is_memory[codes], anchors, cats, codes)
+    lane[copies] = _LANE[EventLane.COMM]  # NCCL's copies are the collective
     out = Labels(
         lane=_LANE_VALUES[lane],  # (read, not changed, by the producers)
         phase=rc.ovs_phase,  # None where the name is not an ovs range (rc's own arrays:
@@ -415,14 +389,7 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     )
     producer.label(ctx, out, cats, codes, warnings)
 
-    if len(comm_rows) == 0:
-        warnings.append(
-            "no communication found (no NCCL kernels or copies, no gloo ops): "
-            "only compute and idle time can be reported"
-        )
-    if not steps:
-        warnings.append("no ProfilerStep ranges: the whole trace is counted as one step")
-
+    warnings += _absent(len(comm_rows) > 0, bool(steps))
     seq = sequence(comm_rows, out.group, step, ts)
     table = _table(frame, lane, out, (step, nbytes, seq))
     return RankTable(table, producer.framework, source, steps, tuple(warnings))

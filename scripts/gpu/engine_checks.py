@@ -21,8 +21,8 @@ Writes ``DIR/overhead.json``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
-import os
 import statistics
 import sys
 import time
@@ -35,6 +35,9 @@ import torch.distributed as dist
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from single_rank import start  # noqa: E402
 
 from overlapscope.config import EngineConfig, ModelConfig, ModelKind  # noqa: E402
 from overlapscope.engine.sharded import ShardedModel  # noqa: E402
@@ -109,63 +112,73 @@ def _max_err(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
     return max(float((a[k] - b[k]).abs().max()) for k in a)
 
 
-def parity(device: torch.device, out: Path) -> bool:
+def _parity_rows(device: torch.device) -> list[dict[str, Any]]:
+    """The engine against the unsharded reference: fp32 and bf16, with and without CPU
+    offload and checkpointing."""
     ref = reference(device)
     rows: list[dict[str, Any]] = []
-    for precision in ("fp32", "bf16"):
-        for offload in (False, True):
-            for ckpt in ("none", "all"):
-                cfg = EngineConfig(
-                    policy="backward_pre",
-                    mixed_precision=MP[precision],
-                    cpu_offload=offload,
-                    checkpoint_units=ckpt,
-                )
-                err = _max_err(train_engine(cfg, device), ref)
-                ok = err <= FP32_TOL if precision == "fp32" else 0 < err < BF16_TOL
-                rows.append(
-                    {
-                        "check": "parity",
-                        "precision": precision,
-                        "cpu_offload": offload,
-                        "checkpoint_units": ckpt,
-                        "max_abs_err": err,
-                        "ok": ok,
-                    }
-                )
-                print(
-                    f"  parity {precision} offload={offload!s:<5} ckpt={ckpt:<4} "
-                    f"max |err| {err:.2e}  {'ok' if ok else 'FAILED'}",
-                    flush=True,
-                )
-    if device.type == "cuda":
-        rows.append(_sync_debug_control(device))
-    for policy in ("none", "backward_post", "backward_pre"):
-        for fwd in (False, True):
-            for precision in ("fp32", "bf16"):
-                cfg = EngineConfig(
-                    policy=policy, forward_prefetch=fwd, mixed_precision=MP[precision]
-                )
-                row: dict[str, Any] = {
-                    "check": "sync_debug",
-                    "policy": policy,
-                    "forward_prefetch": fwd,
-                    "precision": precision,
-                }
-                try:
-                    train_engine(cfg, device, sync_debug=True)
-                    row.update(ok=True, error=None)
-                except RuntimeError as e:
-                    row.update(ok=False, error=str(e).splitlines()[0])
-                rows.append(row)
-                verdict = "ok" if row["ok"] else "FAILED: " + row["error"]
-                if device.type != "cuda":
-                    verdict = "trained (sync debug mode exists on CUDA only: not checked)"
-                print(
-                    f"  no device sync in forward/backward: {policy:<13} fwd={fwd!s:<5} "
-                    f"{precision}  {verdict}",
-                    flush=True,
-                )
+    for precision, offload, ckpt in itertools.product(
+        ("fp32", "bf16"), (False, True), ("none", "all")
+    ):
+        cfg = EngineConfig(
+            policy="backward_pre",
+            mixed_precision=MP[precision],
+            cpu_offload=offload,
+            checkpoint_units=ckpt,
+        )
+        err = _max_err(train_engine(cfg, device), ref)
+        ok = err <= FP32_TOL if precision == "fp32" else 0 < err < BF16_TOL
+        rows.append(
+            {
+                "check": "parity",
+                "precision": precision,
+                "cpu_offload": offload,
+                "checkpoint_units": ckpt,
+                "max_abs_err": err,
+                "ok": ok,
+            }
+        )
+        print(
+            f"  parity {precision} offload={offload!s:<5} ckpt={ckpt:<4} "
+            f"max |err| {err:.2e}  {'ok' if ok else 'FAILED'}",
+            flush=True,
+        )
+    return rows
+
+
+def _sync_rows(device: torch.device) -> list[dict[str, Any]]:
+    """Every policy, with and without forward prefetch, fp32 and bf16, trained with torch
+    raising on any synchronisation in forward and backward (after a control that must)."""
+    rows = [_sync_debug_control(device)] if device.type == "cuda" else []
+    for policy, fwd, precision in itertools.product(
+        ("none", "backward_post", "backward_pre"), (False, True), ("fp32", "bf16")
+    ):
+        cfg = EngineConfig(policy=policy, forward_prefetch=fwd, mixed_precision=MP[precision])
+        row: dict[str, Any] = {
+            "check": "sync_debug",
+            "policy": policy,
+            "forward_prefetch": fwd,
+            "precision": precision,
+        }
+        try:
+            train_engine(cfg, device, sync_debug=True)
+            row.update(ok=True, error=None)
+        except RuntimeError as e:
+            row.update(ok=False, error=str(e).splitlines()[0])
+        rows.append(row)
+        verdict = "ok" if row["ok"] else "FAILED: " + row["error"]
+        if device.type != "cuda":
+            verdict = "trained (sync debug mode exists on CUDA only: not checked)"
+        print(
+            f"  no device sync in forward/backward: {policy:<13} fwd={fwd!s:<5} "
+            f"{precision}  {verdict}",
+            flush=True,
+        )
+    return rows
+
+
+def parity(device: torch.device, out: Path) -> bool:
+    rows = _parity_rows(device) + _sync_rows(device)
     doc = {
         "device": _device_name(device),
         "sync_debug_checked": device.type == "cuda",
@@ -218,6 +231,18 @@ def _range_cost(n: int = 20000) -> dict[str, float]:
     return out
 
 
+def _warmed_up(
+    model_cfg: ModelConfig, batch: int, precision: str, instrument: bool, device: torch.device
+) -> tuple[ShardedModel, torch.optim.Optimizer]:
+    """The model wrapped (instrumented or not), with its optimizer, after 3 steps."""
+    model, units = build_model(model_cfg, seed=0)
+    cfg = EngineConfig(policy="backward_pre", mixed_precision=MP[precision], instrument=instrument)
+    sharded = ShardedModel(model.to(device), units, cfg, device=device)
+    opt = torch.optim.AdamW(sharded.parameters(), lr=1e-4)
+    _timed_steps(sharded, opt, model_cfg, batch, 3, 0, device)  # warm-up
+    return sharded, opt
+
+
 def _overhead_at(
     device: torch.device, args: argparse.Namespace, batch: int, precision: str
 ) -> dict[str, Any]:
@@ -230,16 +255,10 @@ def _overhead_at(
         seq_len=args.seq_len,
         vocab=args.vocab,
     )
-    variants: dict[str, tuple[ShardedModel, torch.optim.Optimizer]] = {}
-    for name, instrument in (("instrumented", True), ("no-instrument", False)):
-        model, units = build_model(model_cfg, seed=0)
-        cfg = EngineConfig(
-            policy="backward_pre", mixed_precision=MP[precision], instrument=instrument
-        )
-        sharded = ShardedModel(model.to(device), units, cfg, device=device)
-        opt = torch.optim.AdamW(sharded.parameters(), lr=1e-4)
-        _timed_steps(sharded, opt, model_cfg, batch, 3, 0, device)  # warm-up
-        variants[name] = (sharded, opt)
+    variants = {
+        name: _warmed_up(model_cfg, batch, precision, instrument, device)
+        for name, instrument in (("instrumented", True), ("no-instrument", False))
+    }
     times: dict[str, list[float]] = {k: [] for k in variants}
     cpu: dict[str, list[float]] = {k: [] for k in variants}
     paired: list[float] = []  # per round: median instrumented - median not (wall)
@@ -259,17 +278,9 @@ def _overhead_at(
         sharded.close()
     med = {k: statistics.median(v) for k, v in times.items()}
     diff = statistics.median(paired)
+    model = {f: getattr(args, f) for f in ("layers", "dim", "heads", "seq_len", "vocab")}
     return {
-        "model": {
-            "layers": args.layers,
-            "dim": args.dim,
-            "heads": args.heads,
-            "seq_len": args.seq_len,
-            "vocab": args.vocab,
-            "batch": batch,
-            "precision": precision,
-            "policy": "backward_pre",
-        },
+        "model": {**model, "batch": batch, "precision": precision, "policy": "backward_pre"},
         "rounds": args.rounds,
         "steps_per_round": args.steps,
         "median_step_us": med,
@@ -332,19 +343,9 @@ def main(argv: list[str] | None = None) -> int:
         help="overhead: global batches to measure at (default: 8 32)",
     )
     args = p.parse_args(argv)
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print(
-            "engine_checks: no CUDA device (torch.cuda.is_available() is False); run it on "
-            "a machine with an NVIDIA GPU, or pass --device cpu",
-            file=sys.stderr,
-        )
+    device = start(args.device, "engine_checks", 29300)
+    if device is None:
         return 2
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(29300 + os.getpid() % 1000))
-    device = torch.device(args.device, 0) if args.device == "cuda" else torch.device("cpu")
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=0, world_size=1)
     args.out.mkdir(parents=True, exist_ok=True)
     checks: dict[str, Callable[[], bool]] = {
         "parity": lambda: parity(device, args.out),

@@ -21,7 +21,6 @@ import argparse
 import contextlib
 import inspect
 import json
-import os
 import platform
 import sys
 import textwrap
@@ -38,6 +37,9 @@ from torch import nn
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from single_rank import start  # noqa: E402
 
 from overlapscope.config import ModelConfig, ModelKind, ProfileWindow  # noqa: E402
 from overlapscope.engine.workloads import build_model, global_batch  # noqa: E402
@@ -326,19 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vocab", type=int, default=8192)
     p.add_argument("--batch", type=int, default=16)
     args = p.parse_args(argv)
-    if args.device == "cuda" and not torch.cuda.is_available():
-        print(
-            "torch_fsdp_capture: no CUDA device (torch.cuda.is_available() is False); "
-            "run it on a machine with an NVIDIA GPU, or pass --device cpu",
-            file=sys.stderr,
-        )
+    device = start(args.device, "torch_fsdp_capture", 29400)
+    if device is None:
         return 2
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(29400 + os.getpid() % 1000))
-    device = torch.device(args.device, 0) if args.device == "cuda" else torch.device("cpu")
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=0, world_size=1)
     args.out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"environment": environment(device), "configs": {}}
     failed = 0

@@ -63,14 +63,7 @@ def label_overlapscope(
     out.phase[mem_gpu[not_copy]] = None
     out.unit[comm_gpu[bad]] = None
 
-    # The engine's gloo transfers, folded on the thread that issued them (trace/p2p.py): each
-    # carries its issue range (forward and backward issue from different threads on CUDA).
-    cpu_comm = ctx.comm_rows[~ctx.on_gpu[ctx.comm_rows]]
-    folded = cpu_comm[ctx.issued_by[cpu_comm] >= 0]
-    out.phase[folded] = out.phase[ctx.issued_by[folded]]
-    out.unit[folded] = out.unit[ctx.issued_by[folded]]
-    out.group[folded] = OVS_COMM_GROUP
-    cpu_comm = cpu_comm[ctx.issued_by[cpu_comm] < 0]  # gloo's own collectives (all-reduce)
+    cpu_comm = _label_folded(ctx, out)  # what is left: gloo's own collectives (all-reduce)
     if len(cpu_comm) == 0:
         return
     issue = ovs_rows[np.isin(out.phase[ovs_rows], list(issue_values))]
@@ -99,6 +92,18 @@ def label_overlapscope(
             f"{mismatch} of {m} gloo ops do not match the kind of their ovs issue range; "
             "per-unit figures may be shifted"
         )
+
+
+def _label_folded(ctx: RowContext, out: Labels) -> IntArray:
+    """The engine's gloo transfers, folded on the thread that issued them (trace/p2p.py), take
+    their issue range's phase and unit (forward and backward issue from different threads on
+    CUDA); returns the CPU comm rows left (gloo's own collectives)."""
+    cpu_comm = ctx.comm_rows[~ctx.on_gpu[ctx.comm_rows]]
+    folded = cpu_comm[ctx.issued_by[cpu_comm] >= 0]
+    out.phase[folded] = out.phase[ctx.issued_by[folded]]
+    out.unit[folded] = out.unit[ctx.issued_by[folded]]
+    out.group[folded] = OVS_COMM_GROUP
+    return cpu_comm[ctx.issued_by[cpu_comm] < 0]
 
 
 def _comm_thread(ctx: RowContext, out: Labels, cpu_comm: IntArray, issue: IntArray) -> int:
