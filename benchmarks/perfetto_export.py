@@ -101,7 +101,7 @@ def main() -> None:
         for n in args.ranks:
             results.append(measure(args.source, n, dask))
             print(json.dumps(results[-1]), flush=True)
-    shipped = sorted(d for d in (REPO / "traces").iterdir() if (d / "run.json").is_file())
+    shipped = sorted(d for d in (REPO / "traces").iterdir() if list(d.glob("rank-*.json.gz")))
     external = sorted((REPO.parent / "shared" / "external-traces").glob("*.json.gz"))
     for source in [*shipped, *external]:
         results.append(measure(source, 0, False))
