@@ -8,7 +8,7 @@ from typing import Any
 import plotly.graph_objects as go
 from dash import Dash, Input, Output, State, no_update
 
-from dashboards import ids, perfetto_link, views
+from dashboards import ids, views
 from dashboards.data import RunRegistry
 from dashboards.figures import MAX_BARS
 from dashboards.zoom import x_window
@@ -114,18 +114,6 @@ def _register_views(app: Dash, registry: RunRegistry) -> None:
     )
     def _view(tab: str, run_a: Any, run_b: Any, step: Any, clocks: Any, ranks: Any) -> Any:
         return views.render_view(registry, tab, run_a, run_b, step, clocks=clocks, ranks=ranks)
-
-    prefix = app.config.requests_pathname_prefix or "/"
-
-    @app.callback(
-        Output(ids.PERFETTO_LINKS, "children"),
-        Input(ids.RUN_A, "value"),
-        Input(ids.RUN_B, "value"),
-        Input(ids.STEP, "value"),
-        Input(ids.RANKS, "value"),
-    )
-    def _perfetto(run_a: Any, run_b: Any, step: Any, ranks: Any) -> Any:
-        return perfetto_link.links(registry, prefix, [run_a, run_b], step, ranks)
 
     @app.callback(
         Output(ids.TIMELINE_GRAPH, "figure"),

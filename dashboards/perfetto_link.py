@@ -20,8 +20,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 import flask
-from dash import Dash, html
+from dash import Dash, Input, Output, html
 
+from dashboards import ids
 from dashboards.big_run import choose_ranks
 from dashboards.data import DASK_FLAGS, RunRegistry, UnknownRunError
 from overlapscope.errors import UserError
@@ -109,8 +110,18 @@ def _numbers(name: str) -> tuple[int, ...] | None:
 
 
 def install(app: Dash, registry: RunRegistry) -> None:
-    """The route the links point to."""
+    """The links (following the runs, step and ranks picked) and the route they point to."""
     prefix = app.config.requests_pathname_prefix or "/"
+
+    @app.callback(
+        Output(ids.PERFETTO_LINKS, "children"),
+        Input(ids.RUN_A, "value"),
+        Input(ids.RUN_B, "value"),
+        Input(ids.STEP, "value"),
+        Input(ids.RANKS, "value"),
+    )
+    def _links(run_a: Any, run_b: Any, step: Any, ranks: Any) -> Any:
+        return links(registry, prefix, [run_a, run_b], step, ranks)
 
     @app.server.route(f"{prefix}{ROUTE}<key>")
     def _perfetto(key: str) -> Any:
