@@ -44,12 +44,14 @@ else:
     run_dir = source
 out = tmp / "export.json.gz"
 if dask:
-    from overlapscope.cluster.perfetto import write_on_dask
-    from overlapscope.cluster.run import DaskTarget, analyze_with_tables
-    target = DaskTarget("local", tmp / "cache")
-    done = analyze_with_tables([run_dir], target, (False, False, True, False), False)
+    from overlapscope.pipeline.perfetto import export_stored
+    from overlapscope.pipeline.plan import Inputs
+    from overlapscope.pipeline.run import Target, analyze_stored, opened
+    target = Target("local", tmp / "cache")
+    cache = opened(target).__enter__()
+    done = analyze_stored(Inputs((run_dir,)), target, cache)
     analysis = done.analysis
-    export = lambda: write_on_dask(out, done, target, None, None)
+    export = lambda: export_stored(out, done, target, cache, (None, None))
 else:
     run = load_run(run_dir, progress=False)
     analysis = analyze(run)

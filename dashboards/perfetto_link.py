@@ -24,10 +24,10 @@ from dash import Dash, Input, Output, html
 
 from dashboards import ids
 from dashboards.big_run import choose_ranks
-from dashboards.data import DASK_FLAGS, RunRegistry, UnknownRunError
+from dashboards.data import RunRegistry, UnknownRunError
 from overlapscope.errors import UserError
 from overlapscope.perfetto.export import write_perfetto
-from overlapscope.perfetto.select import parse_numbers
+from overlapscope.perfetto.numbers import parse_numbers
 from overlapscope.trace.loader import load_run
 
 ROUTE = "perfetto/"
@@ -90,18 +90,21 @@ def export_run(
     ranks: tuple[int, ...] | None,
     out: Path,
 ) -> None:
-    """The run's export into ``out``."""
+    """The run's export into ``out``: from the run loaded here, or (a run opened with
+    --dask) each rank's part written by its task from the cache."""
     loaded = registry.load(key)
     src = registry.source(key)
-    if registry.dask is None:
+    if registry.dask is None or registry.cache is None:
         run = load_run(src.path, progress=False)
         write_perfetto(out, loaded.analysis, run, steps, ranks)
         return
-    from overlapscope.cluster.perfetto import write_on_dask
-    from overlapscope.cluster.run import analyze_with_tables
+    from overlapscope.pipeline.perfetto import export_stored
+    from overlapscope.pipeline.plan import Inputs
+    from overlapscope.pipeline.run import analyze_stored
 
-    done = analyze_with_tables([src.path], registry.dask, DASK_FLAGS, timeline_files=True)
-    write_on_dask(out, done, registry.dask, steps, ranks)
+    # the analysis the registry made, read back from the cache
+    done = analyze_stored(Inputs((src.path,)), registry.dask, registry.cache, timeline_files=True)
+    export_stored(out, done, registry.dask, registry.cache, (steps, ranks))
 
 
 def _numbers(name: str) -> tuple[int, ...] | None:

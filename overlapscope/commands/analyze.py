@@ -5,25 +5,28 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import orjson
-
-from overlapscope.analysis.api import RunAnalysis, analyze
-from overlapscope.analysis.path_report import report_text
-from overlapscope.analysis.report import markdown, text
-from overlapscope.commands.flags import add_dask_args, dask_target
+from overlapscope.commands import COMMANDS
+from overlapscope.commands.flags import add_dask_args, target
 from overlapscope.errors import UserError
 from overlapscope.outputs import check_apart, check_dir, check_file, write_file
-from overlapscope.perfetto.export import write_perfetto
-from overlapscope.perfetto.select import parse_numbers
-from overlapscope.trace.loader import ALLOW_FLAG, RunTraces, load_run
+from overlapscope.perfetto.numbers import parse_numbers
+from overlapscope.trace.discover import ALLOW_FLAG
 from overlapscope.trace.ranks import RANK_FROM_NAME_FLAG
+
+if TYPE_CHECKING:
+    from overlapscope.analysis.api import RunAnalysis
+    from overlapscope.pipeline.plan import Inputs
+
+# The analysis is imported when the command runs (pandas and the rest): ``--help`` and a
+# wrong flag cost only the parser.
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "analyze",
-        help="exposed communication, overlap %%, NCCL wait and bandwidth from traces",
+        help=COMMANDS["analyze"].help,
         description="Analyse a run directory or Kineto trace files (.json / .json.gz).",
     )
     add_input_args(p)
@@ -92,83 +95,39 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
     add_dask_args(p)
 
 
-def load_and_analyze(args: argparse.Namespace) -> RunAnalysis:
-    return _analysis(args)[0]
+def inputs_of(args: argparse.Namespace) -> Inputs:
+    """The run ``args`` name and the loader's and the clocks' flags."""
+    from overlapscope.pipeline.plan import Inputs
 
-
-def _analysis(args: argparse.Namespace) -> tuple[RunAnalysis, RunTraces | None]:
-    """The analysis, and the loaded run when it was loaded here (not with --dask)."""
-    target = dask_target(args)
-    if target is not None:
-        if getattr(args, "hta", False):
-            raise UserError("--hta runs HTA on the whole traces locally; leave it out with --dask")
-        from overlapscope.cluster.run import analyze_on_dask
-
-        allow, by_name, align, timeline = dask_flags(args)
-        return analyze_on_dask(
-            args.paths,
-            target.address,
-            cache_dir=target.cache_dir,
-            allow_missing_ranks=allow,
-            rank_from_names=by_name,
-            align_clocks=align,
-            timeline=timeline,
-        ), None
-    run_traces = load_run(
-        args.paths,
-        progress=False if args.no_progress else None,
+    return Inputs(
+        tuple(args.paths),
         allow_missing_ranks=args.allow_missing_ranks,
         rank_from_names=getattr(args, "rank_from_name", False),
-    )
-    result = analyze(
-        run_traces,
-        hta=getattr(args, "hta", False),
         align_clocks=not getattr(args, "no_align", False),
-    )
-    return result, run_traces
-
-
-def dask_flags(args: argparse.Namespace) -> tuple[bool, bool, bool, bool]:
-    """(allow_missing_ranks, rank_from_names, align_clocks, timeline) of ``--dask``."""
-    return (
-        args.allow_missing_ranks,
-        getattr(args, "rank_from_name", False),
-        not getattr(args, "no_align", False),
-        getattr(args, "csv", None) is not None,
+        progress=False if args.no_progress else None,
     )
 
 
-def check_perfetto(args: argparse.Namespace) -> None:
-    """``--perfetto`` names a file that can be written and is not an input; ``--steps`` and
-    ``--ranks`` come with it."""
-    for flag in ("steps", "ranks"):
-        if getattr(args, flag, None) is not None and not args.perfetto:
-            raise UserError(f"--{flag} chooses what --perfetto writes; add --perfetto FILE")
-    if args.perfetto:
-        check_file(args.perfetto, "--perfetto")
-        check_apart(args.perfetto, args.paths, "--perfetto", is_file=True)
+def load_and_analyze(args: argparse.Namespace) -> RunAnalysis:
+    """The analysis ``args`` ask for: through the per-rank cache on this machine or on Dask,
+    or (``--hta``, which reads the whole traces) on the run loaded here."""
+    from overlapscope.analysis.api import analyze
+    from overlapscope.pipeline.run import analyze_paths
+    from overlapscope.trace.loader import load_run
 
-
-def export_perfetto(
-    args: argparse.Namespace, result: RunAnalysis, run_traces: RunTraces | None
-) -> None:
-    """Write ``--perfetto``'s file: here from the loaded run, or (``--dask``) each rank's
-    part in its task."""
-    if run_traces is not None:
-        warnings = write_perfetto(args.perfetto, result, run_traces, args.steps, args.ranks)
-    else:
-        from overlapscope.cluster.perfetto import export_on_dask
-
-        target = dask_target(args)
-        assert target is not None, "the analysis was made here unless --dask"
-        selection = (args.steps, args.ranks)
-        warnings = export_on_dask(args.paths, target, dask_flags(args), args.perfetto, selection)
-    for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    size = args.perfetto.stat().st_size if args.perfetto.is_file() else 0
-    print(
-        f"wrote {args.perfetto} ({size / 1e6:,.1f} MB): open it in ui.perfetto.dev", file=sys.stderr
-    )
+    inputs = inputs_of(args)
+    if getattr(args, "hta", False):
+        if args.dask:
+            raise UserError("--hta runs HTA on the whole traces locally; leave it out with --dask")
+        run = load_run(
+            list(inputs.paths),
+            progress=inputs.progress,
+            allow_missing_ranks=inputs.allow_missing_ranks,
+            rank_from_names=inputs.rank_from_names,
+        )
+        return analyze(run, hta=True, align_clocks=inputs.align_clocks)
+    timeline = getattr(args, "csv", None) is not None
+    return analyze_paths(inputs, target(args), timeline=timeline)
 
 
 def write_csv(result: RunAnalysis, out: Path) -> None:
@@ -191,6 +150,7 @@ def write_csv(result: RunAnalysis, out: Path) -> None:
     if result.path is not None:
         tables["critical_path_steps"] = result.path.steps
         tables["critical_path_links"] = result.path.links
+    tables.update(result.tables)  # the registered figures without a field of their own
     for name, df in tables.items():
         write_file(out / f"{name}.csv", df.to_csv(index=False), "--csv")
 
@@ -205,7 +165,50 @@ def run(args: argparse.Namespace) -> int:
     if args.csv:
         check_dir(args.csv, "--csv")
     check_perfetto(args)
-    result, run_traces = _analysis(args)
+    if args.perfetto and not args.hta:
+        result = export_perfetto(args)  # the analysis and the file in one pass
+    else:
+        result = load_and_analyze(args)
+        if args.perfetto:
+            export_perfetto(args)  # (through the cache: --hta's analysis reads the traces)
+    _write(args, result, to_stdout)
+    return 0
+
+
+def check_perfetto(args: argparse.Namespace) -> None:
+    """``--perfetto`` names a file that can be written and is not an input; ``--steps`` and
+    ``--ranks`` come with it."""
+    for flag in ("steps", "ranks"):
+        if getattr(args, flag, None) is not None and not args.perfetto:
+            raise UserError(f"--{flag} chooses what --perfetto writes; add --perfetto FILE")
+    if args.perfetto:
+        check_file(args.perfetto, "--perfetto")
+        check_apart(args.perfetto, args.paths, "--perfetto", is_file=True)
+
+
+def export_perfetto(args: argparse.Namespace) -> RunAnalysis:
+    """Write ``--perfetto``'s file, each rank's part in its task (on Dask with ``--dask``);
+    the analysis it was made from."""
+    from overlapscope.pipeline.perfetto import analyze_and_export
+
+    timeline = getattr(args, "csv", None) is not None
+    result, warnings = analyze_and_export(
+        inputs_of(args), target(args), args.perfetto, (args.steps, args.ranks), timeline=timeline
+    )
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    size = args.perfetto.stat().st_size if args.perfetto.is_file() else 0
+    where = f"{args.perfetto} ({size / 1e6:,.1f} MB)"
+    print(f"wrote {where}: open it in ui.perfetto.dev or chrome://tracing", file=sys.stderr)
+    return result
+
+
+def _write(args: argparse.Namespace, result: RunAnalysis, to_stdout: bool) -> None:
+    import orjson
+
+    from overlapscope.analysis.path_report import report_text
+    from overlapscope.analysis.report import markdown, text
+
     if args.json:
         doc = orjson.dumps(
             result.to_json_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
@@ -219,11 +222,8 @@ def run(args: argparse.Namespace) -> int:
         write_csv(result, args.csv)
     if args.markdown:
         write_file(args.markdown, markdown(result), "--markdown")
-    if args.perfetto:
-        export_perfetto(args, result, run_traces)
     report = text(result) + report_text(
         result.clocks, result.clocks_applied, result.path, result.clocks_shared_host
     )
     # With --json - the report goes to stderr so stdout stays valid JSON.
     (sys.stderr if to_stdout else sys.stdout).write(report)
-    return 0

@@ -22,7 +22,8 @@ import torch
 from torch._C._autograd import _profiler_enabled
 from torch.autograd.profiler import record_function
 
-from overlapscope.trace.names import Phase, format_range
+from overlapscope.phases import Phase
+from overlapscope.trace.names import format_range
 
 
 class Instrument:

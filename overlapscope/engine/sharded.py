@@ -38,13 +38,14 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
+from overlapscope.config import EngineConfig, MixedPrecision, Sharding
 from overlapscope.engine.comm import Collectives, new_comm_group
-from overlapscope.engine.config import EngineConfig, MixedPrecision, Sharding
 from overlapscope.engine.instrument import Instrument
 from overlapscope.engine.levers import install_checkpointing, offload_shards
 from overlapscope.engine.schedule import Act, Action, Schedule, ScheduleStats
 from overlapscope.engine.units import Unit, build_units
-from overlapscope.trace.names import OPTIM_UNIT, Phase
+from overlapscope.phases import CollectiveKind, Phase
+from overlapscope.trace.names import OPTIM_UNIT
 
 
 class ShardedModel(nn.Module):
@@ -363,11 +364,14 @@ class ShardedModel(nn.Module):
         flat = u.flat
         assert flat is not None
         with self.instrument.phase(phase, u.name):
-            if phase is Phase.AR:
-                u.pending_grad = self.comm.all_reduce_mean(grad32)  # ISSUE all-reduce
-            else:
-                # ISSUE reduce-scatter (async)
-                u.pending_grad = self.comm.reduce_scatter_mean(grad32, flat.shard_numel)
+            match phase.collective_kind:  # the phase table says which collective it runs
+                case CollectiveKind.ALL_REDUCE:
+                    u.pending_grad = self.comm.all_reduce_mean(grad32)  # ISSUE all-reduce
+                case CollectiveKind.REDUCE_SCATTER:
+                    # ISSUE reduce-scatter (async)
+                    u.pending_grad = self.comm.reduce_scatter_mean(grad32, flat.shard_numel)
+                case other:
+                    raise ValueError(f"phase {phase.value!r} reduces no gradient ({other})")
         u.grad_phase = phase
 
     def _wait_reduce(self, u: Unit) -> None:

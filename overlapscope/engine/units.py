@@ -15,7 +15,8 @@ from torch import nn
 
 from overlapscope.engine.comm import PendingGrad, Work
 from overlapscope.engine.flat_param import FlatParam
-from overlapscope.trace.names import ROOT_UNIT, Phase
+from overlapscope.phases import Phase
+from overlapscope.trace.names import ROOT_UNIT
 
 
 @dataclass(eq=False)

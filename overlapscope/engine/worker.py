@@ -26,7 +26,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from overlapscope.engine.recipe import RunConfig
+from overlapscope.config import RunConfig
 from overlapscope.engine.sharded import ShardedModel
 from overlapscope.engine.workloads import build_model, global_batch, local_rows
 from overlapscope.manifest import SCHEMA_VERSION, RunManifest, UnitSize, write_manifest

@@ -24,9 +24,9 @@ from overlapscope.perfetto import path as path_track
 from overlapscope.perfetto.part import RankPart, RankTables
 from overlapscope.perfetto.select import Selection, choose, step_spans
 from overlapscope.perfetto.source import Clock
+from overlapscope.phases import Lane
 from overlapscope.trace.loader import RankInfo
 from overlapscope.trace.merged import EPOCH_ARG, FORMAT_VERSION
-from overlapscope.trace.schema import EventLane
 
 ESTIMATE = ("reference_rank", "offset_us", "stderr_us", "spread_us", "drift_ppm", "center_us")
 WAIT_FIGURES = ["straggler_rank", "straggler_lag_us", "transfer_us", "kind", "unit", "phase"]
@@ -188,7 +188,7 @@ def rank_parts(
 def aligned_comm(events: pd.DataFrame, clocks: pd.DataFrame | None) -> pd.DataFrame:
     """Every rank's transfers (the ``comm`` lane) from the loader's event table, moved onto
     the analysis' aligned clock: ``rank, ts_us, end_us`` and the labels."""
-    rows = events[(events["lane"] == EventLane.COMM.value).to_numpy()]
+    rows = events[(events["lane"] == Lane.COMM.value).to_numpy()]
     columns = ["rank", "ts_us", "end_us", "phase", "unit", "kind", "group", "step", "seq", "bytes"]
     out = pd.DataFrame({c: rows[c].to_numpy() for c in columns})
     if clocks is not None and len(out):

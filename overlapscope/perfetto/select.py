@@ -1,38 +1,14 @@
-"""What goes into the file: ``--steps`` and ``--ranks`` (lists and ranges, ``2,3`` or
-``0-7,12``), and the time windows of the chosen steps."""
+"""What goes into the file: the steps and ranks chosen (``--steps``, ``--ranks``), and the
+time windows of the chosen steps."""
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from overlapscope.errors import UserError
-
-# A range wider than this is a typo (ranks and steps of any real run are far fewer).
-MAX_SPAN = 1 << 20
-
-
-def parse_numbers(text: str) -> tuple[int, ...]:
-    """``"0-3,8"`` -> ``(0, 1, 2, 3, 8)`` (sorted, each once); an argparse ``type=``."""
-    out: set[int] = set()
-    for part in text.split(","):
-        lo, dash, hi = part.strip().partition("-")
-        try:
-            a = int(lo)
-            b = int(hi) if dash else a
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{text!r}: give numbers and ranges such as 2,3 or 0-7,12"
-            ) from None
-        if a < 0 or b < a or b - a >= MAX_SPAN:
-            raise argparse.ArgumentTypeError(
-                f"{part.strip()!r}: give a number >= 0 or a range LOW-HIGH with LOW <= HIGH"
-            )
-        out.update(range(a, b + 1))
-    return tuple(sorted(out))
 
 
 @dataclass(frozen=True, slots=True)

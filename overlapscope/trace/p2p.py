@@ -34,9 +34,9 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from overlapscope.arrays import FloatArray, IntArray
+from overlapscope.phases import COMM_PHASES
 from overlapscope.trace.attribution import innermost_on_threads
-from overlapscope.trace.labels import expected_kinds
-from overlapscope.trace.names import COMM_PHASES, parse_range
+from overlapscope.trace.names import parse_range
 from overlapscope.trace.parse import RawTrace
 
 P2P_NAMES = ("gloo:send", "gloo:recv")
@@ -50,7 +50,7 @@ def _kind_by_category(categories: pd.Index) -> list[str | None]:
     for name in map(str, categories):
         r = parse_range(name) if name.startswith("ovs/") else None
         issues = r is not None and r.phase in COMM_PHASES
-        out.append(expected_kinds(r.phase)[0].value if r is not None and issues else None)
+        out.append(r.phase.kinds[0].value if r is not None and issues else None)
     return out
 
 

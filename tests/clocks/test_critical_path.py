@@ -16,7 +16,6 @@ from overlapscope.analysis.path_report import path_findings, path_paragraph
 from overlapscope.analysis.segments import segments
 from overlapscope.trace.loader import RankInfo, RunTraces, load_run
 from overlapscope.trace.recognize import ComputeSource
-from overlapscope.trace.schema import Framework
 from tests.clocks.conftest import table
 from tests.conftest import REPO
 
@@ -154,7 +153,7 @@ def test_analyze_and_diagnose_rank_the_path_finding() -> None:
             path=Path(f"rank-{r}.json"),
             world_size=2,
             backend="gloo",
-            framework=Framework.OVERLAPSCOPE,
+            framework="overlapscope",
             compute_source=ComputeSource.OVS_RANGES,
             steps=(0, 1),
             num_events=int((events["rank"] == r).sum()),

@@ -86,10 +86,10 @@ def test_a_dask_run_exports_the_ranks_its_timeline_shows(ranks64: RankSet, tmp_p
     ones, else the step's critical path), and the file holds those ranks, its parts written
     by the tasks."""
     pytest.importorskip("distributed", reason="the cluster extra is not installed (.[cluster])")
-    from overlapscope.cluster.run import DaskTarget
+    from overlapscope.pipeline.run import Target
 
     runs = discover_runs([ranks64.run])
-    registry = RunRegistry(runs, dask=DaskTarget("local", ranks64.cache))
+    registry = RunRegistry(runs, target=Target("local", ranks64.cache))
     key = runs[0].key
     step = int(registry.load(key).analysis.steps["step"].max())
     (link,) = links(registry, "/", [key, None], step, [63, 5])

@@ -9,6 +9,7 @@ import pytest
 
 from tests.conftest import REPO, overlapscope_cmd
 from tests.perfetto.chrome_trace import read_trace
+from tests.perfetto.conftest import export
 
 RUN = REPO / "traces" / "backward_pre"
 
@@ -28,6 +29,29 @@ def test_analyze_writes_the_file(tmp_path: Path) -> None:
     assert trace.top["overlapscope_export"]["steps"] == [3]
     assert "exposed" in proc.stdout  # the report is printed as without --perfetto
     assert not list(tmp_path.glob(".*partial*"))
+
+
+@pytest.mark.parametrize(
+    ("run", "flags"),
+    [
+        ("backward_pre", ()),
+        ("backward_pre", ("--steps", "3", "--ranks", "1")),
+        ("gpu-torch-fsdp2-default", ()),
+    ],
+)
+def test_the_command_writes_what_the_api_writes(
+    tmp_path: Path, out_dir: Path, run: str, flags: tuple[str, ...]
+) -> None:
+    """The command writes each rank's part in a task from the cached figures; the API
+    (write_perfetto) from the loaded run: the same bytes."""
+    out = tmp_path / "cli.json.gz"
+    proc = _run(str(REPO / "traces" / run), "--perfetto", str(out), *flags)
+    assert proc.returncode == 0, proc.stderr
+    steps = tuple(int(s) for s in flags[1].split(",")) if flags else None
+    ranks = tuple(int(r) for r in flags[3].split(",")) if flags else None
+    assert (
+        out.read_bytes() == export(REPO / "traces" / run, out_dir, steps, ranks).path.read_bytes()
+    )
 
 
 @pytest.mark.parametrize(

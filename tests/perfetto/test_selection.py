@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from overlapscope.analysis.api import analyze
-from overlapscope.perfetto.select import parse_numbers, step_spans
+from overlapscope.perfetto.numbers import parse_numbers
+from overlapscope.perfetto.select import step_spans
 from overlapscope.trace.loader import load_run
 from tests.conftest import REPO
 from tests.perfetto.conftest import export

@@ -118,8 +118,7 @@ def test_trace_package_does_not_import_the_engine() -> None:
 
 def test_phase_knows_its_lane_and_collective_kind() -> None:
     """One vocabulary: a phase says where it sits and which collective it stands for."""
-    from overlapscope.trace.names import Lane, Phase
-    from overlapscope.trace.schema import CollectiveKind
+    from overlapscope.phases import CollectiveKind, Lane, Phase
 
     kinds = {p: p.collective_kind for p in Phase}
     assert kinds[Phase.AG_FWD] is kinds[Phase.AG_BWD_WAIT] is CollectiveKind.ALL_GATHER

@@ -11,20 +11,25 @@ from __future__ import annotations
 import numpy as np
 
 from overlapscope.arrays import BoolArray, IntArray
+from overlapscope.phases import COMM_PHASES, COPY_PHASES, CollectiveKind, Lane, Phase
 from overlapscope.trace.attribution import Labels, RowContext, innermost_containing
-from overlapscope.trace.labels import expected_kinds
-from overlapscope.trace.names import COPY_PHASES, Phase, parse_range
-from overlapscope.trace.schema import CollectiveKind, EventLane, Framework
+from overlapscope.trace.names import parse_range
+from overlapscope.trace.producers.base import RangeRule
 
 OVS_COMM_GROUP = "ovs-comm"
-ISSUE_PHASES = (Phase.AG_FWD, Phase.AG_BWD, Phase.RS, Phase.AR)
 
 
 class Ours:
-    framework = Framework.OVERLAPSCOPE
+    name = "overlapscope"
+    infers_schedule = False  # (run.json says the schedule: sim/facts.py reads it)
 
     def recognizes(self, cats: list[str], present: BoolArray) -> bool:
         return any(present[i] and parse_range(c) is not None for i, c in enumerate(cats))
+
+    def rule(self, name: str) -> RangeRule | None:
+        """An ``ovs/<phase>/<unit>`` range: its phase's lane, its phase and unit."""
+        r = parse_range(name) if name.startswith("ovs/") else None
+        return RangeRule(r.phase.lane, r.phase, r.unit) if r is not None else None
 
     def label(
         self, ctx: RowContext, out: Labels, cats: list[str], codes: IntArray, warnings: list[str]
@@ -39,11 +44,10 @@ def label_overlapscope(
     """overlapscope runs: GPU kernels by their launching ``ovs`` range (compute kernels get
     their unit too); CPU gloo ops by issue order on the comm thread."""
     ts, tid = ctx.ts, ctx.tid
-    issue_values = {p.value for p in ISSUE_PHASES}
+    issue_values = {p.value for p in COMM_PHASES}
     ovs_rows = np.flatnonzero(is_ovs & ~ctx.on_gpu)
     gpu_rows = np.flatnonzero(
-        ctx.on_gpu
-        & np.isin(out.lane, [EventLane.COMM.value, EventLane.COMPUTE.value, EventLane.MEMORY.value])
+        ctx.on_gpu & np.isin(out.lane, [Lane.COMM.value, Lane.COMPUTE.value, Lane.MEMORY.value])
     )
     for t in np.unique(ctx.anchor_tid[gpu_rows]):
         rng = ovs_rows[tid[ovs_rows] == t]
@@ -53,11 +57,11 @@ def label_overlapscope(
         out.phase[q[ok]] = out.phase[rng[hit[ok]]]
         out.unit[q[ok]] = out.unit[rng[hit[ok]]]
     # A comm kernel carries its issue phase; a compute kernel only a compute phase.
-    comm_gpu = gpu_rows[out.lane[gpu_rows] == EventLane.COMM.value]
+    comm_gpu = gpu_rows[out.lane[gpu_rows] == Lane.COMM.value]
     bad = np.asarray([p not in issue_values for p in out.phase[comm_gpu]], dtype=bool)
     out.phase[comm_gpu[bad]] = None
     # A memory kernel (memcpy) carries a phase only when launched in an offload copy range.
-    mem_gpu = gpu_rows[out.lane[gpu_rows] == EventLane.MEMORY.value]
+    mem_gpu = gpu_rows[out.lane[gpu_rows] == Lane.MEMORY.value]
     copy_values = {p.value for p in COPY_PHASES}
     not_copy = np.asarray([p not in copy_values for p in out.phase[mem_gpu]], dtype=bool)
     out.phase[mem_gpu[not_copy]] = None
@@ -84,7 +88,7 @@ def label_overlapscope(
     out.unit[ops[:m]] = out.unit[issue[:m]]
     out.group[ops] = OVS_COMM_GROUP
     mismatch = sum(
-        CollectiveKind(k) not in expected_kinds(Phase(p))
+        CollectiveKind(k) not in Phase(p).kinds
         for k, p in zip(out.kind[ops[:m]], out.phase[issue[:m]], strict=True)
     )
     if mismatch:
@@ -114,7 +118,7 @@ def _comm_thread(ctx: RowContext, out: Labels, cpu_comm: IntArray, issue: IntArr
         ops = cpu_comm[(ctx.tid[cpu_comm] == t) & (ctx.ts[cpu_comm] >= ctx.ts[issue[0]])]
         m = min(len(ops), len(issue))
         ops = ops[np.argsort(ctx.ts[ops], kind="stable")][:m]
-        expected = [expected_kinds(Phase(p)) for p in out.phase[issue[:m]]]
+        expected = [Phase(p).kinds for p in out.phase[issue[:m]]]
         score = sum(CollectiveKind(k) in e for k, e in zip(out.kind[ops], expected, strict=True))
         cand = (score, -abs(len(ops) - len(issue)), int(t))
         if best is None or cand > best:

@@ -1,8 +1,8 @@
-"""One step of a few ranks' timeline rows, read from the ``--dask`` cache on demand.
+"""One step of a few ranks' timeline rows, read from the cache on demand.
 
-The dashboard's analysis has each rank's drawable events written as
-``<cache>/<folder>/timeline.arrow`` (:mod:`overlapscope.cluster.tasks`: by the reduce task,
-or by a timeline task for a rank a plain ``analyze`` reduced without them).
+The dashboard's analysis of a run opened with ``--dask`` has each rank's drawable events
+written as ``<cache>/<folder>/timeline.arrow`` (:mod:`overlapscope.pipeline.tasks`: by the
+reduce task, or by an on-demand task for a rank a plain ``analyze`` reduced without them).
 :class:`RankTimelines` reads, for the ranks asked for only, the rows of one step and the
 columns asked for: what a dashboard
 of a 1,000-rank run draws without ever holding the other ranks' events.
@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from overlapscope.cluster.cache import empty_table, read_table
-from overlapscope.cluster.run import DaskAnalysis
-from overlapscope.cluster.tasks import TIMELINE_FILE
+from overlapscope.analysis.registry import TIMELINE
 from overlapscope.errors import UserError
+from overlapscope.pipeline.run import StoredAnalysis
+from overlapscope.pipeline.tasks import figure_file
+from overlapscope.table_files import empty_table, read_table
 
 
 def read_rank_step(path: Path, step: int, columns: Sequence[str]) -> pd.DataFrame:
@@ -37,7 +38,7 @@ class RankTimelines:
     folders: tuple[str, ...]
 
     @classmethod
-    def of(cls, root: Path, done: DaskAnalysis) -> RankTimelines:
+    def of(cls, root: Path, done: StoredAnalysis) -> RankTimelines:
         return cls(root, done.ranks, done.folders)
 
     def file(self, rank: int) -> Path:
@@ -45,7 +46,7 @@ class RankTimelines:
             folder = self.folders[self.ranks.index(rank)]
         except ValueError:
             raise UserError(f"rank {rank} is not in this run (ranks {self.span()})") from None
-        return self.root / folder / TIMELINE_FILE
+        return figure_file(self.root / folder, TIMELINE)
 
     def span(self) -> str:
         return f"{min(self.ranks)}-{max(self.ranks)}" if self.ranks else "none"

@@ -1,6 +1,6 @@
 """One rank of ``overlapscope bench-collectives``; started inside its lab namespace.
 
-Run as ``python -m overlapscope.lab.bench_worker --rank K --num-ranks N --master-addr A
+Run as ``python -m overlapscope.bench.worker --rank K --num-ranks N --master-addr A
 --master-port P --sizes B1,B2 --iters I --warmup W``. Rank 0 reports to its stdout, one JSON
 object per line after the ``OVS-BENCH`` tag: ``{"event": "start", ...}`` before each
 measurement and ``{"event": "result", ..., "times_s": [...], "wire_tx_bytes": [...]}`` after
@@ -23,21 +23,22 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from overlapscope.bench.collectives import BENCHED, TAG
 from overlapscope.engine.comm import Collectives, new_comm_group
 from overlapscope.engine.p2p import P2PLane
-from overlapscope.lab.bench import TAG, Collective
+from overlapscope.phases import CollectiveKind
 
 
 def _emit(event: str, **fields: object) -> None:
     print(TAG + json.dumps({"event": event, **fields}), flush=True)
 
 
-def _run_once(kind: Collective, lane: P2PLane, shard: torch.Tensor, full: torch.Tensor) -> None:
+def _run_once(kind: CollectiveKind, lane: P2PLane, shard: torch.Tensor, full: torch.Tensor) -> None:
     """One collective through the engine's own gloo code path, issued and waited at once."""
     match kind:
-        case Collective.ALL_GATHER:
+        case CollectiveKind.ALL_GATHER:
             lane.all_gather(full, shard).wait()
-        case Collective.REDUCE_SCATTER:
+        case CollectiveKind.REDUCE_SCATTER:
             # The engine's reduce_scatter_mean without its /n scaling (compute, left out).
             lane.reduce_scatter_sum(full).wait()
         case _:
@@ -57,7 +58,7 @@ def _tx_bytes() -> int:
 
 
 def measure(
-    kind: Collective, lane: P2PLane, size_bytes: int, iters: int, warmup: int
+    kind: CollectiveKind, lane: P2PLane, size_bytes: int, iters: int, warmup: int
 ) -> tuple[list[float], list[float] | None]:
     """Per-iteration seconds (each the max over ranks) for ``iters`` timed iterations, and each
     rank's transmitted bytes per iteration (all iterations, barriers included), or None."""
@@ -86,7 +87,7 @@ def measure(
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m overlapscope.lab.bench_worker")
+    p = argparse.ArgumentParser(prog="python -m overlapscope.bench.worker")
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--num-ranks", type=int, required=True)
     p.add_argument("--master-addr", required=True)
@@ -113,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     lane = comm.lane
     try:
         for size_bytes in sizes:
-            for kind in Collective:
+            for kind in BENCHED:
                 if args.rank == 0:
                     _emit("start", collective=kind.value, size_bytes=size_bytes)
                 times, wire = measure(kind, lane, size_bytes, args.iters, args.warmup)

@@ -20,17 +20,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from overlapscope.commands import bench_collectives
-from overlapscope.errors import UserError
-from overlapscope.lab.bench import (
+from overlapscope.bench.collectives import (
     IMPLEMENTATION,
     BenchConfig,
-    Collective,
     aligned_size,
-    bus_factor,
     parse_size,
     summarize,
 )
+from overlapscope.commands import bench_collectives
+from overlapscope.errors import UserError
+from overlapscope.phases import CollectiveKind
 from tests.lab.support import needs_lab, root_state
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,9 +50,9 @@ def test_parse_size_rejects_garbage() -> None:
 
 
 def test_bus_factors_follow_nccl_tests() -> None:
-    assert bus_factor(Collective.ALL_GATHER, 4) == pytest.approx(0.75)
-    assert bus_factor(Collective.REDUCE_SCATTER, 4) == pytest.approx(0.75)
-    row = summarize(Collective.REDUCE_SCATTER, 10**9 // 8, 4, np.array([1.0, 2.0, 3.0]), 1.0)
+    assert CollectiveKind.ALL_GATHER.bus_factor(4) == pytest.approx(0.75)
+    assert CollectiveKind.REDUCE_SCATTER.bus_factor(4) == pytest.approx(0.75)
+    row = summarize(CollectiveKind.REDUCE_SCATTER, 10**9 // 8, 4, np.array([1.0, 2.0, 3.0]), 1.0)
     assert row.algbw_gbit == pytest.approx(0.5)  # median 2 s for 1 Gbit
     assert row.busbw_gbit == pytest.approx(0.375)
     assert row.link_ratio == pytest.approx(0.375)

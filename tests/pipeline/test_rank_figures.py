@@ -1,5 +1,5 @@
-"""A reduce task's events (:func:`tasks.rank_events`) and tables (:func:`tasks.rank_tables`)
-equal, to the bit and the dtype, those of the former code, whose row selections and event
+"""A reduce task's events (:func:`tasks.rank_events`) and figures (:func:`registry.
+rank_tables`) equal, to the bit and the dtype, those of the former code, whose row selections and event
 read are kept below as the reference: each rank of the shipped runs, a shared GPU trace
 (rows outside its steps), missing values, one event and none."""
 
@@ -12,20 +12,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from overlapscope.analysis import registry
 from overlapscope.analysis.clocks import offset_at
 from overlapscope.analysis.metrics import comm_exposure, counted_mask
-from overlapscope.cluster import tasks
-from overlapscope.cluster.cache import (
-    RankCache,
-    entry_key,
-    parser_digest,
-    read_events,
-    write_events,
-)
-from overlapscope.cluster.client import LazyClient
-from overlapscope.cluster.run import plan
+from overlapscope.cache import Cache, code_digest, entry_key
+from overlapscope.phases import Lane
+from overlapscope.pipeline import tasks
+from overlapscope.pipeline.executor import LocalExecutor
+from overlapscope.pipeline.plan import Inputs, plan
+from overlapscope.table_files import read_events, write_events
 from overlapscope.trace.loader import RunTraces, load_run
-from overlapscope.trace.schema import EventLane
 from tests.conftest import EXTERNAL_TRACES, REPO
 
 # --- the former row selections (reference) ---
@@ -39,16 +35,16 @@ def _former_rows(run: RunTraces) -> dict[str, pd.DataFrame]:
         counted = counted[counted]
     exposure = comm_exposure(run, counted)
     ev = run.events
-    comm = ev.loc[exposure.index, tasks.COMM_COLUMNS[:-1]].assign(exposed_us=exposure.to_numpy())
-    lanes = [EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value]
-    used = ev["lane"].isin([*lanes, EventLane.STEP.value]) & (ev["step"] >= 0)
+    comm = ev.loc[exposure.index, registry.COMM_COLUMNS[:-1]].assign(exposed_us=exposure.to_numpy())
+    lanes = [Lane.COMPUTE.value, Lane.COMM.value, Lane.WAIT.value]
+    used = ev["lane"].isin([*lanes, Lane.STEP.value]) & (ev["step"] >= 0)
     return {
         "comm": comm.reset_index(drop=True),
-        "path": ev.loc[used, tasks.PATH_COLUMNS].reset_index(drop=True),
+        "path": ev.loc[used, registry.PATH_COLUMNS].reset_index(drop=True),
     }
 
 
-def _former_rank_events(job: tasks.RankJob, cache: RankCache) -> pd.DataFrame:
+def _former_rank_events(job: tasks.RankJob, cache: Cache) -> pd.DataFrame:
     stored = [c for c in tasks.REDUCE_COLUMNS if c != "rank"]
     read = read_events(cache.events_path(job.key), stored)
     columns = {"rank": np.full(len(read), job.info.rank, dtype=np.int32)}
@@ -71,7 +67,7 @@ def _former_rank_events(job: tasks.RankJob, cache: RankCache) -> pd.DataFrame:
 
 
 def _same(run: RunTraces) -> dict[str, pd.DataFrame]:
-    new = tasks.rank_tables(run)
+    new = registry.rank_tables(run)
     for name, former in _former_rows(run).items():
         assert list(new[name].dtypes) == list(former.dtypes), name
         pd.testing.assert_frame_equal(new[name], former, check_exact=True)
@@ -109,23 +105,22 @@ def test_rank_rows_equal_the_former_ones_on_a_gpu_trace():
 def test_rank_rows_of_one_event_and_of_none():
     run = _one_rank(load_run(RUNS[0]), 0)
     ev = run.events
-    comm = ev[(ev["lane"] == EventLane.COMM.value) & (ev["step"] >= 0)]
+    comm = ev[(ev["lane"] == Lane.COMM.value) & (ev["step"] >= 0)]
     assert len(_same(dataclasses.replace(run, events=comm.iloc[:1]))["comm"]) == 1
-    quiet = _same(dataclasses.replace(run, events=ev[ev["lane"] == EventLane.OTHER.value]))
+    quiet = _same(dataclasses.replace(run, events=ev[ev["lane"] == Lane.OTHER.value]))
     assert quiet["comm"].empty and quiet["path"].empty
 
 
-def _jobs(files: list[Path], root: Path) -> tuple[RankCache, list[tasks.RankJob]]:
+def _jobs(files: list[Path], root: Path) -> tuple[Cache, list[tasks.RankJob]]:
     """Each file parsed into the cache at ``root``, and the run's reduce jobs."""
     for f in files:
-        tasks.parse_to_cache(str(f), 0, str(root), entry_key(f, 0), parser_digest())
-    cache = RankCache(root)
-    with LazyClient("unused: every file is cached") as client:
-        _, _, jobs = plan(files, client, cache, allow_missing_ranks=True)
+        tasks.parse_to_cache(str(f), 0, str(root), entry_key(f, 0), code_digest())
+    cache = Cache(root)
+    _, _, jobs = plan(Inputs(tuple(files), allow_missing_ranks=True), LocalExecutor(), cache)
     return cache, jobs
 
 
-def _same_events(job: tasks.RankJob, cache: RankCache) -> pd.DataFrame:
+def _same_events(job: tasks.RankJob, cache: Cache) -> pd.DataFrame:
     new, former = tasks.rank_events(job, cache), _former_rank_events(job, cache)
     assert list(new.columns) == list(former.columns)
     assert list(new.dtypes) == list(former.dtypes)

@@ -1,4 +1,4 @@
-"""Collective benchmark: configuration, bus-bandwidth arithmetic and the result table.
+"""CollectiveKind benchmark: configuration, bus-bandwidth arithmetic and the result table.
 
 Byte counts and factors follow nccl-tests (``doc/PERFORMANCE.md`` there): for a message of
 ``size_bytes`` (the *full* buffer: the gathered output of all-gather, the input of
@@ -17,40 +17,32 @@ pieces). So each rank sends and receives ``size_bytes * (n - 1) / n``.
 
 from __future__ import annotations
 
-import enum
 import math
 import re
 from dataclasses import dataclass
 
 import numpy as np
 
-from overlapscope.trace.schema import CollectiveKind
+from overlapscope.phases import CollectiveKind
 
 # Rank 0 of the bench worker prefixes its machine-readable lines with this tag.
 TAG = "OVS-BENCH "
 
 
-class Collective(enum.Enum):
-    ALL_GATHER = "all_gather"
-    REDUCE_SCATTER = "reduce_scatter"
+# The collectives benchmarked, in the order they run.
+BENCHED = (CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER)
 
 
 IMPLEMENTATION = {
-    Collective.ALL_GATHER: (
+    CollectiveKind.ALL_GATHER: (
         "engine p2p ring: n-1 rounds, each sends a block to the right neighbour and "
         "receives one from the left"
     ),
-    Collective.REDUCE_SCATTER: (
+    CollectiveKind.REDUCE_SCATTER: (
         "engine p2p ring: n-1 rounds, each sends a partial-sum chunk to the right neighbour "
         "and adds the one received from the left"
     ),
 }
-
-
-def bus_factor(kind: Collective, num_ranks: int) -> float:
-    """The nccl-tests factor from algbw to busbw for the collective that actually ran
-    (:meth:`CollectiveKind.bus_factor`, where it is written once)."""
-    return CollectiveKind(kind.value).bus_factor(num_ranks)
 
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]i?B?|B)?\s*$", re.IGNORECASE)
@@ -117,7 +109,7 @@ class BenchConfig:
 class BenchRow:
     """One (collective, size) measurement; times are medians over ``iters``, max over ranks."""
 
-    collective: Collective
+    collective: CollectiveKind
     size_bytes: int
     num_ranks: int
     iters: int
@@ -148,7 +140,7 @@ class BenchRow:
             "time_us_max": self.time_max_us,
             "algbw_gbit_s": self.algbw_gbit,
             "busbw_gbit_s": self.busbw_gbit,
-            "busbw_factor": bus_factor(self.collective, self.num_ranks),
+            "busbw_factor": self.collective.bus_factor(self.num_ranks),
             "busbw_over_link": self.link_ratio,
             "payload_bytes_per_rank": self.payload_bytes_per_rank,
             "wire_tx_bytes_per_rank": None
@@ -158,7 +150,7 @@ class BenchRow:
 
 
 def summarize(
-    collective: Collective,
+    collective: CollectiveKind,
     size_bytes: int,
     num_ranks: int,
     times_s: np.ndarray,
@@ -168,7 +160,7 @@ def summarize(
     """Turn per-iteration times (seconds, already max over ranks) into one row."""
     t = float(np.median(times_s))
     algbw = size_bytes * 8 / t / 1e9
-    busbw = algbw * bus_factor(collective, num_ranks)
+    busbw = algbw * collective.bus_factor(num_ranks)
     return BenchRow(
         collective=collective,
         size_bytes=size_bytes,
