@@ -63,8 +63,13 @@ class RankPart:
     shown: frozenset[int] | None
     tables: RankTables
 
-    def with_rows(self, comm: pd.DataFrame, exposed: pd.DataFrame) -> RankPart:
-        tables = dataclasses.replace(self.tables, comm=comm, exposed=exposed)
+    def with_rows(
+        self, comm: pd.DataFrame, exposed: pd.DataFrame, idle: pd.DataFrame | None = None
+    ) -> RankPart:
+        """This part with the rank's rows read where its figures lie (a task, the cache);
+        ``idle``: its idle gaps when the client had none to give."""
+        idle = self.tables.idle if self.tables.idle is not None else idle
+        tables = dataclasses.replace(self.tables, comm=comm, exposed=exposed, idle=idle)
         return dataclasses.replace(self, tables=tables)
 
 

@@ -51,10 +51,16 @@ def epoch_ns(info: RankInfo) -> int:
     return int(info.base_time_ns or 0) + round(info.raw_ts_offset_us * 1000.0)
 
 
+IDLE_GAPS = "idle_gaps"  # the analysis' figure of GPU idle gaps by cause (issue 30)
+
+
 def idle_gaps(analysis: RunAnalysis) -> pd.DataFrame | None:
-    """The GPU idle gaps with their cause, where the analysis has them (``idle_gaps``:
-    ``rank, step, start_us, end_us, cause``...); None where it does not."""
-    gaps = getattr(analysis, "idle_gaps", None)
+    """The GPU idle gaps with their cause (``rank, step, start_us, end_us, cause``...),
+    where the analysis has them: a field of that name, or a registered figure in its
+    ``tables``; None where it has none (the file then has no idle track)."""
+    gaps = getattr(analysis, IDLE_GAPS, None)
+    if gaps is None:
+        gaps = analysis.tables.get(IDLE_GAPS)
     return gaps if isinstance(gaps, pd.DataFrame) else None
 
 

@@ -16,12 +16,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pandas as pd
+
 from overlapscope.analysis.api import RunAnalysis
 from overlapscope.cache import Cache, code_digest
 from overlapscope.errors import UserError
 from overlapscope.perfetto.export import assemble
 from overlapscope.perfetto.part import PartDone, RankPart, write_part
-from overlapscope.perfetto.plan import make_plan, rank_parts
+from overlapscope.perfetto.plan import IDLE_GAPS, make_plan, rank_parts
 from overlapscope.pipeline.memory import released
 from overlapscope.pipeline.plan import Inputs
 from overlapscope.pipeline.run import (
@@ -31,8 +33,8 @@ from overlapscope.pipeline.run import (
     analyze_stored,
     opened,
 )
-from overlapscope.pipeline.tasks import _same_code, read_summary
-from overlapscope.table_files import atomic
+from overlapscope.pipeline.tasks import _same_code, figure_file, read_summary
+from overlapscope.table_files import atomic, read_table
 
 PART, DONE = "part", "done"
 Selection = tuple[tuple[int, ...] | None, tuple[int, ...] | None]  # --steps, --ranks
@@ -44,12 +46,21 @@ def perfetto_part(part: RankPart, folder: str, cache_root: str, out: str, digest
     _same_code(digest)
     with released():
         tables = read_summary(Path(cache_root) / folder)["tables"]
-        part = part.with_rows(tables["comm"], tables["exposed"])
+        part = part.with_rows(tables["comm"], tables["exposed"], _idle(tables, folder, cache_root))
         file = Path(out) / f"rank-{part.rank}.{PART}"
         with open(file, "wb") as f:
             done = write_part(part, f)
         data = pickle.dumps(done)
         atomic(Path(out) / f"rank-{part.rank}.{DONE}", lambda t: t.write_bytes(data))
+
+
+def _idle(tables: dict[str, pd.DataFrame], folder: str, cache_root: str) -> pd.DataFrame | None:
+    """The rank's GPU idle gaps where its figures hold them: in its summary, or in a file
+    of their own (an event-sized figure); None where the analysis makes none."""
+    if IDLE_GAPS in tables:
+        return tables[IDLE_GAPS]
+    file = figure_file(Path(cache_root) / folder, IDLE_GAPS)
+    return read_table(file) if file.is_file() else None
 
 
 def analyze_and_export(

@@ -116,3 +116,38 @@ def test_a_re_saved_export_still_reads_back(tmp_path: Path, out_dir) -> None:  #
 
 def test_a_trace_is_not_an_export() -> None:
     assert not is_merged(REPO / "traces" / "backward_pre" / "rank-0.pt.trace.json.gz")
+
+
+def test_gpu_idle_by_cause_where_the_analysis_has_it(tmp_path: Path, out_dir) -> None:  # type: ignore[no-untyped-def]
+    """An analysis with idle gaps by cause (a figure ``idle_gaps``: issue 30's) gets a
+    "GPU idle" track of them per rank; one without has none."""
+    import dataclasses
+
+    from overlapscope.perfetto.export import write_perfetto
+    from tests.perfetto.chrome_trace import read_trace
+
+    done = export(REPO / "traces" / "gpu-engine-gloo2-backward_pre", out_dir)
+    assert not done.trace.ours("GPU idle")
+    steps = done.analysis.steps
+    first = steps.iloc[0]
+    start = float(first["start_us"])
+    gaps = pd.DataFrame(
+        {
+            "rank": [int(first["rank"])] * 2,
+            "step": [int(first["step"])] * 2,
+            "start_us": [start + 10.0, start + 30.0],
+            "end_us": [start + 20.0, start + 45.5],
+            "cause": ["host_bound", "sync"],
+        }
+    )
+    analysis = dataclasses.replace(
+        done.analysis, tables={**done.analysis.tables, "idle_gaps": gaps}
+    )
+    out = tmp_path / "idle.json.gz"
+    write_perfetto(out, analysis, done.run)
+    idle = read_trace(out).ours("GPU idle")
+    assert [(e["name"], e["dur"]) for e in sorted(idle, key=lambda e: e["ts"])] == [
+        ("idle: host_bound", 10.0),
+        ("idle: sync", 15.5),
+    ]
+    assert {e["pid"] for e in idle} == {int(first["rank"]) + 1}
