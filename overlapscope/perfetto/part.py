@@ -24,7 +24,7 @@ import pandas as pd
 from overlapscope.perfetto import events as ev
 from overlapscope.perfetto import path as path_track
 from overlapscope.perfetto.deflate import PartSum, PartWriter
-from overlapscope.perfetto.select import overlaps
+from overlapscope.perfetto.select import Selection, overlaps
 from overlapscope.perfetto.source import Clock, read_source, write_source
 from overlapscope.perfetto.tracks import Tracks, by_phase, clean, exposed_pieces, peer_waits
 from overlapscope.trace.merged import DIST_ARG, RANK_ARG, WORLD_ARG
@@ -51,16 +51,15 @@ class RankTables:
 @dataclass(frozen=True, slots=True)
 class RankPart:
     """One rank's part: its source trace and clock, its clock estimate (the rank's row of
-    the offsets table, for its process's name), the windows and ranks of the file, and
-    its tables (``comm`` and ``exposed`` None: read by the task from the cache)."""
+    the offsets table, for its process's name), the steps, windows and ranks of the file,
+    and its tables (``comm`` and ``exposed`` None: read by the task from the cache)."""
 
     rank: int
     world_size: int
     source: Path
     clock: Clock
     estimate: dict[str, Any]
-    windows: tuple[tuple[float, float], ...] | None
-    shown: frozenset[int] | None
+    selection: Selection
     tables: RankTables
 
     def with_rows(
@@ -120,9 +119,10 @@ def _process(part: RankPart, distributed: dict[str, Any] | None) -> list[dict[st
 
 
 def _in_windows(table: pd.DataFrame, part: RankPart, start: str, end: str) -> pd.DataFrame:
-    if part.windows is None or not len(table):
+    windows = part.selection.windows
+    if windows is None or not len(table):
         return table
-    keep = [overlaps(part.windows, a, b) for a, b in zip(table[start], table[end], strict=True)]
+    keep = [overlaps(windows, a, b) for a, b in zip(table[start], table[end], strict=True)]
     return table[keep]
 
 
@@ -139,7 +139,7 @@ def _analysis_tracks(part: RankPart, tracks: Tracks) -> None:
     t = part.tables
     assert t.comm is not None and t.exposed is not None, "the task reads them (with_rows)"
     _findings(tracks, t.findings)
-    path_track.draw(tracks, t.links, t.hops, part.shown)
+    path_track.draw(tracks, t.links, t.hops, part.selection.ranks)
     waits = _in_windows(peer_waits(t.comm, t.waits), part, "start_us", "end_us")
     if len(waits):
         tracks.slices("waiting for a peer", waits, _wait_name, "peer")
@@ -197,7 +197,7 @@ def _write_part(part: RankPart, out: BinaryIO) -> PartDone:
     doc = read_source(part.source)
     for m in _process(part, doc.distributed):
         sink(m)
-    dropped = write_source(doc, part.rank, part.clock, part.windows, sink)
+    dropped = write_source(doc, part.rank, part.clock, part.selection, sink)
     del doc
     _analysis_tracks(part, Tracks(part.rank, sink))
     return PartDone(writer.close(), _warnings(part.rank, dropped))

@@ -73,7 +73,7 @@ def _name(link: dict[str, Any]) -> str:
 
 
 def draw(
-    tracks: Tracks, links: pd.DataFrame, hop_table: pd.DataFrame, shown: frozenset[int] | None
+    tracks: Tracks, links: pd.DataFrame, hop_table: pd.DataFrame, shown: tuple[int, ...] | None
 ) -> int:
     """The rank's links on its path track, and its ends of ``hop_table`` (its hops: a start
     at the earlier link, a finish at the later one, each bound to its slice); the number of
@@ -106,7 +106,7 @@ def _end(
     role: str,
     slice_: tuple[int, float, float],
     other: int,
-    shown: frozenset[int] | None,
+    shown: tuple[int, ...] | None,
 ) -> None:
     """One end of a hop: an arrow's end inside its slice (a start three quarters in, a
     finish a quarter in), or, when the other rank is not in the file, an instant saying

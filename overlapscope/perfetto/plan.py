@@ -171,7 +171,6 @@ def rank_parts(
     if plan.selection.steps is not None:
         links = links[links["step"].isin(plan.selection.steps)]
     marks = plan.marks
-    shown = None if plan.selection.ranks is None else frozenset(plan.selection.ranks)
     for info in sorted(infos, key=lambda i: i.rank):
         if not plan.selection.has_rank(info.rank):
             continue
@@ -188,7 +187,7 @@ def rank_parts(
         )
         clock = clock_of(info, estimate)
         world = analysis.summary.world_size
-        yield RankPart(r, world, info.path, clock, estimate, plan.selection.windows, shown, tables)
+        yield RankPart(r, world, info.path, clock, estimate, plan.selection, tables)
 
 
 def aligned_comm(events: pd.DataFrame, clocks: pd.DataFrame | None) -> pd.DataFrame:

@@ -11,7 +11,9 @@ Left out, counted by reason (one warning per rank): what the loader leaves out t
 that is not a string, args that are not an object, a missing or non-numeric ts or dur, a
 negative dur), events of no known phase, and flow arrows without both ends (Kineto writes a
 kernel's end of a launch flow when the launch is outside the trace, for instance): the file's
-every flow pairs up. With ``--steps``, events outside the chosen steps' windows.
+every flow pairs up. With ``--steps``, events outside the chosen steps' windows, and the
+``ProfilerStep#N`` ranges of the other steps (a neighbouring step's range that reaches into a
+window would read back as a fragment of that step; its events stay, outside any step).
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from typing import Any
 import orjson
 
 from overlapscope.perfetto.events import ADDED, flow_id, rank_pid, thread_names, track_tid
-from overlapscope.perfetto.select import overlaps
+from overlapscope.perfetto.select import Selection, overlaps
 from overlapscope.trace.events import HOST_CATEGORIES
+from overlapscope.trace.labels import STEP_RE
 from overlapscope.trace.merged import SOURCE_PID, SOURCE_TID
 from overlapscope.trace.reader import read_bytes
 
@@ -116,17 +119,26 @@ class _Rank:
 
     rank: int
     clock: Clock
-    windows: tuple[tuple[float, float], ...] | None
+    selection: Selection
     dropped: Counter[str]
     tracks: dict[tuple[Any, Any], int]
     flows: dict[tuple[Any, Any], int]
     extra: set[int]  # id() of the flow finishes after a flow's first (left out)
 
     def kept(self, e: dict[str, Any]) -> bool:
-        if e["ph"] in "BE" or self.windows is None:
+        windows = self.selection.windows
+        if e["ph"] in "BE" or windows is None:
             return True
         ts = self.clock.aligned(e["ts"])
-        return overlaps(self.windows, ts, ts + (e.get("dur") or 0.0))
+        return overlaps(windows, ts, ts + (e.get("dur") or 0.0)) and not self._other_step(e)
+
+    def _other_step(self, e: dict[str, Any]) -> bool:
+        """Whether ``e`` is the ``ProfilerStep#N`` range of a step not chosen."""
+        name = e.get("name", "")
+        if not name.startswith("ProfilerStep"):
+            return False
+        step = STEP_RE.match(name)
+        return step is not None and not self.selection.has_step(int(step.group(1)))
 
 
 def _tracks(events: list[dict[str, Any]], rank: int) -> dict[tuple[Any, Any], int]:
@@ -247,13 +259,13 @@ def write_source(
     doc: SourceDoc,
     rank: int,
     clock: Clock,
-    windows: tuple[tuple[float, float], ...] | None,
+    selection: Selection,
     sink: Sink,
 ) -> Counter[str]:
     """Send the rank's source events to ``sink``, moved (module doc); what was left out,
     by reason."""
     events = doc.events
-    state = _Rank(rank, clock, windows, doc.dropped, _tracks(events, rank), {}, set())
+    state = _Rank(rank, clock, selection, doc.dropped, _tracks(events, rank), {}, set())
     _names(events, state, sink)
     state.flows = _paired_flows(events, state)
     ids = dict(state.flows)
