@@ -16,9 +16,11 @@ Each part is made from one rank's source file and that rank's rows of the analys
 (:mod:`~overlapscope.perfetto.deflate`) and appended: the writer never holds more than one
 rank's events, locally or on a Dask worker (where each rank's task writes its part).
 
-Modules: ``events`` (the trace-event vocabulary: pids, tids, flow ids, records), ``select``
-(``--steps`` / ``--ranks``), ``source`` (a rank's own events on the aligned clock), ``tracks``
-(the added tracks of a rank), ``part`` (one rank's part), ``deflate`` (parts into one gzip
-member), ``export`` (the plan from an analysis and the file). Reading the file back into
-per-rank traces is the loader's (:mod:`overlapscope.trace.merged`).
+Modules: ``events`` (the trace-event vocabulary: pids, tids, flow ids, records), ``numbers``
+(the flags' lists of numbers), ``select`` (``--steps`` / ``--ranks``), ``source`` (a rank's
+own events on the aligned clock), ``tracks`` (the added tracks of a rank), ``path`` (the
+critical path's track and arrows), ``part`` (one rank's part), ``plan`` (from an analysis to
+the parts), ``deflate`` (parts into one gzip member), ``export`` (the file). The parts
+written by the pipeline's tasks: :mod:`overlapscope.pipeline.perfetto`. Reading the file
+back into per-rank traces is the loader's (:mod:`overlapscope.trace.merged`).
 """
