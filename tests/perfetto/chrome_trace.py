@@ -6,6 +6,7 @@ on the file itself (no viewer runs here: docs/PERFETTO.md says how it was looked
 * every event an object with a known ``ph``, an integer ``pid`` and ``tid`` and a finite
   ``ts`` (a metadata event may have none); a complete event (``X``) a finite ``dur >= 0``;
 * one process per pid with a name; a tid in one process only (Perfetto keys threads by tid);
+  every thread that holds an event has a name;
 * every flow (``s``/``f`` by ``cat`` and ``id``) has one start and one finish, the start no
   later, each inside a slice of its own thread (where both viewers bind it);
 * overlapscope's own tracks hold slices that never overlap in part.
@@ -82,6 +83,9 @@ def _names(trace: Trace) -> None:
         if e["ph"] == "M" and e["name"] == "thread_name":
             trace.threads[(e["pid"], e["tid"])] = e["args"]["name"]
             trace.thread_args[(e["pid"], e["tid"])] = e["args"]
+    for e in trace.events:
+        if e["ph"] != "M":
+            assert (e["pid"], e["tid"]) in trace.threads, f"event of an unnamed thread: {e}"
 
 
 def _slices(trace: Trace) -> dict[tuple[int, int], list[tuple[float, float]]]:

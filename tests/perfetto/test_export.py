@@ -8,12 +8,15 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import orjson
 import pandas as pd
 import pytest
 
 from overlapscope.analysis.api import analyze
 from overlapscope.analysis.clocks import offset_at
 from overlapscope.trace.loader import load_run
+from overlapscope.trace.merged import SOURCE_PID, SOURCE_TID
+from overlapscope.trace.reader import read_bytes
 from tests.conftest import EXTERNAL_TRACES, REPO
 from tests.perfetto.conftest import EXTERNAL, NO_EXTERNAL, SHIPPED, Exported, export
 
@@ -42,6 +45,28 @@ def test_every_rank_is_a_named_process(exported: Exported) -> None:
         names = {n for (p, _), n in trace.threads.items() if p == pid}
         assert names, f"rank {rank} has no named thread"
     assert trace.top["overlapscope_export"]["ranks"] == list(analysis.summary.ranks)
+
+
+def test_source_threads_keep_their_names(exported: Exported) -> None:
+    """Each thread and stream of a rank's source trace that holds an event is a track of the
+    rank's process, under the name its source gave it (the last, where it gave several)."""
+    for info in exported.run.ranks:
+        events = orjson.loads(read_bytes(info.path))["traceEvents"]
+        used = {(e.get("pid"), e.get("tid")) for e in events if e.get("ph") != "M"}
+        given = {
+            (e.get("pid"), e.get("tid")): e["args"]["name"]
+            for e in events
+            if e.get("ph") == "M" and e.get("name") == "thread_name"
+        }
+        pid = info.rank + 1
+        ours = {
+            (args[SOURCE_PID], args[SOURCE_TID]): exported.trace.threads[key]
+            for key, args in exported.trace.thread_args.items()
+            if key[0] == pid and SOURCE_TID in args
+        }
+        assert used <= set(ours), f"rank {info.rank}: tracks missing {used - set(ours)}"
+        for key in used & set(given):
+            assert ours[key] == given[key], (info.rank, key)
 
 
 def test_offsets_are_the_analysis(exported: Exported) -> None:
