@@ -10,7 +10,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from dash.testing.wait import until
-from selenium.webdriver.common.by import By
 
 from dashboards import create_app, ids, views
 from dashboards.data import RunRegistry, RunSource, default_pair, discover_runs
@@ -20,11 +19,17 @@ from tests.perfetto.chrome_trace import read_trace
 
 from .test_browser import _pick
 
+READ_LINKS = """
+return Array.from(document.querySelectorAll(arguments[0]))
+    .map(a => [a.innerText, a.href, a.getAttribute("download")]);
+"""
+
 
 def _links(dash_duo: Any) -> list[tuple[str, str, str]]:
-    """(text, href, download) of each link in the page."""
-    found = dash_duo.driver.find_elements(By.CSS_SELECTOR, f"#{ids.PERFETTO_LINKS} a.{LINK_CLASS}")
-    return [(a.text, a.get_attribute("href"), a.get_attribute("download")) for a in found]
+    """(text, href, download) of each link in the page, read in one script: the page may
+    draw the links again between finding an element and reading it (a stale element)."""
+    found = dash_duo.driver.execute_script(READ_LINKS, f"#{ids.PERFETTO_LINKS} a.{LINK_CLASS}")
+    return [(text, href, download) for text, href, download in found]
 
 
 def _query(href: str) -> dict[str, str]:
