@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from dash import Dash
 
-from dashboards import callbacks, guard
+from dashboards import callbacks, guard, perfetto_link
 from dashboards.data import RunRegistry, RunSource
 from dashboards.layout import build_layout
 
@@ -39,6 +39,7 @@ def create_app(
     guard.install(app)  # malformed requests: 4xx, capped bodies, only registered assets
     app.layout = build_layout(registry)
     callbacks.register(app, registry)
+    perfetto_link.install(app, registry)
     app.server.config["OVERLAPSCOPE_REGISTRY"] = registry
     return app
 

@@ -260,6 +260,11 @@ class RunRegistry:
     def sources(self) -> list[RunSource]:
         return list(self._runs.values())
 
+    @property
+    def cache(self) -> Cache | None:
+        """Where the runs' analyses are kept (a run opened with --dask: its figures)."""
+        return self._cache
+
     def source(self, key: object) -> RunSource:
         if not isinstance(key, str) or key not in self._runs:
             raise UnknownRunError(f"unknown run {str(key)[:80]!r}: pick one of the listed runs")

@@ -14,6 +14,8 @@ CLOCKS = "clock-mode"  # timeline: aligned or raw clocks (dashboards/critical_pa
 RANKS = "timeline-ranks"
 RANKS_PICKER = "timeline-ranks-picker"
 RANKS_NOTE = "timeline-ranks-note"
+# "download for Perfetto": a link per run shown, for the chosen step and shown ranks
+PERFETTO_LINKS = "perfetto-links"
 
 OVERVIEW_TABLE = "overview-table"
 FINDINGS = "findings"

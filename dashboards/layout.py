@@ -199,6 +199,7 @@ def build_layout(registry: RunRegistry) -> html.Div:
                 ],
                 style={"display": "flex", "gap": "16px", "marginBottom": "12px"},
             ),
+            html.Div(id=ids.PERFETTO_LINKS, style={"marginBottom": "8px"}),
             dcc.Tabs(
                 id=ids.TABS,
                 value=ids.TAB_OVERVIEW,

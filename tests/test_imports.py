@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("overlapscope.lab",),
     ("overlapscope.trace",),
     ("overlapscope.analysis",),
+    ("overlapscope.perfetto",),  # the analysis drawn as one trace of every rank
     ("overlapscope.cache",),
     ("overlapscope.cluster",),  # Dask's executor: runs whatever tasks it is given
     ("overlapscope.pipeline",),

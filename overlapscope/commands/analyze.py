@@ -10,12 +10,14 @@ from typing import TYPE_CHECKING
 from overlapscope.commands import COMMANDS
 from overlapscope.commands.flags import add_dask_args, target
 from overlapscope.errors import UserError
-from overlapscope.outputs import check_dir, check_file, write_file
+from overlapscope.outputs import check_apart, check_dir, check_file, write_file
+from overlapscope.perfetto.numbers import parse_numbers
 from overlapscope.trace.discover import ALLOW_FLAG
 from overlapscope.trace.ranks import RANK_FROM_NAME_FLAG
 
 if TYPE_CHECKING:
     from overlapscope.analysis.api import RunAnalysis
+    from overlapscope.pipeline.plan import Inputs
 
 # The analysis is imported when the command runs (pandas and the rest): ``--help`` and a
 # wrong flag cost only the parser.
@@ -36,8 +38,32 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         action="store_true",
         help="also run Holistic Trace Analysis on GPU traces and show its figures (slow)",
     )
+    add_perfetto_args(p)
     p.set_defaults(func=run)
     return p
+
+
+def add_perfetto_args(p: argparse.ArgumentParser) -> None:
+    """``--perfetto FILE`` and what it keeps (``--steps``, ``--ranks``)."""
+    p.add_argument(
+        "--perfetto",
+        metavar="FILE",
+        type=Path,
+        help="write one gzipped Chrome trace of every rank on the aligned clock, annotated "
+        "with the analysis, for Perfetto (ui.perfetto.dev) or chrome://tracing",
+    )
+    p.add_argument(
+        "--steps",
+        metavar="LIST",
+        type=parse_numbers,
+        help="with --perfetto: only these profiler steps (e.g. 3 or 2-4,7)",
+    )
+    p.add_argument(
+        "--ranks",
+        metavar="LIST",
+        type=parse_numbers,
+        help="with --perfetto: only these ranks (e.g. 0-7,12)",
+    )
 
 
 def add_input_args(p: argparse.ArgumentParser) -> None:
@@ -69,21 +95,27 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
     add_dask_args(p)
 
 
-def load_and_analyze(args: argparse.Namespace) -> RunAnalysis:
-    """The analysis ``args`` ask for: through the per-rank cache on this machine or on Dask,
-    or (``--hta``, which reads the whole traces) on the run loaded here."""
-    from overlapscope.analysis.api import analyze
+def inputs_of(args: argparse.Namespace) -> Inputs:
+    """The run ``args`` name and the loader's and the clocks' flags."""
     from overlapscope.pipeline.plan import Inputs
-    from overlapscope.pipeline.run import analyze_paths
-    from overlapscope.trace.loader import load_run
 
-    inputs = Inputs(
+    return Inputs(
         tuple(args.paths),
         allow_missing_ranks=args.allow_missing_ranks,
         rank_from_names=getattr(args, "rank_from_name", False),
         align_clocks=not getattr(args, "no_align", False),
         progress=False if args.no_progress else None,
     )
+
+
+def load_and_analyze(args: argparse.Namespace) -> RunAnalysis:
+    """The analysis ``args`` ask for: through the per-rank cache on this machine or on Dask,
+    or (``--hta``, which reads the whole traces) on the run loaded here."""
+    from overlapscope.analysis.api import analyze
+    from overlapscope.pipeline.run import analyze_paths
+    from overlapscope.trace.loader import load_run
+
+    inputs = inputs_of(args)
     if getattr(args, "hta", False):
         if args.dask:
             raise UserError("--hta runs HTA on the whole traces locally; leave it out with --dask")
@@ -132,9 +164,43 @@ def run(args: argparse.Namespace) -> int:
         check_file(args.markdown, "--markdown")
     if args.csv:
         check_dir(args.csv, "--csv")
-    result = load_and_analyze(args)
+    check_perfetto(args)
+    if args.perfetto and not args.hta:
+        result = export_perfetto(args)  # the analysis and the file in one pass
+    else:
+        result = load_and_analyze(args)
+        if args.perfetto:
+            export_perfetto(args)  # (through the cache: --hta's analysis reads the traces)
     _write(args, result, to_stdout)
     return 0
+
+
+def check_perfetto(args: argparse.Namespace) -> None:
+    """``--perfetto`` names a file that can be written and is not an input; ``--steps`` and
+    ``--ranks`` come with it."""
+    for flag in ("steps", "ranks"):
+        if getattr(args, flag, None) is not None and not args.perfetto:
+            raise UserError(f"--{flag} chooses what --perfetto writes; add --perfetto FILE")
+    if args.perfetto:
+        check_file(args.perfetto, "--perfetto")
+        check_apart(args.perfetto, args.paths, "--perfetto", is_file=True)
+
+
+def export_perfetto(args: argparse.Namespace) -> RunAnalysis:
+    """Write ``--perfetto``'s file, each rank's part in its task (on Dask with ``--dask``);
+    the analysis it was made from."""
+    from overlapscope.pipeline.perfetto import analyze_and_export
+
+    timeline = getattr(args, "csv", None) is not None
+    result, warnings = analyze_and_export(
+        inputs_of(args), target(args), args.perfetto, (args.steps, args.ranks), timeline=timeline
+    )
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    size = args.perfetto.stat().st_size if args.perfetto.is_file() else 0
+    where = f"{args.perfetto} ({size / 1e6:,.1f} MB)"
+    print(f"wrote {where}: open it in ui.perfetto.dev or chrome://tracing", file=sys.stderr)
+    return result
 
 
 def _write(args: argparse.Namespace, result: RunAnalysis, to_stdout: bool) -> None:

@@ -56,7 +56,7 @@ from overlapscope.pipeline.tasks import (
     step_path,
 )
 from overlapscope.table_files import read_table
-from overlapscope.trace.loader import RunTraces
+from overlapscope.trace.loader import RankInfo, RunTraces
 
 # Above this many events in all, a round of reductions runs on a pool of worker processes.
 PARALLEL_MIN_EVENTS = 500_000
@@ -111,6 +111,7 @@ class StoredAnalysis:
     analysis: RunAnalysis
     ranks: tuple[int, ...]
     folders: tuple[str, ...]
+    infos: tuple[RankInfo, ...] = ()  # each rank's file and clock (its part of --perfetto)
 
 
 def analyze_paths(
@@ -147,7 +148,8 @@ def analyze_stored(
         path = _path(executor, cache, reduced)
     folders = [f for f, _ in reduced]
     result = _combined(run, cache.root, folders, clocks, path, timeline)
-    done = StoredAnalysis(result, tuple(int(j.info.rank) for j in jobs), tuple(folders))
+    ranks = tuple(int(j.info.rank) for j in jobs)
+    done = StoredAnalysis(result, ranks, tuple(folders), tuple(j.info for j in jobs))
     write_entry(entry, done)
     return done
 

@@ -21,6 +21,7 @@ from overlapscope.errors import UserError
 from overlapscope.manifest import RunManifest
 from overlapscope.pool import PARALLEL_MIN_BYTES, local_map, show_progress
 from overlapscope.trace.discover import ALLOW_FLAG, find_trace_files
+from overlapscope.trace.merged import expand_merged
 from overlapscope.trace.parse import (
     MAX_WORLD_SIZE,
     NotATraceError,
@@ -139,6 +140,7 @@ def load_run(
     warnings: list[str] = []
     strict = not allow_missing_ranks
     files, dirs, metas = find_trace_files(path_list, strict=strict, warnings=warnings)
+    files = expand_merged(files, {p for p in path_list if p.is_file()})
     meta, completed = run_state(metas.items(), warnings)
     if dirs and meta is None and not any("partial" in w for w in warnings):
         warnings.append("no run.json: not an overlapscope run directory; analysed as plain traces")
