@@ -16,6 +16,7 @@ from overlapscope.arrays import BoolArray, CodeArray, FloatArray, IntArray, ObjA
 from overlapscope.trace.attribution import (
     Labels,
     RowContext,
+    holder,
     innermost_containing,
     label_categorical,
     launch_anchor,
@@ -27,6 +28,8 @@ from overlapscope.trace.labels import (
     ISSUE_OP_RE,
     MEMORY_RE,
     NCCL_KERNEL_RE,
+    NCCL_RANGE_PREFIX,
+    PARAM_COMMS,
     STEP_RE,
     LabelRole,
     parse_fsdp1,
@@ -78,6 +81,8 @@ class _NameClasses:
     gpu_non_compute: BoolArray
     is_issue_op: BoolArray
     is_wait_name: BoolArray
+    is_param_comms: BoolArray
+    is_nccl_range: BoolArray
     ovs_phase: list[Phase | None]
     ovs_unit: list[str | None]
     fsdp2: list[tuple[LabelRole, str | None] | None]
@@ -99,6 +104,8 @@ def _classify_names(cats: list[str]) -> _NameClasses:
         gpu_non_compute=mask([GPU_NON_COMPUTE_RE.match(c) is not None for c in cats]),
         is_issue_op=mask([ISSUE_OP_RE.match(c) is not None for c in cats]),
         is_wait_name=mask(["wait" in c.lower() for c in cats]),
+        is_param_comms=mask([c == PARAM_COMMS for c in cats]),
+        is_nccl_range=mask([c.startswith(NCCL_RANGE_PREFIX) for c in cats]),
         ovs_phase=[r.phase if r else None for r in ovs],
         ovs_unit=[r.unit if r else None for r in ovs],
         fsdp2=[parse_fsdp2(c) if c.startswith("FSDP::") else None for c in cats],
@@ -349,7 +356,6 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     step, steps = _steps(frame, rc.step, nc.step_no[codes], anchor_ts, orphan, warnings)
 
     comm_rows = np.flatnonzero(lane == _LANE[EventLane.COMM])
-    nbytes = collective_columns(raw.comm_args, cats, codes, comm_rows, out, on_gpu, world_size)
     ctx = RowContext(
         ts=ts,
         end=end,
@@ -360,6 +366,13 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
         anchor_tid=anchor_tid,
         step=step,
         comm_rows=comm_rows,
+    )
+    issuer = (
+        holder(ctx, np.flatnonzero(nc.is_param_comms[codes] & ~on_gpu)),
+        holder(ctx, np.flatnonzero(nc.is_nccl_range[codes] & ~on_gpu)),
+    )
+    nbytes = collective_columns(
+        raw.comm_args, cats, codes, comm_rows, out, on_gpu, world_size, issuer
     )
     producer.label(ctx, out, cats, codes, warnings)
 
