@@ -20,6 +20,7 @@ from overlapscope.analysis.collectives import collective_tables
 from overlapscope.analysis.critical_path import CriticalPath, critical_path
 from overlapscope.analysis.findings import Finding, find
 from overlapscope.analysis.hta_report import HtaReport, HtaStatus, round_like_hta, run_hta
+from overlapscope.analysis.idle import idle_tables, rank_idle
 from overlapscope.analysis.levers import lever_table
 from overlapscope.analysis.metrics import (
     comm_exposure,
@@ -72,6 +73,8 @@ class RunAnalysis:
     timeline: pd.DataFrame
     exposed: pd.DataFrame
     levers: pd.DataFrame  # recompute / h2d / d2h per unit (analysis/levers.py)
+    idle_gaps: pd.DataFrame  # every GPU idle gap with its cause (analysis/idle.py)
+    idle_streams: pd.DataFrame  # per stream, HTA's idle breakdown beside ours (idle.py)
     counted_steps: dict[int, tuple[int, ...]]
     warnings: tuple[str, ...]
     hta: HtaReport | None = None
@@ -171,8 +174,8 @@ def analyze(
     path = critical_path(run.events)
     counted = counted_mask(run)
     sets = lane_sets(run, counted)
-    steps = step_table(run, counted, sets)
-    ranks = rank_table(run, counted, steps, sets)
+    steps, gaps, idle_streams = idle_tables(run, counted, step_table(run, counted, sets), sets)
+    ranks = rank_idle(rank_table(run, counted, steps, sets), steps)
     exposure = comm_exposure(run, counted)
     units = unit_table(run, counted, exposure, ranks)
     comm = run.events.loc[exposure.index].assign(exposed_us=exposure.to_numpy())
@@ -191,6 +194,8 @@ def analyze(
         timeline=timeline_table(run, counted, exposure),
         exposed=exposed_intervals(run, counted, steps, sets),
         levers=lever_table(run, counted),
+        idle_gaps=gaps,
+        idle_streams=idle_streams,
         counted_steps={r.rank: r.steps for r in run.ranks},
         warnings=run.warnings,
         clocks=clocks,

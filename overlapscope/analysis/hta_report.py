@@ -141,9 +141,10 @@ def _idle(ta: Any, ranks: list[int]) -> pd.DataFrame | None:
 
 
 def round_like_hta(run: RunTraces) -> RunTraces:
-    """The run with GPU events rounded as HTA 0.5.0 rounds them (start up, end down to whole
-    µs of the file's own clock), so figures can be compared with HTA's to the µs. Events that
-    round to nothing keep zero length."""
+    """The run as HTA 0.5.0 sees it (:func:`hta_scope`), its GPU events rounded as HTA rounds
+    them (start up, end down to whole µs of the file's own clock; events that round to
+    nothing keep zero length), so figures can be compared with HTA's to the µs."""
+    run = hta_scope(run)
     ev = run.events
     offset = ev["rank"].map({r.rank: r.raw_ts_offset_us for r in run.ranks}).to_numpy()
     gpu = ev["on_gpu"].to_numpy()
@@ -153,3 +154,29 @@ def round_like_hta(run: RunTraces) -> RunTraces:
     new_end = np.where(gpu, np.maximum(np.floor(end + offset) - offset, new_ts), end)
     events = ev.assign(ts_us=new_ts, end_us=new_end, dur_us=new_end - new_ts)
     return dataclasses.replace(run, events=events)
+
+
+def hta_scope(run: RunTraces) -> RunTraces:
+    """The run with the GPU work HTA 0.5.0 leaves out of every step outside them: in a
+    trace of two or more profiler steps HTA keeps only kernels launched by a CPU event of
+    the counted steps, so work whose launch the trace lost is not counted; overlapscope
+    counts it by its time (trace/unlaunched.py)."""
+    ev = run.events
+    multi = [r.rank for r in run.ranks if len(r.steps) >= 2]
+    lost = unlaunched(ev) & np.isin(ev["rank"].to_numpy(), multi)
+    if not lost.any():
+        return run
+    events = ev.assign(step=np.where(lost, -1, ev["step"].to_numpy()))
+    return dataclasses.replace(run, events=events)
+
+
+def unlaunched(ev: pd.DataFrame) -> np.ndarray:
+    """GPU rows whose correlation id matches no CPU row of their rank, in ranks that record
+    launches at all."""
+    rank, corr = ev["rank"].to_numpy(np.int64), ev["correlation"].to_numpy(np.int64)
+    gpu = ev["on_gpu"].to_numpy()
+    span = int(corr.max(initial=0)) + 2
+    key = rank * span + corr
+    cpu = ~gpu & (corr >= 0)
+    known = np.isin(key, key[cpu])
+    return gpu & (corr >= 0) & ~known & np.isin(rank, np.unique(rank[cpu]))

@@ -21,8 +21,15 @@ from overlapscope.analysis.api import RunAnalysis, ranked_findings, run_summary
 from overlapscope.analysis.bound import bound_summary, bound_table
 from overlapscope.analysis.collectives import collective_tables
 from overlapscope.analysis.critical_path import LINK_COLUMNS, STEP_COLUMNS, CriticalPath
+from overlapscope.analysis.idle import join
 from overlapscope.cluster.cache import read_table
-from overlapscope.cluster.tasks import SMALL_TABLES, TIMELINE_FILE, rank_timeline, read_summary
+from overlapscope.cluster.tasks import (
+    SMALL_TABLES,
+    SPARSE_TABLES,
+    TIMELINE_FILE,
+    rank_timeline,
+    read_summary,
+)
 from overlapscope.trace.loader import RunTraces
 
 
@@ -54,7 +61,12 @@ def _concat(root: Path, folders: Sequence[str]) -> dict[str, pd.DataFrame]:
         tables = read_summary(root / f)["tables"]
         for n in SMALL_TABLES:
             parts[n].append(tables[n])
-    return {n: pd.concat(frames, ignore_index=True) for n, frames in parts.items()}
+    return {
+        n: join(frames, frames[0].iloc[:0])
+        if n in SPARSE_TABLES
+        else pd.concat(frames, ignore_index=True)
+        for n, frames in parts.items()
+    }
 
 
 def _timeline(root: Path, folders: Sequence[str]) -> pd.DataFrame:
@@ -99,6 +111,8 @@ def combine(
         timeline=tl,
         exposed=t["exposed"],
         levers=t["levers"],
+        idle_gaps=t["idle_gaps"],
+        idle_streams=t["idle_streams"],
         counted_steps={r.rank: r.steps for r in run.ranks},
         warnings=run.warnings,
         clocks=clocks.offsets,

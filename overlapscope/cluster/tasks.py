@@ -36,6 +36,7 @@ import pyarrow.pandas_compat
 
 from overlapscope.analysis.clocks import offset_at
 from overlapscope.analysis.critical_path import critical_path
+from overlapscope.analysis.idle import idle_tables, rank_idle
 from overlapscope.analysis.levers import lever_table
 from overlapscope.analysis.metrics import (
     comm_exposure,
@@ -85,14 +86,20 @@ COMM_COLUMNS = [  # (exposed_us last: the one not in the event table)
 # Tables of one rank in summary.pkl; the event-sized ones, the timeline (every drawable
 # event, made and read only when asked for: ``--csv``, the dashboard) and the path rows
 # (read a step at a time), as Arrow IPC files (``cache.write_table``).
-SMALL_TABLES = ("ranks", "steps", "units", "comm", "compute", "levers", "exposed")
+SMALL_TABLES = (
+    *("ranks", "steps", "units", "comm", "compute", "levers", "exposed"),
+    *("idle_gaps", "idle_streams"),
+)
+# Of these, the tables a rank may hold no row of (a CPU rank has no GPU idle gaps): joined
+# without the empty ones, as the local analysis joins them (idle.join).
+SPARSE_TABLES = ("idle_gaps", "idle_streams")
 TIMELINE = "timeline"
 TIMELINE_FILE = f"{TIMELINE}.arrow"
 BIG_TABLES = (TIMELINE, "path")
 _CATEGORIES = [c for c, t in EVENT_COLUMNS.items() if t == "category"]
-# The event table's columns but those no per-rank table reads (the category, the GPU stream,
-# the correlation id): less to read from the cache and to copy in every row selection.
-REDUCE_COLUMNS = [c for c in EVENT_COLUMNS if c not in ("cat", "stream", "correlation")]
+# The event table's columns but the one no per-rank table reads (the category): less to read
+# from the cache and to copy in every row selection.
+REDUCE_COLUMNS = [c for c in EVENT_COLUMNS if c != "cat"]
 
 
 # mallopt parameters (glibc's malloc.h)
@@ -289,8 +296,8 @@ def rank_tables(run: RunTraces, timeline: bool = True) -> dict[str, pd.DataFrame
     dashboard read them)."""
     run, counted = _counted(run)
     sets = lane_sets(run, counted)
-    steps = step_table(run, counted, sets)
-    ranks = rank_table(run, counted, steps, sets)
+    steps, gaps, idle_streams = idle_tables(run, counted, step_table(run, counted, sets), sets)
+    ranks = rank_idle(rank_table(run, counted, steps, sets), steps)
     exposure = comm_exposure(run, counted)
     ev = run.events
     # The rows of the collectives and of the critical path, by position, each column taken
@@ -308,6 +315,8 @@ def rank_tables(run: RunTraces, timeline: bool = True) -> dict[str, pd.DataFrame
         "compute": compute_by_unit(run, counted),
         "levers": lever_table(run, counted),
         "exposed": exposed_intervals(run, counted, steps, sets),
+        "idle_gaps": gaps,
+        "idle_streams": idle_streams,
         "path": pd.DataFrame(take_columns(ev, np.flatnonzero(used), PATH_COLUMNS)),
     }
     if timeline:

@@ -45,6 +45,8 @@ from overlapscope.trace.schema import (
     EventLane,
     Framework,
 )
+from overlapscope.trace.unlaunched import unlaunched_steps
+from overlapscope.trace.unlaunched import warning as unlaunched_warning
 
 PHASE_CATEGORIES = [p.value for p in Phase]
 # Each lane's code in the lane column's categorical, and the lanes by code.
@@ -67,6 +69,7 @@ class RankTable:
     compute_source: ComputeSource
     steps: tuple[int, ...]
     warnings: tuple[str, ...]
+    num_unlaunched: int = 0  # GPU rows whose launch the trace lost (trace/unlaunched.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,11 +306,19 @@ def _steps(
     step_rows = np.flatnonzero(is_step)
     step_nos = step_no[step_rows]
     step = _assign_steps(anchor_ts, step_rows, frame, step_nos)
-    step[orphan] = -1
     step[step_rows] = step_nos
     steps = tuple(sorted(set(step_nos.tolist())))
     if len(steps) != len(step_nos):
         warnings.append("repeated ProfilerStep numbers; steps were merged by number")
+    if orphan.any():
+        ts = frame["ts_us"].to_numpy()
+        marks = pd.DataFrame({"n": step_nos, "s": ts[step_rows]})
+        marks["e"] = marks["s"] + frame["dur_us"].to_numpy()[step_rows]
+        cpu = marks.groupby("n").agg(s=("s", "min"), e=("e", "max"))
+        cpu_steps = (cpu.index.to_numpy(np.int64), cpu["s"].to_numpy(), cpu["e"].to_numpy())
+        stream = frame["stream"].to_numpy()
+        step[orphan] = unlaunched_steps(ts, stream, step, orphan, cpu_steps)
+        warnings.append(unlaunched_warning(int(orphan.sum()), int((step[orphan] >= 0).sum())))
     return step, steps
 
 
@@ -386,4 +397,5 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
 
     seq = sequence(comm_rows, out.group, step, ts)
     table = _table(frame, lane, out, (step, nbytes, seq))
-    return RankTable(table, producer.framework, source, steps, tuple(warnings))
+    lost = int(orphan.sum())
+    return RankTable(table, producer.framework, source, steps, tuple(warnings), lost)
