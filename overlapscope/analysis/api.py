@@ -17,6 +17,7 @@ import pandas as pd
 from overlapscope.analysis.bound import bound_summary, bound_table
 from overlapscope.analysis.clocks import align_run, shared_host
 from overlapscope.analysis.collectives import collective_tables
+from overlapscope.analysis.comm_causes import comm_facts, rank_parts, split_exposure, unit_parts
 from overlapscope.analysis.critical_path import CriticalPath, critical_path
 from overlapscope.analysis.findings import Finding, find
 from overlapscope.analysis.hta_report import HtaReport, HtaStatus, round_like_hta, run_hta
@@ -177,8 +178,11 @@ def analyze(
     steps, gaps, idle_streams = idle_tables(run, counted, step_table(run, counted, sets), sets)
     ranks = rank_idle(rank_table(run, counted, steps, sets), steps)
     exposure = comm_exposure(run, counted)
-    units = unit_table(run, counted, exposure, ranks)
-    comm = run.events.loc[exposure.index].assign(exposed_us=exposure.to_numpy())
+    late, stretches = comm_facts(run, counted, exposure, sets)
+    comm = run.events.loc[exposure.index].assign(exposed_us=exposure.to_numpy(), late=late)
+    comm = split_exposure(comm, stretches)
+    units = unit_parts(unit_table(run, counted, exposure, ranks), comm, ranks)
+    ranks = rank_parts(ranks, comm)
     collectives, collective_ranks = collective_tables(comm, run.world_size)
     bound = bound_table(units, compute_by_unit(run, counted), ranks)
     result = RunAnalysis(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from overlapscope.analysis.comm_causes import PART_COLUMNS
 from overlapscope.trace.schema import CollectiveKind
 
 KEY = ["group", "step", "seq"]
@@ -91,5 +92,7 @@ def collective_tables(comm: pd.DataFrame, world_size: int) -> tuple[pd.DataFrame
     known = (agg["bytes"] > 0) & (agg["transfer_us"] > 0)
     agg["algbw_gbps"] = (agg["bytes"] / agg["transfer_us"] / 1e3).where(known)
     agg["busbw_gbps"] = agg["algbw_gbps"] * factor
-    per_rank = rows[["rank", *KEY, "dur_us", "peer_wait_us", "exposed_us"]].reset_index(drop=True)
+    parts = [c for c in PART_COLUMNS if c in rows.columns]  # (comm_causes.split_exposure)
+    per_rank = rows[["rank", *KEY, "dur_us", "peer_wait_us", "exposed_us", *parts]]
+    per_rank = per_rank.reset_index(drop=True)
     return agg[COLLECTIVE_COLUMNS], per_rank

@@ -20,6 +20,7 @@ import pandas as pd
 from overlapscope.analysis.api import RunAnalysis, ranked_findings, run_summary
 from overlapscope.analysis.bound import bound_summary, bound_table
 from overlapscope.analysis.collectives import collective_tables
+from overlapscope.analysis.comm_causes import join_pieces, rank_parts, split_exposure, unit_parts
 from overlapscope.analysis.critical_path import LINK_COLUMNS, STEP_COLUMNS, CriticalPath
 from overlapscope.analysis.idle import join
 from overlapscope.cluster.cache import read_table
@@ -54,19 +55,23 @@ def join_paths(parts: Sequence[CriticalPath]) -> CriticalPath:
     return CriticalPath(links, pd.DataFrame.from_records(records, columns=STEP_COLUMNS))
 
 
+# Joined otherwise than one after the other (sparse tables; the pieces, counted over ranks).
+SKIPPED = (*SPARSE_TABLES, "pieces")
+
+
 def _concat(root: Path, folders: Sequence[str]) -> dict[str, pd.DataFrame]:
-    """Each small table of every rank, concatenated in rank order."""
+    """Each small table of every rank, concatenated in rank order (the pieces of the
+    collectives counted over every rank's collectives, as the local analysis counts them)."""
     parts: dict[str, list[pd.DataFrame]] = {n: [] for n in SMALL_TABLES}
     for f in folders:
         tables = read_summary(root / f)["tables"]
         for n in SMALL_TABLES:
             parts[n].append(tables[n])
-    return {
-        n: join(frames, frames[0].iloc[:0])
-        if n in SPARSE_TABLES
-        else pd.concat(frames, ignore_index=True)
-        for n, frames in parts.items()
-    }
+    out = {n: pd.concat(parts[n], ignore_index=True) for n in SMALL_TABLES if n not in SKIPPED}
+    out |= {n: join(parts[n], parts[n][0].iloc[:0]) for n in SPARSE_TABLES}
+    num = [len(c) for c in parts["comm"]]
+    out["pieces"] = join_pieces(list(zip(parts["pieces"], num, strict=True)))
+    return out
 
 
 def _timeline(root: Path, folders: Sequence[str]) -> pd.DataFrame:
@@ -95,19 +100,21 @@ def combine(
     holds every drawable event, so it grows with the traces; only ``--csv`` writes it)."""
     t = _concat(root, folders)
     tl = _timeline(root, folders) if timeline else empty_timeline(run)
-    collectives, collective_ranks = collective_tables(t["comm"], run.world_size)
-    bound = bound_table(t["units"], t["compute"], t["ranks"])
-    ranks = t["ranks"]
+    comm = split_exposure(t["comm"], t["pieces"])
+    units = unit_parts(t["units"], comm, t["ranks"])
+    ranks = rank_parts(t["ranks"], comm)
+    collectives, collective_ranks = collective_tables(comm, run.world_size)
+    bound = bound_table(units, t["compute"], ranks)
     return RunAnalysis(
         summary=run_summary(run),
         ranks=ranks,
         steps=t["steps"],
-        units=t["units"],
+        units=units,
         collectives=collectives,
         collective_ranks=collective_ranks,
         bound=bound,
         bound_summary=bound_summary(bound),
-        findings=ranked_findings(run, ranks, t["units"], collectives, path),
+        findings=ranked_findings(run, ranks, units, collectives, path),
         timeline=tl,
         exposed=t["exposed"],
         levers=t["levers"],

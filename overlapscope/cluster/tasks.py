@@ -35,6 +35,7 @@ import pyarrow.ipc
 import pyarrow.pandas_compat
 
 from overlapscope.analysis.clocks import offset_at
+from overlapscope.analysis.comm_causes import comm_facts
 from overlapscope.analysis.critical_path import critical_path
 from overlapscope.analysis.idle import idle_tables, rank_idle
 from overlapscope.analysis.levers import lever_table
@@ -79,7 +80,7 @@ PATH_LANES = [
 ]
 PATH_COLUMNS = ["rank", "step", "ts_us", "end_us", "lane", "unit", "phase", "group", "seq"]
 CLOCK_COLUMNS = ["lane", "kind", "group", "step", "seq", "ts_us", "end_us"]
-COMM_COLUMNS = [  # (exposed_us last: the one not in the event table)
+COMM_COLUMNS = [  # (exposed_us last: the one not in the event table; then "late")
     *("rank", "group", "step", "seq", "kind", "unit", "phase", "bytes"),
     *("ts_us", "end_us", "dur_us", "exposed_us"),
 ]
@@ -88,7 +89,7 @@ COMM_COLUMNS = [  # (exposed_us last: the one not in the event table)
 # (read a step at a time), as Arrow IPC files (``cache.write_table``).
 SMALL_TABLES = (
     *("ranks", "steps", "units", "comm", "compute", "levers", "exposed"),
-    *("idle_gaps", "idle_streams"),
+    *("idle_gaps", "idle_streams", "pieces"),
 )
 # Of these, the tables a rank may hold no row of (a CPU rank has no GPU idle gaps): joined
 # without the empty ones, as the local analysis joins them (idle.join).
@@ -303,6 +304,7 @@ def rank_tables(run: RunTraces, timeline: bool = True) -> dict[str, pd.DataFrame
     # The rows of the collectives and of the critical path, by position, each column taken
     # once (a row selection copies every column of the table first)
     comm = take_columns(ev, ev.index.get_indexer(exposure.index), COMM_COLUMNS[:-1])
+    late, stretches = comm_facts(run, counted, exposure, sets)
     lane = ev["lane"]
     path_codes = lane.cat.categories.get_indexer(PATH_LANES)  # (-1: a lane not in the run)
     used = any_of(lane.cat.codes.to_numpy(), [int(c) for c in path_codes if c >= 0])
@@ -311,7 +313,8 @@ def rank_tables(run: RunTraces, timeline: bool = True) -> dict[str, pd.DataFrame
         "ranks": ranks,
         "steps": steps,
         "units": unit_table(run, counted, exposure, ranks),
-        "comm": pd.DataFrame({**comm, "exposed_us": exposure.to_numpy()}),
+        "comm": pd.DataFrame({**comm, "exposed_us": exposure.to_numpy(), "late": late}),
+        "pieces": stretches,
         "compute": compute_by_unit(run, counted),
         "levers": lever_table(run, counted),
         "exposed": exposed_intervals(run, counted, steps, sets),

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from overlapscope.analysis.clocks import offset_at
-from overlapscope.analysis.metrics import comm_exposure, counted_mask
+from overlapscope.analysis.comm_causes import comm_facts
+from overlapscope.analysis.metrics import comm_exposure, counted_mask, lane_sets
 from overlapscope.cluster import tasks
 from overlapscope.cluster.cache import (
     RankCache,
@@ -40,6 +41,8 @@ def _former_rows(run: RunTraces) -> dict[str, pd.DataFrame]:
     exposure = comm_exposure(run, counted)
     ev = run.events
     comm = ev.loc[exposure.index, tasks.COMM_COLUMNS[:-1]].assign(exposed_us=exposure.to_numpy())
+    late, _ = comm_facts(run, counted, exposure, lane_sets(run, counted))
+    comm = comm.assign(late=late)
     lanes = [EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value]
     used = ev["lane"].isin([*lanes, EventLane.STEP.value]) & (ev["step"] >= 0)
     return {

@@ -1,0 +1,198 @@
+"""Why exposed communication is exposed: each collective's exposed time split in three.
+
+A collective on a rank is exposed where no compute runs beside it. That time has one of
+three causes, which call for different changes::
+
+    rank 0  ...compute][ wait for rank 1 ][ transfer ]      (its launch on time)
+    rank 1  ...compute]        idle ...   [ transfer ]      (launched after its GPU ran dry)
+
+* ``host_late`` (issued late by the host): its launch on the CPU came after the GPU had run
+  out of work (every compute op launched before it had finished): the compute that could
+  have hidden it was over before the host issued it. No prefetch or faster link helps; a
+  faster host does (host.py, idle.py say what it was doing).
+* ``peer_wait`` (waiting for the last rank): the exposed part of its first
+  ``dur - transfer`` µs, where ``transfer`` is the fastest rank's duration (the rank waits
+  for the last one to arrive before data moves; collectives.py).
+* ``transfer`` (transfer longer than the compute meant to hide it): the rest of a collective
+  issued on time. Prefetching earlier or a faster link help only here.
+
+The three add up to the collective's exposed time on that rank. Per rank, what each GPU
+collective needs of the rank's own rows (its launch was late or not; the stretches of it
+no compute covers) is :func:`rank_facts`; the split, which needs the other ranks'
+durations, is :func:`split_exposure`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from overlapscope.analysis.fields import PER_STEP, TOTAL
+from overlapscope.analysis.host import launches
+from overlapscope.analysis.intervals import Intervals, gaps
+from overlapscope.analysis.metrics import RankSets, by_rank, counted_rows, distinct_ranks
+from overlapscope.arrays import BoolArray, FloatArray, IntArray
+from overlapscope.trace.loader import RunTraces
+from overlapscope.trace.schema import EventLane
+
+PARTS = ("host_late", "peer_wait", "transfer")
+PART_COLUMNS = tuple(f"exposed_{p}_us" for p in PARTS)
+PIECE_COLUMNS = ["row", "start_us", "end_us"]
+KEY = ["group", "step", "seq"]
+
+
+def out_of_work(rows: pd.DataFrame, at: FloatArray) -> BoolArray:
+    """Per time ``at`` (a launch on the CPU): had the GPU run out of compute work, every
+    compute op launched before it finished by then? (No compute launched before: yes.)
+    ``rows``: one rank's rows."""
+    lane = rows["lane"].to_numpy()
+    compute = np.flatnonzero(rows["on_gpu"].to_numpy() & (lane == EventLane.COMPUTE.value))
+    launch_at, _ = launches(rows)
+    known = compute[np.isfinite(launch_at[compute])]
+    order = known[np.argsort(launch_at[known], kind="stable")]
+    reach = np.maximum.accumulate(rows["end_us"].to_numpy()[order]) if len(order) else order
+    before = np.searchsorted(launch_at[order], at, side="left") - 1
+    last_end = np.where(before >= 0, reach[np.maximum(before, 0)] if len(order) else 0.0, -np.inf)
+    return np.isfinite(at) & (last_end <= at)
+
+
+def pieces(compute: Intervals, start: FloatArray, end: FloatArray) -> pd.DataFrame:
+    """The stretches of each ``[start, end)`` (a collective) no compute covers: one row per
+    stretch (``row``: the collective's position), in order."""
+    if not len(start):
+        empty = np.zeros(0)
+        return pd.DataFrame({"row": empty.astype(np.int64), "start_us": empty, "end_us": empty})
+    free = gaps(compute, float(np.min(start)), float(np.max(end)))
+    lo = np.searchsorted(free.ends, start, side="right")
+    hi = np.searchsorted(free.starts, end, side="left")
+    count = np.maximum(hi - lo, 0)
+    row = np.repeat(np.arange(len(start)), count)
+    at = np.repeat(lo - np.cumsum(count) + count, count) + np.arange(int(count.sum()))
+    a = np.maximum(free.starts[at], start[row]) if len(at) else np.zeros(0)
+    b = np.minimum(free.ends[at], end[row]) if len(at) else np.zeros(0)
+    keep = b > a
+    return pd.DataFrame({"row": row[keep], "start_us": a[keep], "end_us": b[keep]})
+
+
+def rank_facts(
+    rows: pd.DataFrame, comm_at: IntArray, compute: Intervals
+) -> tuple[BoolArray, pd.DataFrame]:
+    """Of one rank's collectives (positions ``comm_at`` in its ``rows``; ``compute``: its
+    compute as an interval set): was each issued late by the host, and the stretches of
+    each no compute covers (:func:`pieces`, ``row``: its position among ``comm_at``)."""
+    launch_at, _ = launches(rows)
+    late = np.zeros(len(comm_at), dtype=bool)
+    gpu = rows["on_gpu"].to_numpy()[comm_at]
+    if gpu.any():
+        late[gpu] = out_of_work(rows, launch_at[comm_at[gpu]])
+    ts, end = rows["ts_us"].to_numpy()[comm_at], rows["end_us"].to_numpy()[comm_at]
+    return late, pieces(compute, ts, end)
+
+
+def comm_facts(
+    run: RunTraces, counted: pd.Series, exposure: pd.Series, sets: RankSets
+) -> tuple[BoolArray, pd.DataFrame]:
+    """:func:`rank_facts` of every rank's counted collectives (``exposure``'s rows, in its
+    order), joined (:func:`join_pieces`)."""
+    ev = counted_rows(run, counted)
+    groups = dict(by_rank(ev, sort=False))
+    rank = ev["rank"].to_numpy()[ev.index.get_indexer(exposure.index)]
+    late = np.zeros(len(rank), dtype=bool)
+    parts = []
+    for r in distinct_ranks(rank):  # (in rank order: the order of the rows)
+        mine = np.flatnonzero(rank == r)
+        rows = groups[r]
+        at = rows.index.get_indexer(exposure.index[mine])
+        late[mine], stretches = rank_facts(rows, at, sets[r].compute)
+        parts.append((stretches, len(mine)))
+    return late, join_pieces(parts)
+
+
+def join_pieces(parts: list[tuple[pd.DataFrame, int]]) -> pd.DataFrame:
+    """The ranks' pieces as one table, ``row`` counted over the ranks' collectives one rank
+    after the other (``parts``: each rank's pieces and its number of collectives)."""
+    offset, frames = 0, []
+    for frame, num in parts:
+        if len(frame):
+            frames.append(frame.assign(row=frame["row"].to_numpy() + offset))
+        offset += num
+    if not frames:
+        return pieces(Intervals.empty(), np.zeros(0), np.zeros(0))
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+
+def split_exposure(comm: pd.DataFrame, stretches: pd.DataFrame) -> pd.DataFrame:
+    """``comm`` (every rank's collectives: ``rank, group, step, seq, ts_us, dur_us,
+    exposed_us, late``) with the three parts (PART_COLUMNS) of each one's exposed time.
+    ``stretches``: :func:`join_pieces` of the ranks, ``row`` a position in ``comm``."""
+    dur = comm["dur_us"].to_numpy(dtype=np.float64)
+    matched = (comm["seq"].to_numpy() >= 0) & comm["group"].notna().to_numpy()
+    waited = np.zeros(len(comm))
+    if matched.any():
+        keyed = comm.loc[matched, KEY].astype(object)
+        g = pd.DataFrame({"dur": dur[matched]}).groupby(
+            [keyed[c].to_numpy() for c in KEY], sort=False, dropna=False
+        )["dur"]
+        fastest, num = g.transform("min").to_numpy(), g.transform("size").to_numpy()
+        waited[matched] = np.where(num >= 2, dur[matched] - fastest, 0.0)
+    row = stretches["row"].to_numpy(dtype=np.int64)
+    ts = comm["ts_us"].to_numpy(dtype=np.float64)
+    head_end = ts[row] + waited[row]
+    inside = np.maximum(
+        np.minimum(stretches["end_us"].to_numpy(), head_end)
+        - np.maximum(stretches["start_us"].to_numpy(), ts[row]),
+        0.0,
+    )
+    exposed = comm["exposed_us"].to_numpy(dtype=np.float64)
+    peer = np.minimum(np.bincount(row, weights=inside, minlength=len(comm)), exposed)
+    rest = np.maximum(exposed - peer, 0.0)
+    late = comm["late"].to_numpy(dtype=bool)
+    return comm.assign(
+        exposed_host_late_us=np.where(late, rest, 0.0),
+        exposed_peer_wait_us=peer,
+        exposed_transfer_us=np.where(late, 0.0, rest),
+    )
+
+
+def _scaled_sums(comm: pd.DataFrame, keys: list[str], ranks: pd.DataFrame) -> pd.DataFrame:
+    """Per ``keys`` group of ``comm``, each part's sum, scaled per rank as the units table
+    shares a rank's exposed time (its ``exposed_comm_total_us`` over the sum of its
+    collectives' own exposed time), so the parts add up to the tables' exposed time."""
+    target = ranks.set_index("rank")["exposed_comm_total_us"]
+    own = comm.groupby("rank")["exposed_us"].sum()
+    scale = (target.reindex(own.index) / own.where(own > 0)).fillna(0.0)
+    factor = comm["rank"].map(scale).fillna(0.0).to_numpy()
+    scaled = pd.DataFrame({c: comm[c].to_numpy() * factor for c in PART_COLUMNS})
+    for k in keys:
+        scaled[k] = comm[k].astype(object).to_numpy()
+    return scaled.groupby(keys, dropna=False, sort=False)[list(PART_COLUMNS)].sum()
+
+
+def unit_parts(units: pd.DataFrame, comm: pd.DataFrame, ranks: pd.DataFrame) -> pd.DataFrame:
+    """The units table with each part's total and mean per step
+    (``exposed_<part>_total_us``, ``..._per_step_us``); ``comm``: :func:`split_exposure`'s."""
+    keys = ["rank", "unit", "phase", "kind"]
+    sums = _scaled_sums(comm, keys, ranks)
+    at = pd.MultiIndex.from_frame(units[keys].astype(object))
+    found = sums.reindex(at)
+    steps = units["rank"].map(ranks.set_index("rank")["num_steps"]).clip(lower=1).to_numpy()
+    out = units.copy()
+    for p, c in zip(PARTS, PART_COLUMNS, strict=True):
+        total = np.nan_to_num(found[c].to_numpy(dtype=np.float64), nan=0.0)
+        out[f"exposed_{p}{TOTAL}"] = total
+        out[f"exposed_{p}{PER_STEP}"] = total / steps
+    return out
+
+
+def rank_parts(ranks: pd.DataFrame, comm: pd.DataFrame) -> pd.DataFrame:
+    """The ranks table with each part of its exposed communication, total and per step
+    (``exposed_comm_<part>_total_us``, ``..._per_step_us``): they add up to
+    ``exposed_comm_total_us``."""
+    sums = _scaled_sums(comm, ["rank"], ranks)
+    out = ranks.copy()
+    n = out["num_steps"].to_numpy(dtype=np.float64)
+    for p, c in zip(PARTS, PART_COLUMNS, strict=True):
+        total = np.nan_to_num(sums[c].reindex(out["rank"].to_numpy()).to_numpy(), nan=0.0)
+        out[f"exposed_comm_{p}{TOTAL}"] = total
+        out[f"exposed_comm_{p}{PER_STEP}"] = np.where(n > 0, total / np.maximum(n, 1), np.nan)
+    return out
