@@ -20,6 +20,7 @@ from overlapscope.analysis.collectives import collective_tables
 from overlapscope.analysis.comm_causes import comm_facts, rank_parts, split_exposure, unit_parts
 from overlapscope.analysis.critical_path import CriticalPath, critical_path
 from overlapscope.analysis.findings import Finding, find
+from overlapscope.analysis.host_finding import host_findings
 from overlapscope.analysis.hta_report import HtaReport, HtaStatus, round_like_hta, run_hta
 from overlapscope.analysis.idle import idle_tables, rank_idle
 from overlapscope.analysis.levers import lever_table
@@ -150,15 +151,19 @@ def run_summary(run: RunTraces) -> RunSummary:
 
 def ranked_findings(
     run: RunTraces,
-    ranks: pd.DataFrame,
-    units: pd.DataFrame,
-    collectives: pd.DataFrame,
+    tables: dict[str, pd.DataFrame],
     path: CriticalPath,
 ) -> tuple[Finding, ...]:
-    """The findings of the tables and of the critical path, largest stake first."""
-    findings = find(ranks, units, collectives, run.manifest, has_gpu=run.has_gpu)
+    """The findings of the tables (``ranks, steps, units, collectives, idle_gaps``) and of
+    the critical path, largest stake first."""
+    ranks = tables["ranks"]
+    findings = find(
+        ranks, tables["units"], tables["collectives"], run.manifest, has_gpu=run.has_gpu
+    )
     step_us = float(ranks["step_time_per_step_us"].mean()) if len(ranks) else float("nan")
-    return tuple(sorted([*findings, *path_findings(path, step_us)], key=lambda f: -f.stake_us))
+    host = host_findings(ranks, tables["steps"], tables["idle_gaps"], path.links)
+    everything = [*findings, *path_findings(path, step_us), *host]
+    return tuple(sorted(everything, key=lambda f: -f.stake_us))
 
 
 def analyze(
@@ -185,6 +190,8 @@ def analyze(
     ranks = rank_parts(ranks, comm)
     collectives, collective_ranks = collective_tables(comm, run.world_size)
     bound = bound_table(units, compute_by_unit(run, counted), ranks)
+    tables = {"ranks": ranks, "steps": steps, "units": units, "collectives": collectives}
+    tables["idle_gaps"] = gaps
     result = RunAnalysis(
         summary=run_summary(run),
         ranks=ranks,
@@ -194,7 +201,7 @@ def analyze(
         collective_ranks=collective_ranks,
         bound=bound,
         bound_summary=bound_summary(bound),
-        findings=ranked_findings(run, ranks, units, collectives, path),
+        findings=ranked_findings(run, tables, path),
         timeline=timeline_table(run, counted, exposure),
         exposed=exposed_intervals(run, counted, steps, sets),
         levers=lever_table(run, counted),

@@ -11,7 +11,8 @@ collective seen on two or more ranks:
   ``straggler_lag_us`` how much later it started than the first;
 * ``algbw_gbps = bytes / transfer`` and ``busbw_gbps = algbw * factor`` with nccl-tests'
   factors ((n-1)/n all-gather and reduce-scatter, 2(n-1)/n all-reduce, 1 otherwise), in
-  GB/s (1e9 bytes/s).
+  GB/s (1e9 bytes/s);
+* ``exposed_transfer_us``: its exposed transfer (comm_causes.py), mean over its ranks.
 """
 
 from __future__ import annotations
@@ -41,11 +42,13 @@ COLLECTIVE_COLUMNS = [
     "straggler_lag_us",
     "algbw_gbps",
     "busbw_gbps",
+    "exposed_transfer_us",
 ]
 
 
 def collective_tables(comm: pd.DataFrame, world_size: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``comm``: counted communication rows with ``exposed_us``. Returns (collectives,
+    """``comm``: counted communication rows with ``exposed_us`` and its parts
+    (comm_causes.split_exposure). Returns (collectives,
     per-rank rows of each collective with ``peer_wait_us``)."""
     rows = comm[comm["seq"] >= 0].copy()
     for c in ("group", "kind", "unit", "phase"):
@@ -53,7 +56,9 @@ def collective_tables(comm: pd.DataFrame, world_size: int) -> tuple[pd.DataFrame
     if rows.empty:
         return (
             pd.DataFrame(columns=COLLECTIVE_COLUMNS),
-            pd.DataFrame(columns=["rank", *KEY, "dur_us", "peer_wait_us", "exposed_us"]),
+            pd.DataFrame(
+                columns=["rank", *KEY, "dur_us", "peer_wait_us", "exposed_us", *PART_COLUMNS]
+            ),
         )
     g = rows.groupby(KEY, sort=True, dropna=False)
     rows["transfer_us"] = g["dur_us"].transform("min")
@@ -76,6 +81,7 @@ def collective_tables(comm: pd.DataFrame, world_size: int) -> tuple[pd.DataFrame
         transfer_us=("dur_us", "min"),
         max_dur_us=("dur_us", "max"),
         peer_wait_us=("peer_wait_us", "sum"),
+        exposed_transfer_us=("exposed_transfer_us", "mean"),
     ).reset_index()
     agg = agg.merge(last, on=KEY, how="left")
     multi = agg["num_ranks"] >= 2
@@ -92,7 +98,6 @@ def collective_tables(comm: pd.DataFrame, world_size: int) -> tuple[pd.DataFrame
     known = (agg["bytes"] > 0) & (agg["transfer_us"] > 0)
     agg["algbw_gbps"] = (agg["bytes"] / agg["transfer_us"] / 1e3).where(known)
     agg["busbw_gbps"] = agg["algbw_gbps"] * factor
-    parts = [c for c in PART_COLUMNS if c in rows.columns]  # (comm_causes.split_exposure)
-    per_rank = rows[["rank", *KEY, "dur_us", "peer_wait_us", "exposed_us", *parts]]
+    per_rank = rows[["rank", *KEY, "dur_us", "peer_wait_us", "exposed_us", *PART_COLUMNS]]
     per_rank = per_rank.reset_index(drop=True)
     return agg[COLLECTIVE_COLUMNS], per_rank

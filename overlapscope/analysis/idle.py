@@ -223,7 +223,27 @@ def idle_tables(
         stream_parts.append(stream_idle(rows, rank))
     gap_table = join(gap_parts, empty_gaps())
     streams = join(stream_parts, empty_streams())
-    return idle_by_cause(steps, gap_table, gpu), gap_table, streams
+    steps = idle_by_cause(steps, gap_table, gpu)
+    return steps.assign(num_gpu_ops=_gpu_op_counts(ev, steps)), gap_table, streams
+
+
+def _gpu_op_counts(ev: pd.DataFrame, steps: pd.DataFrame) -> IntArray:
+    """Per row of ``steps``: how many GPU ops (kernels, copies, sets) it launched."""
+    gpu = ev["on_gpu"].to_numpy() & (ev["step"].to_numpy() >= 0)
+    counts = (
+        pd.Series(
+            1,
+            index=pd.MultiIndex.from_arrays(
+                [ev["rank"].to_numpy()[gpu].astype(np.int64), ev["step"].to_numpy()[gpu]]
+            ),
+        )
+        .groupby(level=[0, 1])
+        .sum()
+    )
+    key = pd.MultiIndex.from_arrays(
+        [steps["rank"].to_numpy().astype(np.int64), steps["step"].to_numpy()]
+    )
+    return counts.reindex(key).fillna(0).to_numpy(dtype=np.int64)
 
 
 def join(parts: list[pd.DataFrame], empty: pd.DataFrame) -> pd.DataFrame:

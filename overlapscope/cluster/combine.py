@@ -105,6 +105,8 @@ def combine(
     ranks = rank_parts(t["ranks"], comm)
     collectives, collective_ranks = collective_tables(comm, run.world_size)
     bound = bound_table(units, t["compute"], ranks)
+    tables = {"ranks": ranks, "steps": t["steps"], "units": units, "collectives": collectives}
+    tables["idle_gaps"] = t["idle_gaps"]
     return RunAnalysis(
         summary=run_summary(run),
         ranks=ranks,
@@ -114,7 +116,7 @@ def combine(
         collective_ranks=collective_ranks,
         bound=bound,
         bound_summary=bound_summary(bound),
-        findings=ranked_findings(run, ranks, units, collectives, path),
+        findings=ranked_findings(run, tables, path),
         timeline=tl,
         exposed=t["exposed"],
         levers=t["levers"],

@@ -4,8 +4,6 @@ for the last rank, transfer longer than the compute meant to hide it. A known-an
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from overlapscope.analysis import analyze
