@@ -21,8 +21,9 @@ from overlapscope.analysis.comm_causes import comm_facts, rank_parts, split_expo
 from overlapscope.analysis.critical_path import CriticalPath, critical_path
 from overlapscope.analysis.findings import Finding, find
 from overlapscope.analysis.host_finding import host_findings
+from overlapscope.analysis.host_path import with_host
 from overlapscope.analysis.hta_report import HtaReport, HtaStatus, round_like_hta, run_hta
-from overlapscope.analysis.idle import idle_tables, rank_idle
+from overlapscope.analysis.idle import rank_idle
 from overlapscope.analysis.levers import lever_table
 from overlapscope.analysis.metrics import (
     comm_exposure,
@@ -36,6 +37,7 @@ from overlapscope.analysis.metrics import (
 from overlapscope.analysis.path_report import path_findings
 from overlapscope.analysis.path_report import to_json as clocks_path_json
 from overlapscope.analysis.units import compute_by_unit, unit_table
+from overlapscope.analysis.waits import wait_tables
 from overlapscope.trace.loader import RunTraces
 
 SCHEMA_VERSION = 2
@@ -180,7 +182,8 @@ def analyze(
     path = critical_path(run.events)
     counted = counted_mask(run)
     sets = lane_sets(run, counted)
-    steps, gaps, idle_streams = idle_tables(run, counted, step_table(run, counted, sets), sets)
+    waits = wait_tables(run, counted, step_table(run, counted, sets), sets)
+    steps, path = waits.steps, with_host(path, waits.host_gaps)
     ranks = rank_idle(rank_table(run, counted, steps, sets), steps)
     exposure = comm_exposure(run, counted)
     late, stretches = comm_facts(run, counted, exposure, sets)
@@ -191,7 +194,7 @@ def analyze(
     collectives, collective_ranks = collective_tables(comm, run.world_size)
     bound = bound_table(units, compute_by_unit(run, counted), ranks)
     tables = {"ranks": ranks, "steps": steps, "units": units, "collectives": collectives}
-    tables["idle_gaps"] = gaps
+    tables["idle_gaps"] = waits.gaps
     result = RunAnalysis(
         summary=run_summary(run),
         ranks=ranks,
@@ -205,8 +208,8 @@ def analyze(
         timeline=timeline_table(run, counted, exposure),
         exposed=exposed_intervals(run, counted, steps, sets),
         levers=lever_table(run, counted),
-        idle_gaps=gaps,
-        idle_streams=idle_streams,
+        idle_gaps=waits.gaps,
+        idle_streams=waits.streams,
         counted_steps={r.rank: r.steps for r in run.ranks},
         warnings=run.warnings,
         clocks=clocks,

@@ -37,12 +37,9 @@ import pandas as pd
 from overlapscope.analysis.fields import PER_STEP, TOTAL
 from overlapscope.analysis.host import PRIORITY, Activity, HostCalls, launches
 from overlapscope.analysis.intervals import Intervals, gaps, union_of
-from overlapscope.analysis.metrics import RankSets, by_rank, counted_rows
 from overlapscope.analysis.partition import LaneSets
 from overlapscope.analysis.segments import column_in
 from overlapscope.arrays import FloatArray, IntArray
-from overlapscope.trace.loader import RunTraces
-from overlapscope.trace.recognize import ComputeSource
 from overlapscope.trace.schema import EventLane
 
 CAUSES = ("host_bound", "sync", "peer", "cross_stream", "other")
@@ -207,27 +204,7 @@ def stream_idle(rows: pd.DataFrame, rank: int) -> pd.DataFrame:
     return pd.DataFrame.from_records(records, columns=STREAM_COLUMNS)
 
 
-def idle_tables(
-    run: RunTraces, counted: pd.Series, steps: pd.DataFrame, sets: RankSets
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """``(steps with the idle causes, gaps, per-stream idle)`` of every rank of the run:
-    :func:`rank_gaps` and :func:`stream_idle` of each GPU rank, :func:`idle_by_cause`."""
-    ev = counted_rows(run, counted)
-    groups = dict(by_rank(ev, sort=False))
-    gpu = [i.rank for i in run.ranks if i.compute_source is ComputeSource.GPU_KERNELS]
-    gap_parts, stream_parts = [], []
-    for rank in gpu:
-        rows = groups.get(rank, ev.iloc[:0])
-        windows = steps[steps["rank"] == rank]
-        gap_parts.append(rank_gaps(rows, rank, windows, sets[rank]))
-        stream_parts.append(stream_idle(rows, rank))
-    gap_table = join(gap_parts, empty_gaps())
-    streams = join(stream_parts, empty_streams())
-    steps = idle_by_cause(steps, gap_table, gpu)
-    return steps.assign(num_gpu_ops=_gpu_op_counts(ev, steps)), gap_table, streams
-
-
-def _gpu_op_counts(ev: pd.DataFrame, steps: pd.DataFrame) -> IntArray:
+def gpu_op_counts(ev: pd.DataFrame, steps: pd.DataFrame) -> IntArray:
     """Per row of ``steps``: how many GPU ops (kernels, copies, sets) it launched."""
     gpu = ev["on_gpu"].to_numpy() & (ev["step"].to_numpy() >= 0)
     counts = (

@@ -19,7 +19,7 @@ from overlapscope.analysis.findings import Finding, FindingKind
 # A path finding needs its work on the path in at least this share of the steps.
 MIN_STEP_SHARE = 0.5
 MIN_STAKE_FRACTION = 0.01
-GROUP = ["rank", "kind", "unit", "phase"]
+GROUP = ["rank", "kind", "unit", "phase", "host_activity", "host_op"]
 _PHASE_WORDS = {
     "fwd": "forward",
     "bwd": "backward",
@@ -32,8 +32,16 @@ _PHASE_WORDS = {
 }
 
 
-def link_name(rank: int, kind: str, unit: object, phase: object) -> str:
-    """``rank 3's forward of blocks.7``, ``rank 0's exposed reduce-scatter of blocks.1``."""
+def link_name(
+    rank: int, kind: str, unit: object, phase: object, host: tuple[object, object] = (None, None)
+) -> str:
+    """``rank 3's forward of blocks.7``, ``rank 0's exposed reduce-scatter of blocks.1``,
+    ``rank 1's host (data loading, in enumerate(DataLoader)#...)`` (``host``: a host link's
+    activity and op, host_path.py)."""
+    if kind == "host":
+        activity, op = (h if isinstance(h, str) else None for h in host)
+        detail = ", in ".join(x for x in (activity, op) if x)
+        return f"rank {rank}'s host" + (f" ({detail})" if detail else "")
     what = _PHASE_WORDS.get(phase, phase) if isinstance(phase, str) else kind
     if kind == "comm":
         what = f"exposed {what}" if isinstance(phase, str) else "exposed communication"
@@ -46,7 +54,7 @@ def path_groups(path: CriticalPath) -> pd.DataFrame:
     steps), ``num_steps`` it appears in, ``saving_us`` the best replayed 10% saving."""
     links = path.links.astype({"unit": object, "phase": object})
     num = max(len(path.steps), 1)
-    g = links.groupby(GROUP, dropna=False, sort=False)
+    g = links.groupby([c for c in GROUP if c in links], dropna=False, sort=False)
     out = g.agg(
         dur_us=("dur_us", "sum"), num_steps=("step", "nunique"), saving_us=("saving_us", "max")
     ).reset_index()
@@ -84,40 +92,58 @@ def clock_lines(offsets: pd.DataFrame, applied: bool, shared_host: str | None = 
     return lines
 
 
+def _name(link: pd.Series) -> str:
+    host = (link.get("host_activity"), link.get("host_op"))
+    return link_name(int(link["rank"]), str(link["kind"]), link["unit"], link["phase"], host)
+
+
+def _shortened(b: pd.Series) -> str:
+    """What the best what-if shortens, in words."""
+    if b["kind"] == "comm":
+        return (
+            f"that collective (group {b['group']}, step {int(b['step'])}, seq "
+            f"{int(b['seq'])}) on every rank by {SHORTEN:.0%}"
+        )
+    if b["kind"] == "host":
+        late = (
+            f", so it launches {b['late_op']} sooner" if isinstance(b.get("late_op"), str) else ""
+        )
+        return (
+            f"{_name(b)} (step {int(b['step'])}, {float(b['dur_us']):,.0f} µs) by "
+            f"{SHORTEN:.0%}{late}"
+        )
+    return f"{_name(b)} (step {int(b['step'])}, {float(b['dur_us']):,.0f} µs) by {SHORTEN:.0%}"
+
+
 def path_paragraph(path: CriticalPath) -> str:
     """One paragraph: what sets the step, most of the path, and the best 10% saving."""
     steps = path.steps
     if steps.empty:
         return ""
     step_us = float(steps["step_us"].mean())
+    kinds = ("compute", "comm", "wait", "host", "idle")
     shares = ", ".join(
         f"{k} {float(steps[f'{k}_us'].sum()) / float(steps['step_us'].sum()):.0%}"
-        for k in ("compute", "comm", "wait", "idle")
+        for k in kinds
+        if f"{k}_us" in steps
     )
     groups = path_groups(path)
     work = groups[groups["kind"] != "idle"]  # idle says where nothing was traced, not what
     top = (work if len(work) else groups).iloc[0]
     text = (
         f"critical path over {len(steps)} steps (mean step {step_us:,.0f} µs): "
-        f"{shares} of the step (comm: exposed transfer); it changes rank "
+        f"{shares} of the step (comm: exposed transfer; host: the GPU waits for the CPU "
+        f"thread that launches its next work); it changes rank "
         f"{float(steps['num_hops'].mean()):.1f} times per step. Most of it: "
-        f"{link_name(int(top['rank']), str(top['kind']), top['unit'], top['phase'])}, "
-        f"{float(top['dur_us_per_step']):,.0f} µs/step, on the path in "
+        f"{_name(top)}, {float(top['dur_us_per_step']):,.0f} µs/step, on the path in "
         f"{int(top['num_steps'])} of {len(steps)} steps."
     )
     best = path.links.dropna(subset=["saving_us"])
     if not best.empty:
         b = best.loc[best["saving_us"].idxmax()]
-        name = link_name(int(b["rank"]), str(b["kind"]), b["unit"], b["phase"])
-        what = (
-            f"{name} (step {int(b['step'])}, {float(b['dur_us']):,.0f} µs)"
-            if b["kind"] != "comm"
-            else f"that collective (group {b['group']}, step {int(b['step'])}, seq "
-            f"{int(b['seq'])}) on every rank"
-        )
         text += (
-            f" Shortening {what} by {SHORTEN:.0%} saves {float(b['saving_us']):,.0f} µs of the "
-            "step (replayed)."
+            f" Shortening {_shortened(b)} saves {float(b['saving_us']):,.0f} µs of the step "
+            "(replayed)."
         )
     return text
 

@@ -22,6 +22,7 @@ from overlapscope.analysis.bound import bound_summary, bound_table
 from overlapscope.analysis.collectives import collective_tables
 from overlapscope.analysis.comm_causes import join_pieces, rank_parts, split_exposure, unit_parts
 from overlapscope.analysis.critical_path import LINK_COLUMNS, STEP_COLUMNS, CriticalPath
+from overlapscope.analysis.host_path import with_host
 from overlapscope.analysis.idle import join
 from overlapscope.cluster.cache import read_table
 from overlapscope.cluster.tasks import (
@@ -100,6 +101,7 @@ def combine(
     holds every drawable event, so it grows with the traces; only ``--csv`` writes it)."""
     t = _concat(root, folders)
     tl = _timeline(root, folders) if timeline else empty_timeline(run)
+    path = with_host(path, t["host_gaps"])
     comm = split_exposure(t["comm"], t["pieces"])
     units = unit_parts(t["units"], comm, t["ranks"])
     ranks = rank_parts(t["ranks"], comm)

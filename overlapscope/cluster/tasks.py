@@ -37,7 +37,7 @@ import pyarrow.pandas_compat
 from overlapscope.analysis.clocks import offset_at
 from overlapscope.analysis.comm_causes import comm_facts
 from overlapscope.analysis.critical_path import critical_path
-from overlapscope.analysis.idle import idle_tables, rank_idle
+from overlapscope.analysis.idle import rank_idle
 from overlapscope.analysis.levers import lever_table
 from overlapscope.analysis.metrics import (
     comm_exposure,
@@ -51,6 +51,7 @@ from overlapscope.analysis.metrics import (
 )
 from overlapscope.analysis.partition import any_of
 from overlapscope.analysis.units import compute_by_unit, unit_table
+from overlapscope.analysis.waits import wait_tables
 from overlapscope.cluster.cache import (
     RankCache,
     RankMeta,
@@ -89,11 +90,11 @@ COMM_COLUMNS = [  # (exposed_us last: the one not in the event table; then "late
 # (read a step at a time), as Arrow IPC files (``cache.write_table``).
 SMALL_TABLES = (
     *("ranks", "steps", "units", "comm", "compute", "levers", "exposed"),
-    *("idle_gaps", "idle_streams", "pieces"),
+    *("idle_gaps", "idle_streams", "host_gaps", "pieces"),
 )
 # Of these, the tables a rank may hold no row of (a CPU rank has no GPU idle gaps): joined
 # without the empty ones, as the local analysis joins them (idle.join).
-SPARSE_TABLES = ("idle_gaps", "idle_streams")
+SPARSE_TABLES = ("idle_gaps", "idle_streams", "host_gaps")
 TIMELINE = "timeline"
 TIMELINE_FILE = f"{TIMELINE}.arrow"
 BIG_TABLES = (TIMELINE, "path")
@@ -297,7 +298,8 @@ def rank_tables(run: RunTraces, timeline: bool = True) -> dict[str, pd.DataFrame
     dashboard read them)."""
     run, counted = _counted(run)
     sets = lane_sets(run, counted)
-    steps, gaps, idle_streams = idle_tables(run, counted, step_table(run, counted, sets), sets)
+    waits = wait_tables(run, counted, step_table(run, counted, sets), sets)
+    steps = waits.steps
     ranks = rank_idle(rank_table(run, counted, steps, sets), steps)
     exposure = comm_exposure(run, counted)
     ev = run.events
@@ -318,8 +320,9 @@ def rank_tables(run: RunTraces, timeline: bool = True) -> dict[str, pd.DataFrame
         "compute": compute_by_unit(run, counted),
         "levers": lever_table(run, counted),
         "exposed": exposed_intervals(run, counted, steps, sets),
-        "idle_gaps": gaps,
-        "idle_streams": idle_streams,
+        "idle_gaps": waits.gaps,
+        "idle_streams": waits.streams,
+        "host_gaps": waits.host_gaps,
         "path": pd.DataFrame(take_columns(ev, np.flatnonzero(used), PATH_COLUMNS)),
     }
     if timeline:
