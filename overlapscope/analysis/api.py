@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from overlapscope.analysis.bound import bound_summary, bound_table
-from overlapscope.analysis.clocks import align_run, shared_host
+from overlapscope.analysis.clocks import align_run, clock_error, shared_host
 from overlapscope.analysis.collectives import collective_tables
 from overlapscope.analysis.comm_causes import comm_facts, rank_parts, split_exposure, unit_parts
 from overlapscope.analysis.critical_path import CriticalPath, critical_path
@@ -191,7 +191,7 @@ def analyze(
     comm = split_exposure(comm, stretches)
     units = unit_parts(unit_table(run, counted, exposure, ranks), comm, ranks)
     ranks = rank_parts(ranks, comm)
-    collectives, collective_ranks = collective_tables(comm, run.world_size)
+    collectives, collective_ranks = collective_tables(comm, run.world_size, clock_error(clocks))
     bound = bound_table(units, compute_by_unit(run, counted), ranks)
     tables = {"ranks": ranks, "steps": steps, "units": units, "collectives": collectives}
     tables["idle_gaps"] = waits.gaps

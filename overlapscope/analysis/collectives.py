@@ -8,7 +8,9 @@ collective seen on two or more ranks:
   the shortest duration is the one that did not wait);
 * ``peer_wait_us``: the rest, summed over ranks (``dur - transfer`` per rank);
 * ``straggler_rank``: the rank that started last (the one the others waited for), and
-  ``straggler_lag_us`` how much later it started than the first;
+  ``straggler_lag_us`` how much later it started than the first; the rank is named only
+  when the lag exceeds ``lag_uncertainty_us``, how far the two ranks' clocks may be from
+  the ones applied (clocks.py), else null: that lag could be an offset;
 * ``algbw_gbps = bytes / transfer`` and ``busbw_gbps = algbw * factor`` with nccl-tests'
   factors ((n-1)/n all-gather and reduce-scatter, 2(n-1)/n all-reduce, 1 otherwise), in
   GB/s (1e9 bytes/s);
@@ -40,16 +42,20 @@ COLLECTIVE_COLUMNS = [
     "peer_wait_us",
     "straggler_rank",
     "straggler_lag_us",
+    "lag_uncertainty_us",
     "algbw_gbps",
     "busbw_gbps",
     "exposed_transfer_us",
 ]
 
 
-def collective_tables(comm: pd.DataFrame, world_size: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def collective_tables(
+    comm: pd.DataFrame, world_size: int, uncertainty: pd.Series | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``comm``: counted communication rows with ``exposed_us`` and its parts
-    (comm_causes.split_exposure). Returns (collectives,
-    per-rank rows of each collective with ``peer_wait_us``)."""
+    (comm_causes.split_exposure); ``uncertainty``: per rank, how far its clock may be from
+    the one applied (clocks.py; None: 0). Returns (collectives, per-rank rows of each
+    collective with ``peer_wait_us``)."""
     rows = comm[comm["seq"] >= 0].copy()
     for c in ("group", "kind", "unit", "phase"):
         rows[c] = rows[c].astype(object)
@@ -69,6 +75,9 @@ def collective_tables(comm: pd.DataFrame, world_size: int) -> tuple[pd.DataFrame
     last = rows.loc[g["ts_us"].idxmax().to_numpy(), [*KEY, "rank"]].rename(
         columns={"rank": "straggler_rank"}
     )
+    first = rows.loc[g["ts_us"].idxmin().to_numpy(), [*KEY, "rank"]].rename(
+        columns={"rank": "first_rank"}
+    )
     agg = g.agg(
         kind=("kind", "first"),
         unit=("unit", "first"),
@@ -83,10 +92,16 @@ def collective_tables(comm: pd.DataFrame, world_size: int) -> tuple[pd.DataFrame
         peer_wait_us=("peer_wait_us", "sum"),
         exposed_transfer_us=("exposed_transfer_us", "mean"),
     ).reset_index()
-    agg = agg.merge(last, on=KEY, how="left")
+    agg = agg.merge(last, on=KEY, how="left").merge(first, on=KEY, how="left")
     multi = agg["num_ranks"] >= 2
-    agg["straggler_rank"] = agg["straggler_rank"].where(multi).astype("Int64")
     agg["straggler_lag_us"] = (agg["last_start_us"] - agg["start_us"]).where(multi)
+    # a lag the clocks cannot tell from an offset names no straggler (clock_bounds.py)
+    u = uncertainty if uncertainty is not None else pd.Series(dtype=np.float64)
+    agg["lag_uncertainty_us"] = (
+        agg["straggler_rank"].map(u).fillna(0.0) + agg["first_rank"].map(u).fillna(0.0)
+    ).where(multi)
+    sure = multi & (agg["straggler_lag_us"] > agg["lag_uncertainty_us"])
+    agg["straggler_rank"] = agg["straggler_rank"].where(sure).astype("Int64")
     agg["peer_wait_us"] = agg["peer_wait_us"].where(multi)
     factor = (
         agg["kind"]

@@ -6,7 +6,9 @@ could win back at most. Rules (thresholds are constants below):
 * backward all-gathers' exposed transfer -> prefetch them (``backward_pre``);
 * forward all-gathers' exposed transfer -> ``forward_prefetch``;
 * time held by the all-gather rate limiter -> relax it where memory allows;
-* one rank arriving last at most collectives -> look at that rank;
+* one rank arriving last at most collectives, later than the clocks' uncertainty (a lag
+  smaller than it could be a clock offset: collectives.py names no straggler then) -> look
+  at that rank;
 * bus bandwidth far below the link (when the link speed is known) -> the network.
 
 Prefetching and a faster link are recommended only for the exposed transfer of a
@@ -245,6 +247,8 @@ def _straggler(
     if multi.empty:
         return []
     counts = multi["straggler_rank"].value_counts()
+    if counts.empty:  # no lag beyond the clocks' uncertainty
+        return []
     rank = int(counts.index[0])
     share = float(counts.iloc[0]) / len(multi)
     if share <= STRAGGLER_SHARE or len(ranks) < 2:
@@ -261,14 +265,22 @@ def _straggler(
             stake,
             f"rank {rank} arrives last",
             f"rank {rank} starts last in {share:.0%} of {len(multi)} matched collectives, "
-            f"{float(mine['straggler_lag_us'].median()):,.0f} µs late (median); peers wait "
-            f"{stake:,.0f} µs/step on average",
+            f"{float(mine['straggler_lag_us'].median()):,.0f} µs late (median)"
+            + _beyond(mine)
+            + f"; peers wait {stake:,.0f} µs/step on average",
             f"look at rank {rank}: its host (CPU contention, data loading), "
             + ("its GPU clocks, " if has_gpu else "the cores it shares with other ranks, ")
             + "or extra work it does before the collectives",
             rank=rank,
         )
     ]
+
+
+def _beyond(mine: pd.DataFrame) -> str:
+    """``, beyond the clocks' uncertainty (200 µs, median)`` where it is known."""
+    if "lag_uncertainty_us" not in mine or not mine["lag_uncertainty_us"].notna().any():
+        return ""
+    return f", beyond the clocks' uncertainty ({float(mine['lag_uncertainty_us'].median()):,.0f} µs, median)"
 
 
 def _network(

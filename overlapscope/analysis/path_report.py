@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from overlapscope.analysis.clocks import SHARED_HOST_MIN_OFFSET_US
 from overlapscope.analysis.critical_path import SHORTEN, CriticalPath
 from overlapscope.analysis.findings import Finding, FindingKind
 
@@ -63,33 +62,52 @@ def path_groups(path: CriticalPath) -> pd.DataFrame:
 
 
 def clock_lines(offsets: pd.DataFrame, applied: bool, shared_host: str | None = None) -> list[str]:
+    """The clocks: each rank's offset, the interval causality leaves it (the trace proves it
+    is there), how far the truth may be from what was applied, and whether it was."""
     if len(offsets) < 2:
         return []
     ref = int(offsets["reference_rank"].iloc[0])
     if not applied:
         head = f"clocks: not aligned (--no-align); estimated offsets against rank {ref}:"
-    elif shared_host is not None:
-        head = (
-            f"clocks: every rank ran on one host ({shared_host}, run.json) and reads one clock:"
-            f" offsets against rank {ref} under {SHARED_HOST_MIN_OFFSET_US / 1e3:g} ms are the "
-            "collectives' end-time noise and are not applied"
-        )
     else:
         head = (
-            f"clocks: aligned on rank {ref}'s clock from the ends of matched collectives "
-            "(--no-align turns it off)"
+            f"clocks: aligned on rank {ref}'s clock from the ends of matched collectives, "
+            "every estimate applied (--no-align turns it off); causality bounds each offset "
+            "(no collective ends before its last rank started it)"
         )
+    if shared_host is not None:
+        others = offsets[offsets["rank"] != ref]
+        holds = bool(((others["lo_us"] <= 0) & (others["hi_us"] >= 0)).all())
+        verdict = (
+            "the bounds contain 0, as they must"
+            if holds
+            else "the bounds exclude 0: the timestamps were moved after the run, and are put back"
+        )
+        head += f"; every rank ran on {shared_host} (run.json), one clock: {verdict}"
     lines = [head]
     for r in offsets[offsets["rank"] != ref].itertuples(index=False):
+        bounds = f"within {_us(r.lo_us)} .. {_us(r.hi_us)} µs by causality"
+        allow = f"comparisons allow {_us(r.uncertainty_us, sign=False)} µs"
         if np.isnan(r.offset_us):
-            lines.append(f"  rank {r.rank}: too few collectives ({r.num_collectives}) to estimate")
+            lines.append(
+                f"  rank {r.rank}: too few collectives ({r.num_collectives}) to estimate; "
+                f"{bounds}; {allow}"
+            )
             continue
         lines.append(
-            f"  rank {r.rank}: offset {r.offset_us:+,.1f} µs ± {r.stderr_us:,.1f} "
-            f"(spread {r.spread_us:,.1f} µs over {r.num_collectives} collectives), "
-            f"drift {r.drift_ppm:+.2f} ppm{'' if r.aligned or not applied else ', not applied'}"
+            f"  rank {r.rank}: offset {r.offset_us:+,.1f} µs ({bounds}; the ends put it in "
+            f"{_us(r.plausible_lo_us)} .. {_us(r.plausible_hi_us)}; {allow}), ± "
+            f"{r.stderr_us:,.1f} (spread {r.spread_us:,.1f} µs over {r.num_collectives} "
+            f"collectives), drift {r.drift_ppm:+.2f} ppm"
+            + ("" if r.aligned or not applied else ", not applied")
         )
     return lines
+
+
+def _us(value: float, sign: bool = True) -> str:
+    if not np.isfinite(value):
+        return "unbounded" if not sign else ("-inf" if value < 0 else "+inf")
+    return f"{value:+,.0f}" if sign else f"{value:,.0f}"
 
 
 def _name(link: pd.Series) -> str:

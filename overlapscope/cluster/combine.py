@@ -19,6 +19,7 @@ import pandas as pd
 
 from overlapscope.analysis.api import RunAnalysis, ranked_findings, run_summary
 from overlapscope.analysis.bound import bound_summary, bound_table
+from overlapscope.analysis.clocks import clock_error
 from overlapscope.analysis.collectives import collective_tables
 from overlapscope.analysis.comm_causes import join_pieces, rank_parts, split_exposure, unit_parts
 from overlapscope.analysis.critical_path import LINK_COLUMNS, STEP_COLUMNS, CriticalPath
@@ -105,7 +106,8 @@ def combine(
     comm = split_exposure(t["comm"], t["pieces"])
     units = unit_parts(t["units"], comm, t["ranks"])
     ranks = rank_parts(t["ranks"], comm)
-    collectives, collective_ranks = collective_tables(comm, run.world_size)
+    error = clock_error(clocks.offsets)
+    collectives, collective_ranks = collective_tables(comm, run.world_size, error)
     bound = bound_table(units, t["compute"], ranks)
     tables = {"ranks": ranks, "steps": t["steps"], "units": units, "collectives": collectives}
     tables["idle_gaps"] = t["idle_gaps"]

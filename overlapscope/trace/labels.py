@@ -125,7 +125,11 @@ def collective_kind(text: str) -> CollectiveKind:
         return CollectiveKind.ALL_TO_ALL
     if "broadcast" in s:
         return CollectiveKind.BROADCAST
-    if "sendrecv" in s or s in ("send", "recv"):
+    if s == "send":
+        return CollectiveKind.SEND
+    if s == "recv":
+        return CollectiveKind.RECV
+    if "sendrecv" in s:
         return CollectiveKind.SEND_RECV
     if "barrier" in s:
         return CollectiveKind.BARRIER
