@@ -114,6 +114,7 @@ class RunAnalysis:
             "units": _records(self.units),
             "collectives": _records(self.collectives),
             "levers": _records(self.levers),
+            "idle_streams": _records(self.idle_streams),
             "bound": {"per_rank": _records(self.bound), "summary": _clean(self.bound_summary)},
             "findings": [f.to_dict() for f in self.findings],
             "hta": (self.hta or HtaReport(_hta_default(s.has_gpu))).to_dict(),

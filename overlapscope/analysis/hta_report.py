@@ -129,15 +129,22 @@ def _temporal(ta: Any) -> pd.DataFrame | None:
 
 
 def _idle(ta: Any, ranks: list[int]) -> pd.DataFrame | None:
-    try:
-        res = ta.get_idle_time_breakdown(ranks=ranks, visualize=False)
-    except Exception:
+    """HTA's idle-time breakdown of each rank (HTA's own result names no rank: one call
+    per rank, the rank added): ``rank, stream, idle_category, idle_time_us, ...``."""
+    frames = []
+    for rank in ranks:
+        try:
+            res = ta.get_idle_time_breakdown(ranks=[rank], visualize=False)
+        except Exception:
+            return None
+        df = res[0] if isinstance(res, tuple) else res
+        if not isinstance(df, pd.DataFrame):
+            return None
+        frames.append(df.rename(columns={"idle_time": "idle_time_us"}).assign(rank=rank))
+    if not frames:
         return None
-    df = res[0] if isinstance(res, tuple) else res
-    if not isinstance(df, pd.DataFrame):
-        return None
-    out = df.rename(columns={"idle_time": "idle_time_us"})
-    return out.reset_index(drop=True)
+    out = pd.concat(frames, ignore_index=True)
+    return out[["rank", *[c for c in out.columns if c != "rank"]]]
 
 
 def round_like_hta(run: RunTraces) -> RunTraces:

@@ -12,7 +12,7 @@ TOP_N = 10
 
 
 def _fmt(v: object, digits: int = 0) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
+    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
         return "-"
     if isinstance(v, float):
         return f"{v:,.{digits}f}"
@@ -49,6 +49,24 @@ UNIT_COLUMNS = {
     "num_ops": ("ops", 0),
     "comm_per_step_us": ("comm µs/step", 0),
     "exposed_per_step_us": ("exposed µs/step", 0),
+    "exposed_host_late_per_step_us": ("issued late", 0),
+    "exposed_peer_wait_per_step_us": ("last rank", 0),
+    "exposed_transfer_per_step_us": ("transfer", 0),
+}
+# Where the GPU waits (issue 30): idle by cause and exposed communication by cause, µs per
+# counted step; each group adds up to its total.
+WAIT_COLUMNS = {
+    "rank": ("rank", 0),
+    "idle_per_step_us": ("idle", 0),
+    "idle_host_bound_per_step_us": ("host-bound", 0),
+    "idle_sync_per_step_us": ("sync", 0),
+    "idle_peer_per_step_us": ("peer", 0),
+    "idle_cross_stream_per_step_us": ("cross-stream", 0),
+    "idle_other_per_step_us": ("other", 0),
+    "exposed_comm_per_step_us": ("exposed comm", 0),
+    "exposed_comm_host_late_per_step_us": ("issued late", 0),
+    "exposed_comm_peer_wait_per_step_us": ("last rank", 0),
+    "exposed_comm_transfer_per_step_us": ("transfer", 0),
 }
 LEVER_COLUMNS = {
     "rank": ("rank", 0),
@@ -82,6 +100,18 @@ def sections(a: RunAnalysis) -> list[tuple[str, list[str], list[list[str]]]]:
             _table(a.ranks, RANK_COLUMNS),
         ),
     ]
+    if {c for c in WAIT_COLUMNS} <= set(a.ranks.columns):
+        out.append(
+            (
+                "Where the GPU waits, µs per counted step: idle by cause (host-bound: launched "
+                "after the GPU ran dry; sync: after a host sync; peer: the host in a CPU "
+                "collective; cross-stream: queued behind another stream; other: launch "
+                "latency) and exposed communication by cause (issued late by the host, "
+                "waiting for the last rank, transfer longer than its compute)",
+                [h for h, _ in WAIT_COLUMNS.values()],
+                _table(a.ranks, WAIT_COLUMNS),
+            )
+        )
     units = (
         a.units[a.units["exposed_total_us"] > 0]
         .sort_values(["exposed_per_step_us", "rank"], ascending=[False, True], kind="stable")
@@ -228,4 +258,30 @@ def hta_lines(a: RunAnalysis) -> list[str]:
                 f"ours counts {lost:,} GPU ops whose launch the trace lost, HTA leaves them out"
             )
         lines.append(f"  rank {rank} (HTA steps {steps}): " + ", ".join(parts))
+    return lines + hta_idle_lines(a)
+
+
+HTA_IDLE = (("host_wait", "host wait"), ("kernel_wait", "kernel wait"), ("other", "other"))
+
+
+def hta_idle_lines(a: RunAnalysis) -> list[str]:
+    """HTA's idle-time breakdown per rank and stream beside ours in its categories
+    (analysis/idle.py: its host wait is our host-bound + sync + peer gaps between a
+    stream's ops)."""
+    hta = a.hta
+    if hta is None or hta.idle is None or hta.idle.empty or a.idle_streams.empty:
+        return []
+    theirs = hta.idle.pivot_table(
+        index=["rank", "stream"], columns="idle_category", values="idle_time_us", aggfunc="sum"
+    ).fillna(0.0)
+    ours = a.idle_streams.set_index(["rank", "stream"])
+    lines = ["HTA's idle time per stream beside ours (µs; HTA - ours in brackets):"]
+    for rank, stream in theirs.index:
+        parts = []
+        for cat, label in HTA_IDLE:
+            t = float(theirs.loc[(rank, stream), cat]) if cat in theirs else 0.0
+            key = (rank, stream)
+            o = float(ours.loc[key, f"hta_{cat}_total_us"]) if key in ours.index else float("nan")
+            parts.append(f"{label} {_fmt(t)} vs {_fmt(o)} ({t - o:+,.0f})")
+        lines.append(f"  rank {int(rank)} stream {int(stream)}: " + ", ".join(parts))
     return lines

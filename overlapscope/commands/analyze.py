@@ -109,6 +109,8 @@ def write_csv(result: RunAnalysis, out: Path) -> None:
         "bound": result.bound,
         "exposed": result.exposed,
         "timeline": result.timeline,
+        "idle_gaps": result.idle_gaps,
+        "idle_streams": result.idle_streams,
     }
     if result.clocks is not None:
         tables["clock_offsets"] = result.clocks

@@ -219,6 +219,7 @@ def test_idle_split_matches_htas_idle_time_breakdown(name):
     run = load_run(EXTERNAL / name, allow_missing_ranks=True)
     report = run_hta(run)
     assert report.status == HtaStatus.RAN and report.idle is not None
+    assert report.idle["rank"].unique().tolist() == [run.ranks[0].rank]
     theirs = report.idle.pivot_table(
         index="stream", columns="idle_category", values="idle_time_us", aggfunc="sum"
     ).fillna(0.0)
