@@ -241,7 +241,7 @@ def ranks_view(registry: RunRegistry, run_a: str | None) -> list[Component]:
     lines = straggler_summary(a.collectives)
     waits = waits_figure(a.ranks)
     steps = float(a.ranks["num_steps"].mean()) if len(a.ranks) else 1.0
-    host = host_ops_table(a.idle_gaps, len(a.ranks), steps)
+    host = host_ops_table(a.host_ops, len(a.ranks), steps)
     return [
         dcc.Graph(id=ids.WAITS_GRAPH, figure=waits, config=GRAPH_CONFIG),
         html.Div(

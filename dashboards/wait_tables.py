@@ -30,7 +30,6 @@ HOST_OP_HEADERS: dict[str, str] = {
     "num_gaps": "gaps",
     "idle_ms": "GPU idle (ms/step, mean over ranks)",
 }
-HOST_CAUSES = ("host_bound", "sync", "peer")
 TOP_N = 10
 
 
@@ -53,15 +52,13 @@ def unit_split_table(units: pd.DataFrame) -> pd.DataFrame:
     return out[list(UNIT_SPLIT_COLUMNS)].head(TOP_N).reset_index(drop=True)
 
 
-def host_ops_table(gaps: pd.DataFrame, num_ranks: int, num_steps: float) -> pd.DataFrame:
+def host_ops_table(ops: pd.DataFrame, num_ranks: int, num_steps: float) -> pd.DataFrame:
     """The CPU ops the launching thread was in while the GPU sat idle for it (host-caused
-    gaps), by GPU idle time, ms per step and mean over ranks."""
-    host = gaps[gaps["cause"].isin(HOST_CAUSES)] if len(gaps) else gaps
-    if host.empty:
+    gaps, ``RunAnalysis.host_ops``), by GPU idle time, ms per step and mean over ranks."""
+    if ops.empty:
         return pd.DataFrame(columns=list(HOST_OP_COLUMNS))
-    keyed = host.assign(host_op=host["host_op"].fillna("-"), host_activity=host["host_activity"])
-    g = keyed.groupby(["host_activity", "host_op", "cause"], as_index=False)
-    out = g.agg(num_gaps=("dur_us", "size"), idle_us=("dur_us", "sum"))
+    g = ops.groupby(["host_activity", "host_op", "cause"], as_index=False, dropna=False)
+    out = g.agg(num_gaps=("num_gaps", "sum"), idle_us=("dur_total_us", "sum"))
     out["idle_ms"] = out["idle_us"] / 1e3 / max(num_ranks, 1) / max(num_steps, 1.0)
     out = out.sort_values("idle_ms", ascending=False)
     return out[list(HOST_OP_COLUMNS)].head(TOP_N).reset_index(drop=True)

@@ -17,7 +17,7 @@ import pandas as pd
 from overlapscope.analysis.bound import bound_summary, bound_table
 from overlapscope.analysis.clocks import align_run, clock_error, shared_host
 from overlapscope.analysis.collectives import collective_tables
-from overlapscope.analysis.comm_causes import comm_facts, rank_parts, split_exposure, unit_parts
+from overlapscope.analysis.comm_causes import rank_parts, split_exposure, unit_parts
 from overlapscope.analysis.critical_path import CriticalPath, critical_path
 from overlapscope.analysis.findings import Finding, find
 from overlapscope.analysis.host_finding import host_findings
@@ -79,6 +79,7 @@ class RunAnalysis:
     levers: pd.DataFrame  # recompute / h2d / d2h per unit (analysis/levers.py)
     idle_gaps: pd.DataFrame  # every GPU idle gap with its cause (analysis/idle.py)
     idle_streams: pd.DataFrame  # per stream, HTA's idle breakdown beside ours (idle.py)
+    host_ops: pd.DataFrame  # what the host did while the GPU waited for it (idle.py)
     counted_steps: dict[int, tuple[int, ...]]
     warnings: tuple[str, ...]
     hta: HtaReport | None = None
@@ -115,6 +116,7 @@ class RunAnalysis:
             "collectives": _records(self.collectives),
             "levers": _records(self.levers),
             "idle_streams": _records(self.idle_streams),
+            "host_ops": _records(self.host_ops),
             "bound": {"per_rank": _records(self.bound), "summary": _clean(self.bound_summary)},
             "findings": [f.to_dict() for f in self.findings],
             "hta": (self.hta or HtaReport(_hta_default(s.has_gpu))).to_dict(),
@@ -157,14 +159,14 @@ def ranked_findings(
     tables: dict[str, pd.DataFrame],
     path: CriticalPath,
 ) -> tuple[Finding, ...]:
-    """The findings of the tables (``ranks, steps, units, collectives, idle_gaps``) and of
+    """The findings of the tables (``ranks, steps, units, collectives, host_ops``) and of
     the critical path, largest stake first."""
     ranks = tables["ranks"]
     findings = find(
         ranks, tables["units"], tables["collectives"], run.manifest, has_gpu=run.has_gpu
     )
     step_us = float(ranks["step_time_per_step_us"].mean()) if len(ranks) else float("nan")
-    host = host_findings(ranks, tables["steps"], tables["idle_gaps"], path.links)
+    host = host_findings(ranks, tables["steps"], tables["host_ops"], path.links)
     everything = [*findings, *path_findings(path, step_us), *host]
     return tuple(sorted(everything, key=lambda f: -f.stake_us))
 
@@ -183,19 +185,18 @@ def analyze(
     path = critical_path(run.events)
     counted = counted_mask(run)
     sets = lane_sets(run, counted)
-    waits = wait_tables(run, counted, step_table(run, counted, sets), sets)
+    exposure = comm_exposure(run, counted)
+    waits = wait_tables(run, counted, step_table(run, counted, sets), sets, exposure)
     steps, path = waits.steps, with_host(path, waits.host_gaps)
     ranks = rank_idle(rank_table(run, counted, steps, sets), steps)
-    exposure = comm_exposure(run, counted)
-    late, stretches = comm_facts(run, counted, exposure, sets)
-    comm = run.events.loc[exposure.index].assign(exposed_us=exposure.to_numpy(), late=late)
-    comm = split_exposure(comm, stretches)
+    comm = run.events.loc[exposure.index].assign(exposed_us=exposure.to_numpy(), late=waits.late)
+    comm = split_exposure(comm, waits.pieces)
     units = unit_parts(unit_table(run, counted, exposure, ranks), comm, ranks)
     ranks = rank_parts(ranks, comm)
     collectives, collective_ranks = collective_tables(comm, run.world_size, clock_error(clocks))
     bound = bound_table(units, compute_by_unit(run, counted), ranks)
     tables = {"ranks": ranks, "steps": steps, "units": units, "collectives": collectives}
-    tables["idle_gaps"] = waits.gaps
+    tables["host_ops"] = waits.host_ops
     result = RunAnalysis(
         summary=run_summary(run),
         ranks=ranks,
@@ -211,6 +212,7 @@ def analyze(
         levers=lever_table(run, counted),
         idle_gaps=waits.gaps,
         idle_streams=waits.streams,
+        host_ops=waits.host_ops,
         counted_steps={r.rank: r.steps for r in run.ranks},
         warnings=run.warnings,
         clocks=clocks,

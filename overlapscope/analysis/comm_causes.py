@@ -28,11 +28,10 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.analysis.fields import PER_STEP, TOTAL
-from overlapscope.analysis.host import launches
-from overlapscope.analysis.intervals import Intervals, gaps
-from overlapscope.analysis.metrics import RankSets, by_rank, counted_rows, distinct_ranks
+from overlapscope.analysis.host import Launches
+from overlapscope.analysis.intervals import Intervals, free_within
+from overlapscope.analysis.segments import column_in
 from overlapscope.arrays import BoolArray, FloatArray, IntArray
-from overlapscope.trace.loader import RunTraces
 from overlapscope.trace.schema import EventLane
 
 PARTS = ("host_late", "peer_wait", "transfer")
@@ -41,71 +40,43 @@ PIECE_COLUMNS = ["row", "start_us", "end_us"]
 KEY = ["group", "step", "seq"]
 
 
-def out_of_work(rows: pd.DataFrame, at: FloatArray) -> BoolArray:
+def out_of_work(rows: pd.DataFrame, launched: Launches, at: FloatArray) -> BoolArray:
     """Per time ``at`` (a launch on the CPU): had the GPU run out of compute work, every
     compute op launched before it finished by then? (No compute launched before: yes.)
-    ``rows``: one rank's rows."""
-    lane = rows["lane"].to_numpy()
-    compute = np.flatnonzero(rows["on_gpu"].to_numpy() & (lane == EventLane.COMPUTE.value))
-    launch_at, _ = launches(rows)
-    known = compute[np.isfinite(launch_at[compute])]
-    order = known[np.argsort(launch_at[known], kind="stable")]
-    reach = np.maximum.accumulate(rows["end_us"].to_numpy()[order]) if len(order) else order
-    before = np.searchsorted(launch_at[order], at, side="left") - 1
-    last_end = np.where(before >= 0, reach[np.maximum(before, 0)] if len(order) else 0.0, -np.inf)
+    ``rows``: one rank's rows; ``launched``: their launches."""
+    compute = np.flatnonzero(
+        rows["on_gpu"].to_numpy() & column_in(rows["lane"], [EventLane.COMPUTE.value])
+    )
+    known = compute[np.isfinite(launched.at[compute])]
+    order = known[np.argsort(launched.at[known], kind="stable")]
+    if not len(order):
+        return np.isfinite(at)
+    reach = np.maximum.accumulate(rows["end_us"].to_numpy()[order])
+    before = np.searchsorted(launched.at[order], at, side="left") - 1
+    last_end = np.where(before >= 0, reach[np.maximum(before, 0)], -np.inf)
     return np.isfinite(at) & (last_end <= at)
 
 
 def pieces(compute: Intervals, start: FloatArray, end: FloatArray) -> pd.DataFrame:
     """The stretches of each ``[start, end)`` (a collective) no compute covers: one row per
     stretch (``row``: the collective's position), in order."""
-    if not len(start):
-        empty = np.zeros(0)
-        return pd.DataFrame({"row": empty.astype(np.int64), "start_us": empty, "end_us": empty})
-    free = gaps(compute, float(np.min(start)), float(np.max(end)))
-    lo = np.searchsorted(free.ends, start, side="right")
-    hi = np.searchsorted(free.starts, end, side="left")
-    count = np.maximum(hi - lo, 0)
-    row = np.repeat(np.arange(len(start)), count)
-    at = np.repeat(lo - np.cumsum(count) + count, count) + np.arange(int(count.sum()))
-    a = np.maximum(free.starts[at], start[row]) if len(at) else np.zeros(0)
-    b = np.minimum(free.ends[at], end[row]) if len(at) else np.zeros(0)
-    keep = b > a
-    return pd.DataFrame({"row": row[keep], "start_us": a[keep], "end_us": b[keep]})
+    row, a, b = free_within(compute, start, end)
+    return pd.DataFrame({"row": row, "start_us": a, "end_us": b})
 
 
 def rank_facts(
-    rows: pd.DataFrame, comm_at: IntArray, compute: Intervals
+    rows: pd.DataFrame, comm_at: IntArray, compute: Intervals, launched: Launches | None
 ) -> tuple[BoolArray, pd.DataFrame]:
     """Of one rank's collectives (positions ``comm_at`` in its ``rows``; ``compute``: its
-    compute as an interval set): was each issued late by the host, and the stretches of
-    each no compute covers (:func:`pieces`, ``row``: its position among ``comm_at``)."""
-    launch_at, _ = launches(rows)
+    compute as an interval set; ``launched``: the rows' launches, None on a CPU rank): was
+    each issued late by the host, and the stretches of each no compute covers (:func:`pieces`, ``row``: its
+    position among ``comm_at``)."""
     late = np.zeros(len(comm_at), dtype=bool)
     gpu = rows["on_gpu"].to_numpy()[comm_at]
-    if gpu.any():
-        late[gpu] = out_of_work(rows, launch_at[comm_at[gpu]])
+    if launched is not None and gpu.any():
+        late[gpu] = out_of_work(rows, launched, launched.at[comm_at[gpu]])
     ts, end = rows["ts_us"].to_numpy()[comm_at], rows["end_us"].to_numpy()[comm_at]
     return late, pieces(compute, ts, end)
-
-
-def comm_facts(
-    run: RunTraces, counted: pd.Series, exposure: pd.Series, sets: RankSets
-) -> tuple[BoolArray, pd.DataFrame]:
-    """:func:`rank_facts` of every rank's counted collectives (``exposure``'s rows, in its
-    order), joined (:func:`join_pieces`)."""
-    ev = counted_rows(run, counted)
-    groups = dict(by_rank(ev, sort=False))
-    rank = ev["rank"].to_numpy()[ev.index.get_indexer(exposure.index)]
-    late = np.zeros(len(rank), dtype=bool)
-    parts = []
-    for r in distinct_ranks(rank):  # (in rank order: the order of the rows)
-        mine = np.flatnonzero(rank == r)
-        rows = groups[r]
-        at = rows.index.get_indexer(exposure.index[mine])
-        late[mine], stretches = rank_facts(rows, at, sets[r].compute)
-        parts.append((stretches, len(mine)))
-    return late, join_pieces(parts)
 
 
 def join_pieces(parts: list[tuple[pd.DataFrame, int]]) -> pd.DataFrame:

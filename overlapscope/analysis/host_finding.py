@@ -49,13 +49,15 @@ def _per_step(ranks: pd.DataFrame) -> pd.Series:
     return ranks.set_index("rank")[parts].fillna(0.0).sum(axis=1)
 
 
-def _host_ops(gaps: pd.DataFrame, links: pd.DataFrame | None, n: int = 3) -> tuple[str, str]:
+def _host_ops(ops: pd.DataFrame, links: pd.DataFrame | None, n: int = 3) -> tuple[str, str]:
     """The CPU ops the launching threads were in during host-caused gaps, most time first
-    (from the critical path's host links when it has any: ``"on the critical path"``)."""
-    source, where = gaps[gaps["cause"].isin(HOST_CAUSES)], "during those gaps"
+    (from the critical path's host links when it has any: ``"on the critical path"``;
+    ``ops``: idle.host_ops)."""
+    source, where = ops.rename(columns={"dur_total_us": "dur_us"}), "during those gaps"
+    source = source[source["cause"].isin(HOST_CAUSES)]
     if links is not None and "host_op" in links and (links["kind"] == "host").any():
         source, where = links[links["kind"] == "host"], "on the critical path"
-    named = source.dropna(subset=["host_op"])
+    named = source[source["host_op"].notna() & (source["host_op"] != "-")]
     if named.empty:
         return "", where
     top = named.groupby("host_op")["dur_us"].sum().sort_values(ascending=False).head(n)
@@ -63,12 +65,12 @@ def _host_ops(gaps: pd.DataFrame, links: pd.DataFrame | None, n: int = 3) -> tup
     return ", ".join(f"{op} ({v / total:.0%})" for op, v in top.items()), where
 
 
-def _activities(gaps: pd.DataFrame) -> pd.Series:
+def _activities(ops: pd.DataFrame) -> pd.Series:
     """Share of the host-caused gap time by what the launching thread was doing."""
-    host = gaps[gaps["cause"].isin(HOST_CAUSES)]
+    host = ops[ops["cause"].isin(HOST_CAUSES)]
     if host.empty:
         return pd.Series(dtype=float)
-    by = host.groupby("host_activity")["dur_us"].sum()
+    by = host.groupby("host_activity")["dur_total_us"].sum()
     return (by / by.sum()).sort_values(ascending=False)
 
 
@@ -86,7 +88,7 @@ def _levers(shares: pd.Series) -> str:
 
 
 def host_findings(
-    ranks: pd.DataFrame, steps: pd.DataFrame, gaps: pd.DataFrame, links: pd.DataFrame | None
+    ranks: pd.DataFrame, steps: pd.DataFrame, ops: pd.DataFrame, links: pd.DataFrame | None
 ) -> list[Finding]:
     """The host-starved finding when its stake passes 1% of the mean step (``links``: the
     critical path's, with its host links; None: no path)."""
@@ -99,8 +101,8 @@ def host_findings(
         return []
     worst = int(per_rank.idxmax())
     worst_step = float(ranks.set_index("rank").loc[worst, "step_time_per_step_us"])
-    ops, where = _host_ops(gaps, links)
-    shares = _activities(gaps)
+    named, where = _host_ops(ops, links)
+    shares = _activities(ops)
     doing = ", ".join(f"{a} {v:.0%}" for a, v in shares.head(4).items() if v >= 0.005)
     num_ops = float(steps["num_gpu_ops"].mean()) if "num_gpu_ops" in steps else 0.0
     rate = (
@@ -113,7 +115,7 @@ def host_findings(
         f"{stake:,.0f} µs/step ({stake / step_us:.0%} of the step) of GPU idle or late-issued "
         f"communication waits on the host, rank {worst} worst at {per_rank[worst]:,.0f} µs/step "
         f"({per_rank[worst] / worst_step:.0%})"
-        + (f"; the launching thread was in {ops} {where}" if ops else "")
+        + (f"; the launching thread was in {named} {where}" if named else "")
         + (f" (doing: {doing})" if doing else "")
         + rate
     )

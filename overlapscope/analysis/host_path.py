@@ -27,14 +27,13 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.analysis.critical_path import CriticalPath
-from overlapscope.analysis.host import PRIORITY, HostCalls, launches
-from overlapscope.analysis.idle import CAUSES, classify
-from overlapscope.analysis.intervals import gaps, union_of
+from overlapscope.analysis.host import PRIORITY, RankHost
+from overlapscope.analysis.idle import CAUSES, HOST_CAUSES, classify, empty_table, objects
+from overlapscope.analysis.intervals import Intervals, complement, union_of
 from overlapscope.analysis.partition import LaneSets
 from overlapscope.analysis.segments import column_in
 from overlapscope.trace.schema import EventLane
 
-HOST_CAUSES = ("host_bound", "sync", "peer")
 HOST_GAP_COLUMNS = [
     *("rank", "start_us", "end_us", "cause", "late_op", "launch_us"),
     *("host_tid", "host_activity", "host_op"),
@@ -43,9 +42,10 @@ HOST_GAP_COLUMNS = [
 LINK_EXTRA = ["cause", "late_op", "host_tid", "host_activity", "host_op"]
 
 
-def rank_host_gaps(rows: pd.DataFrame, rank: int, sets: LaneSets) -> pd.DataFrame:
+def rank_host_gaps(rows: pd.DataFrame, rank: int, sets: LaneSets, host: RankHost) -> pd.DataFrame:
     """The stretches of one rank's counted rows with no compute, communication or wait
-    (what the path calls idle), each with the cause of its end (HOST_GAP_COLUMNS)."""
+    (what the path calls idle) that its host caused, each with the cause of its end
+    (HOST_GAP_COLUMNS)."""
     busy = union_of(sets.compute, sets.comm, sets.wait, sets.limiter)
     path_lanes = [EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value]
     work = np.flatnonzero(column_in(rows["lane"], path_lanes))
@@ -54,34 +54,38 @@ def rank_host_gaps(rows: pd.DataFrame, rank: int, sets: LaneSets) -> pd.DataFram
         return empty_host_gaps()
     ts = rows["ts_us"].to_numpy()
     lo = float(min(ts[steps].min(initial=np.inf), busy.starts[0]))
-    free = gaps(busy, lo, float(busy.ends[-1]))
-    launch_at, launch_tid = launches(rows)
+    free = complement(busy, lo, float(busy.ends[-1]))
+    launch_at, launch_tid = host.launched.at, host.launched.tid
     order = work[np.lexsort((np.nan_to_num(launch_at[work], nan=np.inf), ts[work]))]
     ender = order[np.minimum(np.searchsorted(ts[order], free.ends), len(order) - 1)]
     lt, tid = launch_at[ender], launch_tid[ender]
-    calls = HostCalls.of(rows, np.unique(tid[tid >= 0]))
-    cause, activity, op = classify(free.starts, lt, tid, calls, free.ends)
+    cause, activity, op = classify(free.starts, lt, tid, host.calls, free.ends)
     names = np.asarray([a.value for a in PRIORITY] + [None], dtype=object)
+    # only the stretches the host caused: an idle link in no such stretch stays idle (most
+    # stretches are launch latency; kept, they made the table as large as the trace)
+    mine = np.isin(cause, [CAUSES.index(c) for c in HOST_CAUSES])
+    free = Intervals(free.starts[mine], free.ends[mine])
+    cause, activity, op, ender = cause[mine], activity[mine], op[mine], ender[mine]
+    lt, tid = lt[mine], tid[mine]
     return pd.DataFrame(
         {
             "rank": np.full(len(free), rank, dtype=np.int64),
             "start_us": free.starts,
             "end_us": free.ends,
-            "cause": np.asarray(CAUSES, dtype=object)[cause],
-            "late_op": rows["name"].to_numpy()[ender].astype(object),
+            "cause": objects(np.asarray(CAUSES, dtype=object)[cause]),
+            "late_op": objects(host.calls.names.at(ender)),
             "launch_us": lt,
             "host_tid": np.where(activity >= 0, tid, -1).astype(np.int64),
-            "host_activity": names[activity],
-            "host_op": op,
+            "host_activity": objects(names[activity]),
+            "host_op": objects(host.calls.names.names[op]),
         },
         columns=HOST_GAP_COLUMNS,
     )
 
 
 def empty_host_gaps() -> pd.DataFrame:
-    return pd.DataFrame({c: [] for c in HOST_GAP_COLUMNS}).astype(
-        {"rank": np.int64, "start_us": np.float64, "end_us": np.float64, "host_tid": np.int64}
-    )
+    texts = ("cause", "late_op", "host_activity", "host_op")
+    return empty_table(HOST_GAP_COLUMNS, ("rank", "host_tid"), texts)
 
 
 def _largest_overlap(links: pd.DataFrame, host: pd.DataFrame) -> np.ndarray:
@@ -124,7 +128,7 @@ def through_host(
     is_host = known & np.isin(cause, HOST_CAUSES) & (2.0 * over > dur)
     out = links.copy()
     out["kind"] = np.where(is_host, "host", out["kind"].to_numpy(dtype=object))
-    out["cause"] = cause
+    out["cause"] = np.where(is_host, cause, np.full(len(links), None, dtype=object))
     for c in ("late_op", "host_tid", "host_activity", "host_op"):
         values = np.full(len(links), None, dtype=object)
         values[is_host] = host[c].to_numpy(dtype=object)[at[is_host]]

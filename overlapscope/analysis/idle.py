@@ -31,15 +31,17 @@ each stream, as HTA's ``get_idle_time_breakdown`` does, with HTA's categories be
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
 from overlapscope.analysis.fields import PER_STEP, TOTAL
-from overlapscope.analysis.host import PRIORITY, Activity, HostCalls, launches
-from overlapscope.analysis.intervals import Intervals, gaps, union_of
+from overlapscope.analysis.host import PRIORITY, Activity, HostCalls, RankHost
+from overlapscope.analysis.intervals import free_within, union_of
 from overlapscope.analysis.partition import LaneSets
 from overlapscope.analysis.segments import column_in
-from overlapscope.arrays import FloatArray, IntArray
+from overlapscope.arrays import BoolArray, FloatArray, IntArray
 from overlapscope.trace.schema import EventLane
 
 CAUSES = ("host_bound", "sync", "peer", "cross_stream", "other")
@@ -50,12 +52,24 @@ GAP_COLUMNS = [
     *("rank", "step", "start_us", "end_us", "dur_us", "cause", "next_op", "next_stream"),
     *("launch_us", "host_tid", "host_activity", "host_op"),
 ]
+# What the launching thread was in while the GPU waited for it, per rank (a summary of the
+# gaps the host caused, small whatever the trace: the findings and the dashboard read it).
+HOST_OP_COLUMNS = [
+    *("rank", "cause", "host_activity", "host_op", "num_gaps", "dur_total_us"),
+]
+HOST_CAUSES = ("host_bound", "sync", "peer")
 STREAM_COLUMNS = [
     *("rank", "stream", "num_gaps", "idle_total_us"),
     *(f"{c}_total_us" for c in CAUSES),
     *("hta_host_wait_total_us", "hta_kernel_wait_total_us", "hta_other_total_us"),
 ]
 _HOST, _SYNC, _PEER, _CROSS, _OTHER = range(len(CAUSES))
+
+
+def objects(values: np.ndarray) -> pd.Series:
+    """A column of names as Python objects: not converted into the string type pandas
+    would infer (~1 ms per 1,000 rows, measured), None where missing."""
+    return pd.Series(values, dtype=object, copy=False)
 
 
 def _gpu_ops(rows: pd.DataFrame, markers: bool = True) -> IntArray:
@@ -69,19 +83,25 @@ def _gpu_ops(rows: pd.DataFrame, markers: bool = True) -> IntArray:
 
 
 def classify(
-    g0: FloatArray, launch_us: FloatArray, tid: IntArray, calls: HostCalls, g1: FloatArray
+    g0: FloatArray,
+    launch_us: FloatArray,
+    tid: IntArray,
+    calls: HostCalls,
+    g1: FloatArray,
+    ops: bool = True,
 ) -> tuple[IntArray, IntArray, np.ndarray]:
     """Per gap ``[g0, g1)`` ended by an op launched at ``launch_us`` from thread ``tid``:
     its cause (index into CAUSES), and for gaps the host caused, the launching thread's main
-    activity (index into host.PRIORITY; -1 otherwise) and innermost op meanwhile."""
+    activity (index into host.PRIORITY; -1 otherwise) and innermost op meanwhile (its name's
+    code in ``calls.names``; -1: none, or ``ops`` False: not looked up)."""
     late = launch_us > g0  # (NaN: not late, the launch is unknown)
     cause = np.full(len(g0), _OTHER, dtype=np.int64)
     activity = np.full(len(g0), -1, dtype=np.int64)
-    op = np.full(len(g0), None, dtype=object)
+    op = np.full(len(g0), -1, dtype=np.int64)
     if late.any():
         q = np.flatnonzero(late)
         host_end = np.minimum(launch_us[q], g1[q])
-        top, named, sync_at, peer_at = calls.doing(tid[q], g0[q], host_end)
+        top, named, sync_at, peer_at = calls.doing(tid[q], g0[q], host_end, ops)
         is_sync = sync_at | (top == PRIORITY.index(Activity.SYNC))
         is_peer = ~is_sync & (peer_at | (top == PRIORITY.index(Activity.COLLECTIVE)))
         cause[q] = np.where(is_sync, _SYNC, np.where(is_peer, _PEER, _HOST))
@@ -93,88 +113,138 @@ def classify(
     return cause, activity, op
 
 
-def rank_gaps(rows: pd.DataFrame, rank: int, windows: pd.DataFrame, sets: LaneSets) -> pd.DataFrame:
+def rank_gaps(
+    rows: pd.DataFrame,
+    rank: int,
+    windows: pd.DataFrame,
+    sets: LaneSets,
+    host: RankHost,
+    table: bool = True,
+) -> tuple[pd.DataFrame, FloatArray, pd.DataFrame]:
     """The idle gaps of one GPU rank's steps (``windows``: its steps table rows; ``rows``:
-    its counted rows; ``sets``: their lane sets), one row each (GAP_COLUMNS)."""
+    its counted rows; ``sets``: their lane sets; ``host``: their launches and host calls),
+    one row each (GAP_COLUMNS; ``table`` False: no row); the time of each cause per
+    window (cause x window); and their summary, :func:`host_ops`."""
     busy = union_of(sets.compute, sets.comm, sets.memory, sets.other)
-    parts = [
-        (int(s), gaps(busy, float(lo), float(hi)))
-        for s, lo, hi in zip(windows["step"], windows["start_us"], windows["end_us"], strict=True)
-    ]
-    none = [(0, Intervals.empty())]
-    step = np.concatenate([np.full(len(g), s, dtype=np.int64) for s, g in parts or none])
-    g0 = np.concatenate([g.starts for _, g in parts or none])
-    g1 = np.concatenate([g.ends for _, g in parts or none])
+    w_start, w_end = windows["start_us"].to_numpy(), windows["end_us"].to_numpy()
+    window, g0, g1 = free_within(busy, w_start, w_end)  # (the partition's idle, per step)
+    step = windows["step"].to_numpy(np.int64)[window]
     ops = _gpu_ops(rows)
     ts = rows["ts_us"].to_numpy()
-    launch_at, launch_tid = launches(rows)
+    launch_at, launch_tid = host.launched.at, host.launched.tid
     # the op that ends each gap: the first to start at its end (the earliest launched)
     order = ops[np.lexsort((np.nan_to_num(launch_at[ops], nan=np.inf), ts[ops]))]
     at = np.minimum(np.searchsorted(ts[order], g1, side="left"), max(len(order) - 1, 0))
     ender = order[at] if len(order) else np.zeros(0, dtype=np.int64)
     lt, tid = launch_at[ender], launch_tid[ender]
-    calls = HostCalls.of(rows, np.unique(tid[tid >= 0]))
-    cause, activity, op = classify(g0, lt, tid, calls, g1)
+    cause, activity, op = classify(g0, lt, tid, host.calls, g1)
     names = np.asarray([a.value for a in PRIORITY] + [None], dtype=object)
-    return pd.DataFrame(
+    sums = np.zeros((len(CAUSES), len(windows)))
+    np.add.at(sums, (cause, window), g1 - g0)
+    ops_table = host_ops(rank, (cause, activity, op), g1 - g0, host.calls.names.names)
+    if not table:
+        return empty_gaps(), sums, ops_table
+    gap_table = pd.DataFrame(
         {
             "rank": np.full(len(g0), rank, dtype=np.int64),
             "step": step,
             "start_us": g0,
             "end_us": g1,
             "dur_us": g1 - g0,
-            "cause": np.asarray(CAUSES, dtype=object)[cause],
-            "next_op": rows["name"].to_numpy()[ender].astype(object),
+            "cause": objects(np.asarray(CAUSES, dtype=object)[cause]),
+            "next_op": objects(host.calls.names.at(ender)),
             "next_stream": rows["stream"].to_numpy()[ender].astype(np.int64),
             "launch_us": lt,
             "host_tid": np.where(activity >= 0, tid, -1).astype(np.int64),
-            "host_activity": names[activity],
-            "host_op": op,
+            "host_activity": objects(names[activity]),
+            "host_op": objects(host.calls.names.names[op]),
         },
         columns=GAP_COLUMNS,
     )
+    return gap_table, sums, ops_table
+
+
+def empty_table(columns: list[str], ints: tuple[str, ...], texts: tuple[str, ...]) -> pd.DataFrame:
+    """A table of ``columns`` without rows: ``ints`` int64, ``texts`` objects, the rest
+    float64 (built from typed arrays: no conversion of the columns afterwards)."""
+
+    def empty(c: str) -> np.ndarray:
+        return np.zeros(0, dtype=np.int64 if c in ints else object if c in texts else np.float64)
+
+    return pd.DataFrame({c: empty(c) for c in columns})
 
 
 def empty_gaps() -> pd.DataFrame:
-    return pd.DataFrame({c: [] for c in GAP_COLUMNS}).astype(
-        {"rank": np.int64, "step": np.int64, "next_stream": np.int64, "host_tid": np.int64}
+    texts = ("cause", "next_op", "host_activity", "host_op")
+    return empty_table(GAP_COLUMNS, ("rank", "step", "next_stream", "host_tid"), texts)
+
+
+def host_ops(
+    rank: int, codes: tuple[IntArray, IntArray, IntArray], dur: FloatArray, op_names: np.ndarray
+) -> pd.DataFrame:
+    """The gaps the host caused (HOST_CAUSES) by cause, the thread's activity and its
+    innermost op (``codes``: per gap, into CAUSES, host.PRIORITY and ``op_names``, -1:
+    none): how many and how long (HOST_OP_COLUMNS), longest first."""
+    cause, activity, op = codes
+    mine = np.isin(cause, [CAUSES.index(c) for c in HOST_CAUSES])
+    if not mine.any():
+        return empty_host_ops()
+    span_a, span_o = len(PRIORITY) + 1, len(op_names) + 1
+    key = (cause[mine] * span_a + activity[mine] + 1) * span_o + op[mine] + 1
+    keys, at = np.unique(key, return_inverse=True)
+    total = np.bincount(at, weights=dur[mine], minlength=len(keys))
+    order = np.argsort(-total, kind="stable")
+    keys, total = keys[order], total[order]
+    count = np.bincount(at, minlength=len(order))[order]
+    activities = np.asarray([a.value for a in PRIORITY] + [None], dtype=object)
+    named = np.append(op_names, "-").astype(object)  # (op -1: the last, "-")
+    return pd.DataFrame(
+        {
+            "rank": np.full(len(keys), rank, dtype=np.int64),
+            "cause": objects(np.asarray(CAUSES, dtype=object)[keys // span_o // span_a]),
+            "host_activity": objects(activities[keys // span_o % span_a - 1]),
+            "host_op": objects(named[keys % span_o - 1]),
+            "num_gaps": count.astype(np.int64),
+            "dur_total_us": total,
+        }
     )
+
+
+def empty_host_ops() -> pd.DataFrame:
+    return empty_table(HOST_OP_COLUMNS, ("rank", "num_gaps"), ("cause", "host_activity", "host_op"))
 
 
 def empty_streams() -> pd.DataFrame:
-    return pd.DataFrame({c: [] for c in STREAM_COLUMNS}).astype(
-        {"rank": np.int64, "stream": np.int64, "num_gaps": np.int64}
-    )
+    return empty_table(STREAM_COLUMNS, ("rank", "stream", "num_gaps"), ())
 
 
-def idle_by_cause(
-    steps: pd.DataFrame, gap_table: pd.DataFrame, gpu_ranks: list[int]
-) -> pd.DataFrame:
+def _positions(steps: pd.DataFrame, rank: IntArray, step: IntArray) -> IntArray:
+    """Each (rank, step)'s row in ``steps`` (-1: none), by packed keys."""
+    s_rank = steps["rank"].to_numpy(np.int64)
+    s_step = steps["step"].to_numpy(np.int64) + 1  # (-1: a rank without steps)
+    span = int(max(s_step.max(initial=0), (step + 1).max(initial=0))) + 1
+    keys = s_rank * span + s_step
+    order = np.argsort(keys, kind="stable")
+    want = rank.astype(np.int64) * span + step + 1
+    at = np.minimum(np.searchsorted(keys[order], want), max(len(keys) - 1, 0))
+    found = (keys[order][at] == want) if len(keys) else np.zeros(len(want), dtype=bool)
+    return np.where(found, order[at] if len(keys) else 0, -1)
+
+
+def idle_by_cause(steps: pd.DataFrame, sums: FloatArray, gpu: BoolArray) -> pd.DataFrame:
     """The steps table with each step's idle split by cause (CAUSE_COLUMNS, adding up to
-    its ``idle_us``); ranks not in ``gpu_ranks`` (CPU-only) have all of it as ``other``."""
-    out = steps.copy()
-    for c in CAUSE_COLUMNS:
-        out[c] = 0.0
-    if len(gap_table):
-        sums = gap_table.pivot_table(
-            index=["rank", "step"], columns="cause", values="dur_us", aggfunc="sum"
-        )
-        key = pd.MultiIndex.from_arrays([out["rank"].to_numpy(), out["step"].to_numpy()])
-        for cause, column in zip(CAUSES, CAUSE_COLUMNS, strict=True):
-            if cause in sums.columns:
-                found = sums[cause].reindex(key).to_numpy()
-                out[column] = np.nan_to_num(found, nan=0.0)
-    gpu = out["rank"].isin(gpu_ranks).to_numpy()
+    its ``idle_us``): ``sums``, the gaps' time per cause and step row (:func:`rank_gaps`);
+    ``gpu``: the rows of GPU ranks (a CPU rank's idle is all ``other``)."""
+    idle = steps["idle_us"].to_numpy(np.float64)
+    named = np.where(gpu, sums[:-1], 0.0)
     # what rounding leaves between the gaps' sum and the partition's idle goes to "other",
-    # so the causes add up to idle_us exactly; a CPU rank's idle is all "other"
-    named = out[list(CAUSE_COLUMNS[:-1])].sum(axis=1).to_numpy()
-    out["idle_other_us"] = np.where(gpu, out["idle_us"].to_numpy() - named, out["idle_us"])
-    for c in CAUSE_COLUMNS[:-1]:
-        out[c] = np.where(gpu, out[c].to_numpy(), 0.0)
-    return out
+    # so the causes add up to idle_us exactly
+    other = np.where(gpu, idle - named.sum(axis=0), idle)
+    columns = dict(zip(CAUSE_COLUMNS, [*named, other], strict=True))
+    return steps.assign(**columns)
 
 
-def stream_idle(rows: pd.DataFrame, rank: int) -> pd.DataFrame:
+def stream_idle(rows: pd.DataFrame, rank: int, host: RankHost) -> pd.DataFrame:
     """Per stream of one GPU rank's counted rows: the gaps between consecutive ops, split by
     our causes and by HTA's categories (STREAM_COLUMNS)."""
     ops = _gpu_ops(rows, markers=False)
@@ -182,53 +252,41 @@ def stream_idle(rows: pd.DataFrame, rank: int) -> pd.DataFrame:
     ops = ops[np.argsort(stream, kind="stable")]  # by stream, then start
     stream = stream[np.argsort(stream, kind="stable")]
     ts, end = rows["ts_us"].to_numpy()[ops], rows["end_us"].to_numpy()[ops]
-    launch_at, launch_tid = launches(rows)
+    launch_at, launch_tid = host.launched.at, host.launched.tid
     follows = np.flatnonzero(stream[1:] == stream[:-1]) + 1  # an op after another
     g0, g1 = end[follows - 1], ts[follows]
     lt, tid = launch_at[ops[follows]], launch_tid[ops[follows]]
-    calls = HostCalls.of(rows, np.unique(tid[tid >= 0]))
-    cause, _, _ = classify(g0, lt, tid, calls, np.maximum(g1, g0))
+    cause, _, _ = classify(g0, lt, tid, host.calls, np.maximum(g1, g0), ops=False)
     gap = g1 - g0
     host_wait = lt > g0
     hta = np.where(host_wait, 0, np.where(gap < KERNEL_WAIT_US, 1, 2))
-    records = []
-    for s in np.unique(stream).tolist():
-        mine = stream[follows] == s
-        rec: dict[str, object] = {"rank": rank, "stream": int(s), "num_gaps": int(mine.sum())}
-        rec["idle_total_us"] = float(gap[mine].sum())
-        for k, c in enumerate(CAUSES):
-            rec[f"{c}_total_us"] = float(gap[mine & (cause == k)].sum())
-        for k, c in enumerate(("host_wait", "kernel_wait", "other")):
-            rec[f"hta_{c}_total_us"] = float(gap[mine & (hta == k)].sum())
-        records.append(rec)
-    return pd.DataFrame.from_records(records, columns=STREAM_COLUMNS)
+    streams, index = np.unique(stream, return_inverse=True)
+    n, at = len(streams), index.reshape(-1)[follows]
+    columns: dict[str, object] = {"rank": np.full(n, rank, dtype=np.int64), "stream": streams}
+    columns["num_gaps"] = np.bincount(at, minlength=n).astype(np.int64)
+    columns["idle_total_us"] = np.bincount(at, weights=gap, minlength=n)
+    by_cause = np.bincount(at * len(CAUSES) + cause, weights=gap, minlength=n * len(CAUSES))
+    for k, c in enumerate(CAUSES):
+        columns[f"{c}_total_us"] = by_cause.reshape(n, len(CAUSES))[:, k]
+    by_hta = np.bincount(at * 3 + hta, weights=gap, minlength=n * 3).reshape(n, 3)
+    for k, c in enumerate(("host_wait", "kernel_wait", "other")):
+        columns[f"hta_{c}_total_us"] = by_hta[:, k]
+    return pd.DataFrame(columns, columns=STREAM_COLUMNS)
 
 
 def gpu_op_counts(ev: pd.DataFrame, steps: pd.DataFrame) -> IntArray:
     """Per row of ``steps``: how many GPU ops (kernels, copies, sets) it launched."""
     gpu = ev["on_gpu"].to_numpy() & (ev["step"].to_numpy() >= 0)
-    counts = (
-        pd.Series(
-            1,
-            index=pd.MultiIndex.from_arrays(
-                [ev["rank"].to_numpy()[gpu].astype(np.int64), ev["step"].to_numpy()[gpu]]
-            ),
-        )
-        .groupby(level=[0, 1])
-        .sum()
-    )
-    key = pd.MultiIndex.from_arrays(
-        [steps["rank"].to_numpy().astype(np.int64), steps["step"].to_numpy()]
-    )
-    return counts.reindex(key).fillna(0).to_numpy(dtype=np.int64)
+    at = _positions(steps, ev["rank"].to_numpy()[gpu], ev["step"].to_numpy()[gpu])
+    return np.bincount(at[at >= 0], minlength=len(steps)).astype(np.int64)
 
 
-def join(parts: list[pd.DataFrame], empty: pd.DataFrame) -> pd.DataFrame:
-    """The ranks' tables, one after the other; those without rows left out (``empty``
+def join(parts: list[pd.DataFrame], empty: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+    """The ranks' tables, one after the other; those without rows left out (``empty()``
     when none has any)."""
     found = [p for p in parts if len(p)]
     if not found:
-        return empty
+        return empty()
     return found[0] if len(found) == 1 else pd.concat(found, ignore_index=True)
 
 
@@ -236,12 +294,15 @@ def rank_idle(ranks: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """The ranks table with each idle cause's total over the counted steps and mean per
     step (``idle_<cause>_total_us``, ``idle_<cause>_per_step_us``), from ``steps``
     (:func:`idle_by_cause`'s)."""
-    sums = steps.groupby("rank")[list(CAUSE_COLUMNS)].sum()
-    out = ranks.copy()
-    n = out["num_steps"].to_numpy(dtype=np.float64)
+    at = np.searchsorted(ranks["rank"].to_numpy(), steps["rank"].to_numpy())
+    at = np.minimum(at, max(len(ranks) - 1, 0))
+    n = ranks["num_steps"].to_numpy(dtype=np.float64)
+    columns: dict[str, np.ndarray] = {}
     for c in CAUSE_COLUMNS:
-        total = sums[c].reindex(out["rank"].to_numpy()).fillna(0.0).to_numpy()
+        total = np.bincount(at, weights=steps[c].to_numpy(), minlength=len(ranks))
         figure = c.removesuffix("_us")
-        out[f"{figure}{TOTAL}"] = total
-        out[f"{figure}{PER_STEP}"] = np.where(n > 0, total / np.maximum(n, 1.0), np.nan)
-    return out
+        columns[f"{figure}{TOTAL}"] = total[: len(ranks)]
+        columns[f"{figure}{PER_STEP}"] = np.where(
+            n > 0, total[: len(ranks)] / np.maximum(n, 1.0), np.nan
+        )
+    return pd.concat([ranks, pd.DataFrame(columns, index=ranks.index)], axis=1)

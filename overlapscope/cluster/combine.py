@@ -24,9 +24,10 @@ from overlapscope.analysis.collectives import collective_tables
 from overlapscope.analysis.comm_causes import join_pieces, rank_parts, split_exposure, unit_parts
 from overlapscope.analysis.critical_path import LINK_COLUMNS, STEP_COLUMNS, CriticalPath
 from overlapscope.analysis.host_path import with_host
-from overlapscope.analysis.idle import join
+from overlapscope.analysis.idle import empty_gaps, join
 from overlapscope.cluster.cache import read_table
 from overlapscope.cluster.tasks import (
+    GAPS_FILE,
     SMALL_TABLES,
     SPARSE_TABLES,
     TIMELINE_FILE,
@@ -70,10 +71,16 @@ def _concat(root: Path, folders: Sequence[str]) -> dict[str, pd.DataFrame]:
         for n in SMALL_TABLES:
             parts[n].append(tables[n])
     out = {n: pd.concat(parts[n], ignore_index=True) for n in SMALL_TABLES if n not in SKIPPED}
-    out |= {n: join(parts[n], parts[n][0].iloc[:0]) for n in SPARSE_TABLES}
+    out |= {n: join(parts[n], parts[n][0].iloc[:0].copy) for n in SPARSE_TABLES}
     num = [len(c) for c in parts["comm"]]
     out["pieces"] = join_pieces(list(zip(parts["pieces"], num, strict=True)))
     return out
+
+
+def _gaps(root: Path, folders: Sequence[str]) -> pd.DataFrame:
+    """Every rank's idle gaps (GPU ranks': a CPU rank's table has no row), as the local
+    analysis joins them."""
+    return join([read_table(root / f / GAPS_FILE) for f in folders], empty_gaps)
 
 
 def _timeline(root: Path, folders: Sequence[str]) -> pd.DataFrame:
@@ -98,8 +105,8 @@ def combine(
 ) -> RunAnalysis:
     """``analyze(load_run(...))`` from the per-rank tables in ``root/<folder>`` (one folder per
     rank of ``run.ranks``, in order). ``run``: the loaded run without events, its warnings
-    those of the loader and the clock alignment. ``timeline=False``: an empty timeline (it
-    holds every drawable event, so it grows with the traces; only ``--csv`` writes it)."""
+    those of the loader and the clock alignment. ``timeline=False``: an empty timeline and
+    no idle gaps (they grow with the traces; only ``--csv`` writes them)."""
     t = _concat(root, folders)
     tl = _timeline(root, folders) if timeline else empty_timeline(run)
     path = with_host(path, t["host_gaps"])
@@ -110,7 +117,7 @@ def combine(
     collectives, collective_ranks = collective_tables(comm, run.world_size, error)
     bound = bound_table(units, t["compute"], ranks)
     tables = {"ranks": ranks, "steps": t["steps"], "units": units, "collectives": collectives}
-    tables["idle_gaps"] = t["idle_gaps"]
+    tables["host_ops"] = t["host_ops"]
     return RunAnalysis(
         summary=run_summary(run),
         ranks=ranks,
@@ -124,7 +131,8 @@ def combine(
         timeline=tl,
         exposed=t["exposed"],
         levers=t["levers"],
-        idle_gaps=t["idle_gaps"],
+        idle_gaps=_gaps(root, folders) if timeline else empty_gaps(),
+        host_ops=t["host_ops"],
         idle_streams=t["idle_streams"],
         counted_steps={r.rank: r.steps for r in run.ranks},
         warnings=run.warnings,

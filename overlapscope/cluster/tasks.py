@@ -35,7 +35,6 @@ import pyarrow.ipc
 import pyarrow.pandas_compat
 
 from overlapscope.analysis.clocks import offset_at
-from overlapscope.analysis.comm_causes import comm_facts
 from overlapscope.analysis.critical_path import critical_path
 from overlapscope.analysis.idle import rank_idle
 from overlapscope.analysis.levers import lever_table
@@ -90,14 +89,18 @@ COMM_COLUMNS = [  # (exposed_us last: the one not in the event table; then "late
 # (read a step at a time), as Arrow IPC files (``cache.write_table``).
 SMALL_TABLES = (
     *("ranks", "steps", "units", "comm", "compute", "levers", "exposed"),
-    *("idle_gaps", "idle_streams", "host_gaps", "pieces"),
+    *("idle_streams", "host_gaps", "host_ops", "pieces"),
 )
 # Of these, the tables a rank may hold no row of (a CPU rank has no GPU idle gaps): joined
 # without the empty ones, as the local analysis joins them (idle.join).
-SPARSE_TABLES = ("idle_gaps", "idle_streams", "host_gaps")
+SPARSE_TABLES = ("idle_streams", "host_gaps", "host_ops")
 TIMELINE = "timeline"
 TIMELINE_FILE = f"{TIMELINE}.arrow"
-BIG_TABLES = (TIMELINE, "path")
+# Every GPU idle gap (idle.py): as many as the rank's kernels, read by the client with the
+# timeline only (--csv, the dashboard); the findings read their summary (host_ops).
+GAPS = "idle_gaps"
+GAPS_FILE = f"{GAPS}.arrow"
+BIG_TABLES = (TIMELINE, "path", GAPS)
 _CATEGORIES = [c for c, t in EVENT_COLUMNS.items() if t == "category"]
 # The event table's columns but the one no per-rank table reads (the category): less to read
 # from the cache and to copy in every row selection.
@@ -298,15 +301,15 @@ def rank_tables(run: RunTraces, timeline: bool = True) -> dict[str, pd.DataFrame
     dashboard read them)."""
     run, counted = _counted(run)
     sets = lane_sets(run, counted)
-    waits = wait_tables(run, counted, step_table(run, counted, sets), sets)
+    exposure = comm_exposure(run, counted)
+    steps = step_table(run, counted, sets)
+    waits = wait_tables(run, counted, steps, sets, exposure, with_gaps=timeline)
     steps = waits.steps
     ranks = rank_idle(rank_table(run, counted, steps, sets), steps)
-    exposure = comm_exposure(run, counted)
     ev = run.events
     # The rows of the collectives and of the critical path, by position, each column taken
     # once (a row selection copies every column of the table first)
     comm = take_columns(ev, ev.index.get_indexer(exposure.index), COMM_COLUMNS[:-1])
-    late, stretches = comm_facts(run, counted, exposure, sets)
     lane = ev["lane"]
     path_codes = lane.cat.categories.get_indexer(PATH_LANES)  # (-1: a lane not in the run)
     used = any_of(lane.cat.codes.to_numpy(), [int(c) for c in path_codes if c >= 0])
@@ -315,18 +318,19 @@ def rank_tables(run: RunTraces, timeline: bool = True) -> dict[str, pd.DataFrame
         "ranks": ranks,
         "steps": steps,
         "units": unit_table(run, counted, exposure, ranks),
-        "comm": pd.DataFrame({**comm, "exposed_us": exposure.to_numpy(), "late": late}),
-        "pieces": stretches,
+        "comm": pd.DataFrame({**comm, "exposed_us": exposure.to_numpy(), "late": waits.late}),
+        "pieces": waits.pieces,
         "compute": compute_by_unit(run, counted),
         "levers": lever_table(run, counted),
         "exposed": exposed_intervals(run, counted, steps, sets),
-        "idle_gaps": waits.gaps,
         "idle_streams": waits.streams,
         "host_gaps": waits.host_gaps,
+        "host_ops": waits.host_ops,
         "path": pd.DataFrame(take_columns(ev, np.flatnonzero(used), PATH_COLUMNS)),
     }
     if timeline:
         tables[TIMELINE] = timeline_table(run, counted, exposure)
+        tables[GAPS] = waits.gaps
     return tables
 
 
@@ -334,6 +338,15 @@ def rank_timeline(run: RunTraces) -> pd.DataFrame:
     """The timeline rows of a one-rank run, as :func:`rank_tables` gives them."""
     run, counted = _counted(run)
     return timeline_table(run, counted, comm_exposure(run, counted))
+
+
+def rank_gaps_table(run: RunTraces) -> pd.DataFrame:
+    """The idle gaps of a one-rank run, as :func:`rank_tables` gives them with the
+    timeline."""
+    run, counted = _counted(run)
+    sets = lane_sets(run, counted)
+    steps = step_table(run, counted, sets)
+    return wait_tables(run, counted, steps, sets, comm_exposure(run, counted)).gaps
 
 
 def reduce_rank(job: RankJob, cache_root: str, digest: str, timeline: bool = False) -> None:
@@ -376,12 +389,14 @@ def timeline_path(cache: RankCache, job: RankJob) -> Path:
 
 
 def timeline_rank(job: RankJob, cache_root: str, digest: str) -> None:
-    """The timeline rows of a rank reduced without them (``--csv`` or the dashboard after a
-    plain ``analyze``), beside its tables."""
+    """The timeline rows and idle gaps of a rank reduced without them (``--csv`` or the
+    dashboard after a plain ``analyze``), beside its tables."""
     _same_code(digest, analysis_digest())
     cache = RankCache(Path(cache_root))
     with released():
-        write_table(timeline_path(cache, job), rank_timeline(_rank_run(job, cache)))
+        run = _rank_run(job, cache)
+        write_table(cache.root / job.folder / GAPS_FILE, rank_gaps_table(run))
+        write_table(timeline_path(cache, job), rank_timeline(run))  # (last: marks it done)
 
 
 def read_summary(folder: Path) -> dict[str, Any]:

@@ -310,14 +310,15 @@ def _steps(
     steps = tuple(sorted(set(step_nos.tolist())))
     if len(steps) != len(step_nos):
         warnings.append("repeated ProfilerStep numbers; steps were merged by number")
-    if orphan.any():
+    if orphan.any() and len(step_rows):
         ts = frame["ts_us"].to_numpy()
-        marks = pd.DataFrame({"n": step_nos, "s": ts[step_rows]})
-        marks["e"] = marks["s"] + frame["dur_us"].to_numpy()[step_rows]
-        cpu = marks.groupby("n").agg(s=("s", "min"), e=("e", "max"))
-        cpu_steps = (cpu.index.to_numpy(np.int64), cpu["s"].to_numpy(), cpu["e"].to_numpy())
+        order = np.argsort(step_nos, kind="stable")
+        numbers, first = np.unique(step_nos[order], return_index=True)
+        start, end = ts[step_rows][order], (ts + frame["dur_us"].to_numpy())[step_rows][order]
+        cpu = (numbers, np.minimum.reduceat(start, first), np.maximum.reduceat(end, first))
         stream = frame["stream"].to_numpy()
-        step[orphan] = unlaunched_steps(ts, stream, step, orphan, cpu_steps)
+        step[orphan] = unlaunched_steps(ts, stream, step, orphan, cpu)
+    if orphan.any():
         warnings.append(unlaunched_warning(int(orphan.sum()), int((step[orphan] >= 0).sum())))
     return step, steps
 

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from overlapscope.analysis.clocks import offset_at
-from overlapscope.analysis.comm_causes import comm_facts
-from overlapscope.analysis.metrics import comm_exposure, counted_mask, lane_sets
+from overlapscope.analysis.metrics import comm_exposure, counted_mask, lane_sets, step_table
+from overlapscope.analysis.waits import wait_tables
 from overlapscope.cluster import tasks
 from overlapscope.cluster.cache import (
     RankCache,
@@ -41,8 +41,9 @@ def _former_rows(run: RunTraces) -> dict[str, pd.DataFrame]:
     exposure = comm_exposure(run, counted)
     ev = run.events
     comm = ev.loc[exposure.index, tasks.COMM_COLUMNS[:-1]].assign(exposed_us=exposure.to_numpy())
-    late, _ = comm_facts(run, counted, exposure, lane_sets(run, counted))
-    comm = comm.assign(late=late)
+    sets = lane_sets(run, counted)
+    waits = wait_tables(run, counted, step_table(run, counted, sets), sets, exposure)
+    comm = comm.assign(late=waits.late)
     lanes = [EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value]
     used = ev["lane"].isin([*lanes, EventLane.STEP.value]) & (ev["step"] >= 0)
     return {

@@ -34,7 +34,7 @@ def test_waits_figure_stacks_each_cause_per_rank(host_run) -> None:
 
 
 def test_host_ops_table_names_what_the_thread_did(host_run) -> None:
-    table = host_ops_table(host_run.idle_gaps, num_ranks=2, num_steps=1.0)
+    table = host_ops_table(host_run.host_ops, num_ranks=2, num_steps=1.0)
     assert table["host_op"].tolist() == [OPTIM]  # the loader's time is before the GPU step
     assert table["idle_ms"].tolist() == pytest.approx([(0.15 + 0.25) / 2])
     assert table["host_activity"].tolist() == ["optimizer"]
