@@ -72,10 +72,11 @@ def _relax(
     """One round: each rank's bounds through every collective it shares with a bounded rank
     (o_i <= o_j + e_i - s_j, o_i >= o_j + s_i - e_j), and through every send/receive pair."""
     with np.errstate(invalid="ignore"):
-        reach = np.where(has, hi[None, :] - s, np.inf).min(axis=1)  # min_j (hi_j - s_j)
-        back = np.where(has, lo[None, :] - e, -np.inf).max(axis=1)  # max_j (lo_j - e_j)
-        up = np.where(has, e + reach[:, None], np.inf).min(axis=0)
-        down = np.where(has, s + back[:, None], -np.inf).max(axis=0)
+        # min_j (hi_j - s_j), max_j (lo_j - e_j) per collective, then through it per rank
+        reach = np.where(has, hi[None, :] - s, np.inf).min(axis=1, initial=np.inf)
+        back = np.where(has, lo[None, :] - e, -np.inf).max(axis=1, initial=-np.inf)
+        up = np.where(has, e + reach[:, None], np.inf).min(axis=0, initial=np.inf)
+        down = np.where(has, s + back[:, None], -np.inf).max(axis=0, initial=-np.inf)
     new_hi, new_lo = np.minimum(hi, up), np.maximum(lo, down)
     if pairs is not None and len(pairs[0]):
         recv, send, c = pairs

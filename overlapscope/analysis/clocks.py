@@ -36,24 +36,11 @@ import numpy.typing as npt
 import pandas as pd
 
 from overlapscope.analysis.clock_bounds import causal_bounds, plausible, uncertainty
-from overlapscope.analysis.segments import column_in, column_values
+from overlapscope.analysis.matched import Matched, send_receive
 from overlapscope.arrays import FloatArray
 from overlapscope.manifest import RunManifest
 from overlapscope.trace.loader import RunTraces
-from overlapscope.trace.schema import CollectiveKind, EventLane
 
-KEY = ["group", "step", "seq"]
-# Collectives whose end is synchronous across ranks: each rank needs every other rank's data.
-SYNC_KINDS = frozenset(
-    k.value
-    for k in (
-        CollectiveKind.ALL_GATHER,
-        CollectiveKind.REDUCE_SCATTER,
-        CollectiveKind.ALL_REDUCE,
-        CollectiveKind.ALL_TO_ALL,
-        CollectiveKind.BARRIER,
-    )
-)
 MIN_COLLECTIVES = 5
 # Drift is fitted only over a span this long, with at least this many collectives.
 MIN_DRIFT_SPAN_US = 100_000.0
@@ -85,73 +72,6 @@ OFFSET_COLUMNS = [
 ]
 # ... and, once applied or not (align_run), how far the truth may be from what was applied.
 UNCERTAINTY = "uncertainty_us"
-
-
-def _sync_rows(events: pd.DataFrame) -> npt.NDArray[np.int64]:
-    """Positions of the transfers of synchronising collectives that carry a group and a seq
-    (compared on the categorical codes: no string comparison over the whole table)."""
-    seq = events["seq"].to_numpy()
-    rows = np.flatnonzero(column_in(events["lane"], [EventLane.COMM.value]) & (seq >= 0))
-    keep = column_in(events["kind"], SYNC_KINDS, rows)
-    keep &= pd.notna(column_values(events["group"], rows))
-    return rows[keep]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Matched:
-    """End times per (collective, rank) as a matrix, with what names its rows: row ``i`` is
-    the collective ``keys[i]`` (group code, step + 1, seq packed), column ``j`` rank
-    ``ranks[j]``."""
-
-    ends: FloatArray
-    starts: FloatArray  # (the same shape: each rank's start of each collective)
-    ranks: npt.NDArray[np.int64]
-    keys: npt.NDArray[np.int64]
-    groups: npt.NDArray[np.object_]
-    step_span: int
-    seq_span: int
-
-    @staticmethod
-    def of(events: pd.DataFrame) -> _Matched | None:
-        rows = _sync_rows(events)
-        if len(rows) == 0:
-            return None
-        group, groups = pd.factorize(column_values(events["group"], rows))
-        step = events["step"].to_numpy(np.int64)[rows] + 1  # -1 (outside every step): 0
-        seq = events["seq"].to_numpy(np.int64)[rows]
-        step_span, seq_span = int(step.max()) + 1, int(seq.max()) + 1
-        key = (group.astype(np.int64) * step_span + step) * seq_span + seq
-        keys, row = np.unique(key, return_inverse=True)
-        ranks, col = np.unique(events["rank"].to_numpy(np.int64)[rows], return_inverse=True)
-        ends = np.full((len(keys), len(ranks)), -np.inf)
-        starts = np.full((len(keys), len(ranks)), np.inf)
-        # One transfer per rank and collective; should a rank hold several, its first start
-        # and last end count.
-        np.maximum.at(ends, (row, col), events["end_us"].to_numpy(np.float64)[rows])
-        np.minimum.at(starts, (row, col), events["ts_us"].to_numpy(np.float64)[rows])
-        ends[np.isinf(ends)] = np.nan
-        starts[np.isinf(starts)] = np.nan
-        return _Matched(ends, starts, ranks, keys, np.asarray(groups), step_span, seq_span)
-
-    def frame(self) -> pd.DataFrame:
-        rest = self.keys // self.seq_span
-        index = pd.MultiIndex.from_arrays(
-            [
-                pd.Index(self.groups[rest // self.step_span], dtype=object),
-                rest % self.step_span - 1,
-                self.keys % self.seq_span,
-            ],
-            names=KEY,
-        )
-        columns = pd.Index(self.ranks.tolist(), name="rank")
-        return pd.DataFrame(self.ends, index=index, columns=columns)
-
-
-def matched_ends(events: pd.DataFrame) -> pd.DataFrame:
-    """End time of every synchronising collective per rank: one row per (group, step, seq),
-    one column per rank (NaN where the rank lacks it)."""
-    matched = _Matched.of(events)
-    return pd.DataFrame() if matched is None else matched.frame()
 
 
 def _theil_sen(x: FloatArray, y: FloatArray) -> float:
@@ -207,7 +127,7 @@ class _Fit:
     diffs: FloatArray
 
 
-def _fits(matched: _Matched, ref: int) -> dict[int, _Fit]:
+def _fits(matched: Matched, ref: int) -> dict[int, _Fit]:
     """Per column with enough collectives matched with the reference column: its fit."""
     has = ~np.isnan(matched.ends)
     out = {}
@@ -222,37 +142,6 @@ def _fits(matched: _Matched, ref: int) -> dict[int, _Fit]:
     return out
 
 
-def _p2p_pairs(
-    events: pd.DataFrame, ranks: npt.NDArray[np.int64], fits: dict[int, _Fit]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], FloatArray]:
-    """``(recv column, send column, end_recv - start_send)`` of every send matched with its
-    receives (same group, step and seq; one sender), on the drift-corrected clocks."""
-    kinds = [CollectiveKind.SEND.value, CollectiveKind.RECV.value]
-    seq = events["seq"].to_numpy()
-    rows = np.flatnonzero(column_in(events["kind"], kinds) & (seq >= 0))
-    rows = rows[pd.notna(column_values(events["group"], rows))]
-    col = np.searchsorted(ranks, events["rank"].to_numpy(np.int64)[rows])
-    known = (col < len(ranks)) & (
-        ranks[np.minimum(col, len(ranks) - 1)] == events["rank"].to_numpy(np.int64)[rows]
-    )
-    rows, col = rows[known], col[known]
-    none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0))
-    if not len(rows):
-        return none
-    ts = _corrected(events["ts_us"].to_numpy(np.float64)[rows], col, fits)
-    end = _corrected(events["end_us"].to_numpy(np.float64)[rows], col, fits)
-    frame = pd.DataFrame(
-        {"g": column_values(events["group"], rows), "step": events["step"].to_numpy()[rows],
-         "seq": seq[rows], "send": column_in(events["kind"], kinds[:1], rows),
-         "col": col, "ts": ts, "end": end}
-    )  # fmt: skip
-    sends = frame[frame["send"]].drop_duplicates(["g", "step", "seq"], keep=False)
-    pairs = frame[~frame["send"]].merge(sends, on=["g", "step", "seq"], suffixes=("", "_s"))
-    pairs = pairs[pairs["col"] != pairs["col_s"]]
-    c = (pairs["end"] - pairs["ts_s"]).to_numpy(np.float64)
-    return pairs["col"].to_numpy(np.int64), pairs["col_s"].to_numpy(np.int64), c
-
-
 def _corrected(t: FloatArray, col: npt.NDArray[np.int64], fits: dict[int, _Fit]) -> FloatArray:
     """Times of columns ``col`` with each column's fitted drift taken out (offsets kept)."""
     out = t.copy()
@@ -264,14 +153,16 @@ def _corrected(t: FloatArray, col: npt.NDArray[np.int64], fits: dict[int, _Fit])
 
 
 def _bounds(
-    events: pd.DataFrame, matched: _Matched, ref: int, fits: dict[int, _Fit]
+    events: pd.DataFrame, matched: Matched, ref: int, fits: dict[int, _Fit]
 ) -> tuple[FloatArray, FloatArray]:
     """Causal bounds of each column's offset at its center (clock_bounds.py), from the
     matched collectives and the send/receive pairs on the drift-corrected clocks."""
     cols = np.broadcast_to(np.arange(matched.ends.shape[1]), matched.ends.shape)
     starts = _corrected(matched.starts.ravel(), cols.ravel(), fits).reshape(cols.shape)
     ends = _corrected(matched.ends.ravel(), cols.ravel(), fits).reshape(cols.shape)
-    return causal_bounds(starts, ends, ref, _p2p_pairs(events, matched.ranks, fits))
+    recv, send, recv_end, send_start = send_receive(events, matched.ranks)
+    c = _corrected(recv_end, recv, fits) - _corrected(send_start, send, fits)
+    return causal_bounds(starts, ends, ref, (recv, send, c))
 
 
 def estimate_offsets(events: pd.DataFrame) -> pd.DataFrame:
@@ -280,7 +171,7 @@ def estimate_offsets(events: pd.DataFrame) -> pd.DataFrame:
     offset lies in its causal bounds ``lo_us, hi_us`` (clock_bounds.py); ``plausible_*``:
     those bounds cut to the range of its end differences."""
     ranks = sorted(int(r) for r in pd.unique(events["rank"].to_numpy()))
-    matched = _Matched.of(events)
+    matched = Matched.of(events)
     if matched is None or matched.ends.shape[1] < 2:
         ref = ranks[0] if ranks else -1
         return _table([_row(r, ref, None, 0, False, (np.nan,) * 4) for r in ranks])

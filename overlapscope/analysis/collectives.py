@@ -49,6 +49,26 @@ COLLECTIVE_COLUMNS = [
 ]
 
 
+# The collective_ranks table's columns.
+RANK_COLUMNS = ["rank", *KEY, "dur_us", "peer_wait_us", "exposed_us", *PART_COLUMNS]
+
+
+def _stragglers(agg: pd.DataFrame, uncertainty: pd.Series | None) -> pd.DataFrame:
+    """``straggler_lag_us`` (last start - first start) and ``lag_uncertainty_us`` (the two
+    ranks' clock uncertainties, clocks.py) of each collective on several ranks; its
+    straggler named only where the lag exceeds the uncertainty (a lag the clocks cannot tell
+    from an offset names none)."""
+    multi = agg["num_ranks"] >= 2
+    agg["straggler_lag_us"] = (agg["last_start_us"] - agg["start_us"]).where(multi)
+    u = uncertainty if uncertainty is not None else pd.Series(dtype=np.float64)
+    agg["lag_uncertainty_us"] = (
+        agg["straggler_rank"].map(u).fillna(0.0) + agg["first_rank"].map(u).fillna(0.0)
+    ).where(multi)
+    sure = multi & (agg["straggler_lag_us"] > agg["lag_uncertainty_us"])
+    agg["straggler_rank"] = agg["straggler_rank"].where(sure).astype("Int64")
+    return agg
+
+
 def collective_tables(
     comm: pd.DataFrame, world_size: int, uncertainty: pd.Series | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -60,23 +80,19 @@ def collective_tables(
     for c in ("group", "kind", "unit", "phase"):
         rows[c] = rows[c].astype(object)
     if rows.empty:
-        return (
-            pd.DataFrame(columns=COLLECTIVE_COLUMNS),
-            pd.DataFrame(
-                columns=["rank", *KEY, "dur_us", "peer_wait_us", "exposed_us", *PART_COLUMNS]
-            ),
-        )
+        return pd.DataFrame(columns=COLLECTIVE_COLUMNS), pd.DataFrame(columns=RANK_COLUMNS)
     g = rows.groupby(KEY, sort=True, dropna=False)
     rows["transfer_us"] = g["dur_us"].transform("min")
     rows["num_ranks"] = g["rank"].transform("size")
     rows["peer_wait_us"] = np.where(
         rows["num_ranks"] >= 2, rows["dur_us"] - rows["transfer_us"], np.nan
     )
-    last = rows.loc[g["ts_us"].idxmax().to_numpy(), [*KEY, "rank"]].rename(
-        columns={"rank": "straggler_rank"}
-    )
-    first = rows.loc[g["ts_us"].idxmin().to_numpy(), [*KEY, "rank"]].rename(
-        columns={"rank": "first_rank"}
+    last, first = (
+        rows.loc[at.to_numpy(), [*KEY, "rank"]].rename(columns={"rank": name})
+        for at, name in (
+            (g["ts_us"].idxmax(), "straggler_rank"),
+            (g["ts_us"].idxmin(), "first_rank"),
+        )
     )
     agg = g.agg(
         kind=("kind", "first"),
@@ -92,17 +108,10 @@ def collective_tables(
         peer_wait_us=("peer_wait_us", "sum"),
         exposed_transfer_us=("exposed_transfer_us", "mean"),
     ).reset_index()
-    agg = agg.merge(last, on=KEY, how="left").merge(first, on=KEY, how="left")
-    multi = agg["num_ranks"] >= 2
-    agg["straggler_lag_us"] = (agg["last_start_us"] - agg["start_us"]).where(multi)
-    # a lag the clocks cannot tell from an offset names no straggler (clock_bounds.py)
-    u = uncertainty if uncertainty is not None else pd.Series(dtype=np.float64)
-    agg["lag_uncertainty_us"] = (
-        agg["straggler_rank"].map(u).fillna(0.0) + agg["first_rank"].map(u).fillna(0.0)
-    ).where(multi)
-    sure = multi & (agg["straggler_lag_us"] > agg["lag_uncertainty_us"])
-    agg["straggler_rank"] = agg["straggler_rank"].where(sure).astype("Int64")
-    agg["peer_wait_us"] = agg["peer_wait_us"].where(multi)
+    agg = _stragglers(
+        agg.merge(last, on=KEY, how="left").merge(first, on=KEY, how="left"), uncertainty
+    )
+    agg["peer_wait_us"] = agg["peer_wait_us"].where(agg["num_ranks"] >= 2)
     factor = (
         agg["kind"]
         .map({k.value: k.bus_factor(max(world_size, 1)) for k in CollectiveKind})
@@ -113,6 +122,5 @@ def collective_tables(
     known = (agg["bytes"] > 0) & (agg["transfer_us"] > 0)
     agg["algbw_gbps"] = (agg["bytes"] / agg["transfer_us"] / 1e3).where(known)
     agg["busbw_gbps"] = agg["algbw_gbps"] * factor
-    per_rank = rows[["rank", *KEY, "dur_us", "peer_wait_us", "exposed_us", *PART_COLUMNS]]
-    per_rank = per_rank.reset_index(drop=True)
+    per_rank = rows[RANK_COLUMNS].reset_index(drop=True)
     return agg[COLLECTIVE_COLUMNS], per_rank

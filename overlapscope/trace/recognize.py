@@ -45,7 +45,7 @@ from overlapscope.trace.schema import (
     EventLane,
     Framework,
 )
-from overlapscope.trace.unlaunched import unlaunched_steps
+from overlapscope.trace.unlaunched import cpu_steps, unlaunched_steps
 from overlapscope.trace.unlaunched import warning as unlaunched_warning
 
 PHASE_CATEGORIES = [p.value for p in Phase]
@@ -310,15 +310,10 @@ def _steps(
     steps = tuple(sorted(set(step_nos.tolist())))
     if len(steps) != len(step_nos):
         warnings.append("repeated ProfilerStep numbers; steps were merged by number")
-    if orphan.any() and len(step_rows):
-        ts = frame["ts_us"].to_numpy()
-        order = np.argsort(step_nos, kind="stable")
-        numbers, first = np.unique(step_nos[order], return_index=True)
-        start, end = ts[step_rows][order], (ts + frame["dur_us"].to_numpy())[step_rows][order]
-        cpu = (numbers, np.minimum.reduceat(start, first), np.maximum.reduceat(end, first))
-        stream = frame["stream"].to_numpy()
-        step[orphan] = unlaunched_steps(ts, stream, step, orphan, cpu)
     if orphan.any():
+        ts, dur = frame["ts_us"].to_numpy(), frame["dur_us"].to_numpy()
+        cpu = cpu_steps(step_nos, ts[step_rows], ts[step_rows] + dur[step_rows])
+        step[orphan] = unlaunched_steps(ts, frame["stream"].to_numpy(), step, orphan, cpu)
         warnings.append(unlaunched_warning(int(orphan.sum()), int((step[orphan] >= 0).sum())))
     return step, steps
 
@@ -332,6 +327,17 @@ def _on_gloo_thread(raw: RawTrace, gloo_op: BoolArray) -> BoolArray:
         t for t, name in raw.thread_names.items() if "gloo" in name
     }
     return np.isin(tid, np.asarray(sorted(gloo_tids), dtype=np.int64))
+
+
+def _issuers(ctx: RowContext, nc: _NameClasses, codes: IntArray) -> tuple[IntArray, IntArray]:
+    """Per collective row: the ``record_param_comms`` op that issued it and the ``nccl:<op>``
+    range around its launch (rows; -1: none), whose arguments and names tell what the
+    collective's own may not (comm_args.collective_columns)."""
+    cpu = ~ctx.on_gpu
+    return (
+        holder(ctx, np.flatnonzero(nc.is_param_comms[codes] & cpu)),
+        holder(ctx, np.flatnonzero(nc.is_nccl_range[codes] & cpu)),
+    )
 
 
 def recognize(raw: RawTrace, world_size: int) -> RankTable:
@@ -369,20 +375,9 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
 
     comm_rows = np.flatnonzero(lane == _LANE[EventLane.COMM])
     ctx = RowContext(
-        ts=ts,
-        end=end,
-        tid=tid,
-        on_gpu=on_gpu,
-        on_gloo_thread=on_gloo_thread,
-        anchor_ts=anchor_ts,
-        anchor_tid=anchor_tid,
-        step=step,
-        comm_rows=comm_rows,
+        *(ts, end, tid, on_gpu, on_gloo_thread), anchor_ts, anchor_tid, step, comm_rows
     )
-    issuer = (
-        holder(ctx, np.flatnonzero(nc.is_param_comms[codes] & ~on_gpu)),
-        holder(ctx, np.flatnonzero(nc.is_nccl_range[codes] & ~on_gpu)),
-    )
+    issuer = _issuers(ctx, nc, codes)
     nbytes = collective_columns(
         raw.comm_args, cats, codes, comm_rows, out, on_gpu, world_size, issuer
     )

@@ -79,6 +79,23 @@ def unlaunched_steps(
     return out
 
 
+def cpu_steps(
+    numbers: IntArray, start: FloatArray, end: FloatArray
+) -> tuple[IntArray, FloatArray, FloatArray]:
+    """The profiler steps' numbers, sorted, and each one's CPU start and end (its
+    ``ProfilerStep`` ranges' first start and last end: ``numbers``, ``start``, ``end`` of
+    each range)."""
+    order = np.argsort(numbers, kind="stable")
+    distinct, first = np.unique(numbers[order], return_index=True)
+    if not len(distinct):
+        return distinct, np.zeros(0), np.zeros(0)
+    return (
+        distinct,
+        np.minimum.reduceat(start[order], first),
+        np.maximum.reduceat(end[order], first),
+    )
+
+
 def warning(num_lost: int, num_counted: int) -> str:
     """The one line a file with lost launches gets."""
     return (

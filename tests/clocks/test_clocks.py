@@ -21,9 +21,9 @@ from overlapscope.analysis.clocks import (
     align,
     estimate_offsets,
     fit_offset,
-    matched_ends,
     offset_at,
 )
+from overlapscope.analysis.matched import matched_ends
 from overlapscope.trace.loader import RunTraces, load_run
 from tests.clocks.conftest import inject, on_separate_hosts
 from tests.conftest import REPO
