@@ -125,45 +125,57 @@ def split_exposure(comm: pd.DataFrame, stretches: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _scaled_sums(comm: pd.DataFrame, keys: list[str], ranks: pd.DataFrame) -> pd.DataFrame:
-    """Per ``keys`` group of ``comm``, each part's sum, scaled per rank as the units table
+def _scaled(comm: pd.DataFrame, ranks: pd.DataFrame) -> FloatArray:
+    """Each collective's parts (collective x part), scaled per rank as the units table
     shares a rank's exposed time (its ``exposed_comm_total_us`` over the sum of its
     collectives' own exposed time), so the parts add up to the tables' exposed time."""
-    target = ranks.set_index("rank")["exposed_comm_total_us"]
-    own = comm.groupby("rank")["exposed_us"].sum()
-    scale = (target.reindex(own.index) / own.where(own > 0)).fillna(0.0)
-    factor = comm["rank"].map(scale).fillna(0.0).to_numpy()
-    scaled = pd.DataFrame({c: comm[c].to_numpy() * factor for c in PART_COLUMNS})
-    for k in keys:
-        scaled[k] = comm[k].astype(object).to_numpy()
-    return scaled.groupby(keys, dropna=False, sort=False)[list(PART_COLUMNS)].sum()
+    rank = comm["rank"].to_numpy(np.int64)
+    table_ranks = ranks["rank"].to_numpy(np.int64)
+    at = np.minimum(np.searchsorted(table_ranks, rank), max(len(table_ranks) - 1, 0))
+    known = (table_ranks[at] == rank) if len(table_ranks) else np.zeros(len(rank), dtype=bool)
+    own = np.bincount(at[known], weights=comm["exposed_us"].to_numpy()[known], minlength=len(ranks))
+    target = ranks["exposed_comm_total_us"].to_numpy(np.float64)
+    scale = np.where(own > 0, target / np.where(own > 0, own, 1.0), 0.0)
+    factor = np.where(known, scale[at] if len(scale) else 0.0, 0.0)
+    parts = np.stack([comm[c].to_numpy(np.float64) for c in PART_COLUMNS], axis=1)
+    return parts * factor[:, None]
+
+
+def _key(frame: pd.DataFrame, keys: list[str]) -> pd.MultiIndex:
+    """The rows' key tuples, a missing label as one value of its own."""
+    return pd.MultiIndex.from_arrays(
+        [frame[k].astype(object).where(frame[k].notna(), "\0").to_numpy() for k in keys]
+    )
 
 
 def unit_parts(units: pd.DataFrame, comm: pd.DataFrame, ranks: pd.DataFrame) -> pd.DataFrame:
     """The units table with each part's total and mean per step
     (``exposed_<part>_total_us``, ``..._per_step_us``); ``comm``: :func:`split_exposure`'s."""
     keys = ["rank", "unit", "phase", "kind"]
-    sums = _scaled_sums(comm, keys, ranks)
-    at = pd.MultiIndex.from_frame(units[keys].astype(object))
-    found = sums.reindex(at)
+    at = _key(units, keys).get_indexer(_key(comm, keys))  # each collective's unit row
+    scaled = _scaled(comm, ranks)
+    ok = at >= 0
     steps = units["rank"].map(ranks.set_index("rank")["num_steps"]).clip(lower=1).to_numpy()
-    out = units.copy()
-    for p, c in zip(PARTS, PART_COLUMNS, strict=True):
-        total = np.nan_to_num(found[c].to_numpy(dtype=np.float64), nan=0.0)
-        out[f"exposed_{p}{TOTAL}"] = total
-        out[f"exposed_{p}{PER_STEP}"] = total / steps
-    return out
+    columns: dict[str, FloatArray] = {}
+    for i, p in enumerate(PARTS):
+        total = np.bincount(at[ok], weights=scaled[ok, i], minlength=len(units)).astype(float)
+        columns[f"exposed_{p}{TOTAL}"] = total
+        columns[f"exposed_{p}{PER_STEP}"] = total / steps
+    return pd.concat([units, pd.DataFrame(columns, index=units.index)], axis=1)
 
 
 def rank_parts(ranks: pd.DataFrame, comm: pd.DataFrame) -> pd.DataFrame:
     """The ranks table with each part of its exposed communication, total and per step
     (``exposed_comm_<part>_total_us``, ``..._per_step_us``): they add up to
     ``exposed_comm_total_us``."""
-    sums = _scaled_sums(comm, ["rank"], ranks)
-    out = ranks.copy()
-    n = out["num_steps"].to_numpy(dtype=np.float64)
-    for p, c in zip(PARTS, PART_COLUMNS, strict=True):
-        total = np.nan_to_num(sums[c].reindex(out["rank"].to_numpy()).to_numpy(), nan=0.0)
-        out[f"exposed_comm_{p}{TOTAL}"] = total
-        out[f"exposed_comm_{p}{PER_STEP}"] = np.where(n > 0, total / np.maximum(n, 1), np.nan)
-    return out
+    rank, table_ranks = comm["rank"].to_numpy(np.int64), ranks["rank"].to_numpy(np.int64)
+    at = np.searchsorted(table_ranks, rank)
+    scaled = _scaled(comm, ranks)
+    n = ranks["num_steps"].to_numpy(dtype=np.float64)
+    columns: dict[str, FloatArray] = {}
+    for i, p in enumerate(PARTS):
+        summed = np.bincount(at, weights=scaled[:, i], minlength=len(ranks))
+        total = summed[: len(ranks)].astype(np.float64)
+        columns[f"exposed_comm_{p}{TOTAL}"] = total
+        columns[f"exposed_comm_{p}{PER_STEP}"] = np.where(n > 0, total / np.maximum(n, 1), np.nan)
+    return pd.concat([ranks, pd.DataFrame(columns, index=ranks.index)], axis=1)

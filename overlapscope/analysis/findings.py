@@ -76,12 +76,10 @@ def _phase_exposure(
     transfer (the part longer than the compute meant to hide it; comm_causes.py), per step,
     mean over ranks; the units most at stake; each part's share, mean over ranks."""
     rows = units[units["phase"] == phase.value]
-
-    def mean_over_ranks(column: str) -> float:
-        per_rank = rows.groupby("rank")[column].sum()
-        return float(per_rank.reindex(ranks["rank"], fill_value=0.0).mean()) if len(ranks) else 0.0
-
-    parts = {p: mean_over_ranks(f"exposed_{p}_per_step_us") for p in EXPOSED_PARTS}
+    columns = [f"exposed_{p}_per_step_us" for p in EXPOSED_PARTS]
+    per_rank = rows.groupby("rank")[columns].sum().reindex(ranks["rank"], fill_value=0.0)
+    means = per_rank.mean() if len(ranks) else pd.Series(0.0, index=columns)
+    parts = {p: float(means[c]) for p, c in zip(EXPOSED_PARTS, columns, strict=True)}
     top = (
         rows.groupby("unit", dropna=False)["exposed_transfer_per_step_us"]
         .mean()

@@ -53,7 +53,9 @@ def path_groups(path: CriticalPath) -> pd.DataFrame:
     steps), ``num_steps`` it appears in, ``saving_us`` the best replayed 10% saving."""
     links = path.links.astype({"unit": object, "phase": object})
     num = max(len(path.steps), 1)
-    g = links.groupby([c for c in GROUP if c in links], dropna=False, sort=False)
+    host = "host_op" in links and bool((links["kind"] == "host").any())
+    keys = GROUP if host else GROUP[:4]  # (host links' activity and op: only where there are)
+    g = links.groupby(keys, dropna=False, sort=False)
     out = g.agg(
         dur_us=("dur_us", "sum"), num_steps=("step", "nunique"), saving_us=("saving_us", "max")
     ).reset_index()

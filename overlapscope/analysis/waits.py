@@ -67,7 +67,9 @@ def wait_tables(
     ev = counted_rows(run, counted)
     groups = dict(by_rank(ev, sort=False))
     gpu = {i.rank for i in run.ranks if i.compute_source is ComputeSource.GPU_KERNELS}
-    parts: dict[str, list[pd.DataFrame]] = {"gaps": [], "streams": [], "host": [], "ops": []}
+    parts: dict[str, list[pd.DataFrame | None]] = {
+        n: [] for n in ("gaps", "streams", "host", "ops")
+    }
     sums = np.zeros((len(CAUSES), len(steps)))
     step_rank = steps["rank"].to_numpy()
     comm_rank = ev["rank"].to_numpy()[ev.index.get_indexer(exposure.index)]
@@ -91,9 +93,9 @@ def wait_tables(
             launched = host.launched if host is not None else None
             late[mine], stretches = rank_facts(rows, at, sets[rank].compute, launched)
             pieces.append((stretches, len(mine)))
-    steps = idle_by_cause(steps, sums, np.isin(step_rank, sorted(gpu)))
+    gpu_steps = np.isin(step_rank, sorted(gpu))
     return WaitTables(
-        steps=steps.assign(num_gpu_ops=gpu_op_counts(ev, steps)),
+        steps=idle_by_cause(steps, sums, gpu_steps, gpu_op_counts(ev, steps)),
         gaps=join(parts["gaps"], empty_gaps),
         streams=join(parts["streams"], empty_streams),
         host_gaps=join(parts["host"], empty_host_gaps),
