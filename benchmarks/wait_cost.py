@@ -1,11 +1,10 @@
 """What "where the GPU waits" (issue 30) costs: the CPU time per rank file of the analysis
 with it, against the code before it, on the same files.
 
-    git archive 1d6a27d overlapscope | tar -x -C /tmp/base     # the code before issue 30
+    git archive 8d84203 overlapscope | tar -x -C /tmp/base     # main before issue 30
     python benchmarks/wait_cost.py FILE... --base /tmp/base [--repeat 5] [--out JSON]
 
-Per rank file, what a ``--dask`` worker runs for it (``overlapscope.cluster.tasks``: the
-parse task, the loader's parse and recognition of the file and the write of its events,
+Per rank file, what a worker runs for it (``overlapscope.pipeline.tasks``: the parse task, the loader's parse and recognition of the file and the write of its events,
 then the reduce task, the rank's tables), in a fresh process per run, the CPU time (user +
 sys) of that work alone, imports excluded, the best of ``--repeat`` runs of each checkout
 (on a shared machine the slower runs measure the neighbours), the two checkouts taking
@@ -39,18 +38,18 @@ PER_FILE = (
     + """
 import sys
 from pathlib import Path
-from overlapscope.cluster.cache import RankCache, analysis_digest, entry_key, parser_digest
-from overlapscope.cluster.client import LazyClient
-from overlapscope.cluster.run import plan
-from overlapscope.cluster.tasks import parse_to_cache, reduce_rank
+from overlapscope.cache import Cache, code_digest, entry_key
+from overlapscope.pipeline.executor import LocalExecutor
+from overlapscope.pipeline.plan import Inputs, plan
+from overlapscope.pipeline.tasks import parse_to_cache, reduce_rank
 path, root = Path(sys.argv[1]), sys.argv[2]
 t0 = cpu_s()
-parse_to_cache(str(path), 0, root, entry_key(path, 0), parser_digest())
+parse_to_cache(str(path), 0, root, entry_key(path, 0), code_digest())
 t1 = cpu_s()
-with LazyClient("unused: the parse is cached") as client:
-    _, _, jobs = plan([path], client, RankCache(Path(root)), allow_missing_ranks=True)
+inputs = Inputs((path,), allow_missing_ranks=True)
+_, _, jobs = plan(inputs, LocalExecutor(), Cache(Path(root)))  # (the parse is cached)
 t2 = cpu_s()
-reduce_rank(jobs[0], root, analysis_digest())
+reduce_rank(jobs[0], root, code_digest())
 t3 = cpu_s()
 print(t1 - t0, t3 - t2)
 """

@@ -30,6 +30,7 @@ warning line. The reference is the rank that matches the most collectives (ties:
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -317,6 +318,16 @@ def clock_error(offsets: pd.DataFrame | None) -> pd.Series:
     if offsets is None or offsets.empty:
         return pd.Series(dtype=np.float64)
     return offsets.set_index("rank")["uncertainty_us"]
+
+
+@dataclass(frozen=True, slots=True)
+class Clocks:
+    """The clock estimate as an analysis keeps it: the offsets table, whether they were
+    applied, and the one host every rank ran on (if so)."""
+
+    offsets: pd.DataFrame
+    applied: bool
+    shared_host: str | None
 
 
 def shared_host(manifest: RunManifest | None) -> str | None:

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.analysis.comm_causes import PART_COLUMNS
-from overlapscope.trace.schema import CollectiveKind
+from overlapscope.phases import CollectiveKind
 
 KEY = ["group", "step", "seq"]
 COLLECTIVE_COLUMNS = [

@@ -32,11 +32,11 @@ from overlapscope.analysis.host import Launches
 from overlapscope.analysis.intervals import Intervals, free_within
 from overlapscope.analysis.segments import column_in
 from overlapscope.arrays import BoolArray, FloatArray, IntArray
-from overlapscope.trace.schema import EventLane
+from overlapscope.phases import Lane
 
 PARTS = ("host_late", "peer_wait", "transfer")
 PART_COLUMNS = tuple(f"exposed_{p}_us" for p in PARTS)
-PIECE_COLUMNS = ["row", "start_us", "end_us"]
+PIECE_COLUMNS = ["rank", "row", "start_us", "end_us"]
 KEY = ["group", "step", "seq"]
 
 
@@ -45,7 +45,7 @@ def out_of_work(rows: pd.DataFrame, launched: Launches, at: FloatArray) -> BoolA
     compute op launched before it finished by then? (No compute launched before: yes.)
     ``rows``: one rank's rows; ``launched``: their launches."""
     compute = np.flatnonzero(
-        rows["on_gpu"].to_numpy() & column_in(rows["lane"], [EventLane.COMPUTE.value])
+        rows["on_gpu"].to_numpy() & column_in(rows["lane"], [Lane.COMPUTE.value])
     )
     known = compute[np.isfinite(launched.at[compute])]
     order = known[np.argsort(launched.at[known], kind="stable")]
@@ -57,15 +57,24 @@ def out_of_work(rows: pd.DataFrame, launched: Launches, at: FloatArray) -> BoolA
     return np.isfinite(at) & (last_end <= at)
 
 
-def pieces(compute: Intervals, start: FloatArray, end: FloatArray) -> pd.DataFrame:
-    """The stretches of each ``[start, end)`` (a collective) no compute covers: one row per
-    stretch (``row``: the collective's position), in order."""
+def pieces(rank: int, compute: Intervals, start: FloatArray, end: FloatArray) -> pd.DataFrame:
+    """The stretches of each ``[start, end)`` (a collective of ``rank``) no compute covers:
+    one row per stretch (``row``: the collective's position among the rank's), in order."""
     row, a, b = free_within(compute, start, end)
-    return pd.DataFrame({"row": row, "start_us": a, "end_us": b})
+    ranks = np.full(len(row), rank, dtype=np.int64)
+    return pd.DataFrame({"rank": ranks, "row": row, "start_us": a, "end_us": b})
+
+
+def empty_pieces() -> pd.DataFrame:
+    return pieces(0, Intervals.empty(), np.zeros(0), np.zeros(0))
 
 
 def rank_facts(
-    rows: pd.DataFrame, comm_at: IntArray, compute: Intervals, launched: Launches | None
+    rank: int,
+    rows: pd.DataFrame,
+    comm_at: IntArray,
+    compute: Intervals,
+    launched: Launches | None,
 ) -> tuple[BoolArray, pd.DataFrame]:
     """Of one rank's collectives (positions ``comm_at`` in its ``rows``; ``compute``: its
     compute as an interval set; ``launched``: the rows' launches, None on a CPU rank): was
@@ -76,26 +85,14 @@ def rank_facts(
     if launched is not None and gpu.any():
         late[gpu] = out_of_work(rows, launched, launched.at[comm_at[gpu]])
     ts, end = rows["ts_us"].to_numpy()[comm_at], rows["end_us"].to_numpy()[comm_at]
-    return late, pieces(compute, ts, end)
-
-
-def join_pieces(parts: list[tuple[pd.DataFrame, int]]) -> pd.DataFrame:
-    """The ranks' pieces as one table, ``row`` counted over the ranks' collectives one rank
-    after the other (``parts``: each rank's pieces and its number of collectives)."""
-    offset, frames = 0, []
-    for frame, num in parts:
-        if len(frame):
-            frames.append(frame.assign(row=frame["row"].to_numpy() + offset))
-        offset += num
-    if not frames:
-        return pieces(Intervals.empty(), np.zeros(0), np.zeros(0))
-    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    return late, pieces(rank, compute, ts, end)
 
 
 def split_exposure(comm: pd.DataFrame, stretches: pd.DataFrame) -> pd.DataFrame:
     """``comm`` (every rank's collectives: ``rank, group, step, seq, ts_us, dur_us,
     exposed_us, late``) with the three parts (PART_COLUMNS) of each one's exposed time.
-    ``stretches``: :func:`join_pieces` of the ranks, ``row`` a position in ``comm``."""
+    ``stretches``: every rank's :func:`pieces` (``row``: a position among the rank's rows of
+    ``comm``, whose ranks' rows follow one another)."""
     dur = comm["dur_us"].to_numpy(dtype=np.float64)
     matched = (comm["seq"].to_numpy() >= 0) & comm["group"].notna().to_numpy()
     waited = np.zeros(len(comm))
@@ -106,7 +103,9 @@ def split_exposure(comm: pd.DataFrame, stretches: pd.DataFrame) -> pd.DataFrame:
         )["dur"]
         fastest, num = g.transform("min").to_numpy(), g.transform("size").to_numpy()
         waited[matched] = np.where(num >= 2, dur[matched] - fastest, 0.0)
-    row = stretches["row"].to_numpy(dtype=np.int64)
+    ranks, first = np.unique(comm["rank"].to_numpy(np.int64), return_index=True)
+    of = np.searchsorted(ranks, stretches["rank"].to_numpy(np.int64))
+    row = first[of] + stretches["row"].to_numpy(dtype=np.int64) if len(ranks) else of
     ts = comm["ts_us"].to_numpy(dtype=np.float64)
     head_end = ts[row] + waited[row]
     inside = np.maximum(

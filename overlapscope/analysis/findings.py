@@ -27,7 +27,7 @@ import pandas as pd
 
 from overlapscope.analysis.comm_causes import PARTS as EXPOSED_PARTS
 from overlapscope.manifest import RunManifest
-from overlapscope.trace.names import Phase
+from overlapscope.phases import Phase
 
 # A finding needs at least this share of the mean step time at stake.
 MIN_STAKE_FRACTION = 0.01

@@ -32,7 +32,7 @@ from overlapscope.analysis.idle import CAUSES, HOST_CAUSES, classify, empty_tabl
 from overlapscope.analysis.intervals import Intervals, complement, union_of
 from overlapscope.analysis.partition import LaneSets
 from overlapscope.analysis.segments import column_in
-from overlapscope.trace.schema import EventLane
+from overlapscope.phases import Lane
 
 HOST_GAP_COLUMNS = [
     *("rank", "start_us", "end_us", "cause", "late_op", "launch_us"),
@@ -47,9 +47,9 @@ def rank_host_gaps(rows: pd.DataFrame, rank: int, sets: LaneSets, host: RankHost
     (what the path calls idle) that its host caused, each with the cause of its end
     (HOST_GAP_COLUMNS)."""
     busy = union_of(sets.compute, sets.comm, sets.wait, sets.limiter)
-    path_lanes = [EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value]
+    path_lanes = [Lane.COMPUTE.value, Lane.COMM.value, Lane.WAIT.value]
     work = np.flatnonzero(column_in(rows["lane"], path_lanes))
-    steps = np.flatnonzero(column_in(rows["lane"], [EventLane.STEP.value]))
+    steps = np.flatnonzero(column_in(rows["lane"], [Lane.STEP.value]))
     if not len(busy) or not len(work):
         return empty_host_gaps()
     ts = rows["ts_us"].to_numpy()

@@ -42,7 +42,7 @@ from overlapscope.analysis.intervals import free_within, union_of
 from overlapscope.analysis.partition import LaneSets
 from overlapscope.analysis.segments import column_in
 from overlapscope.arrays import BoolArray, FloatArray, IntArray
-from overlapscope.trace.schema import EventLane
+from overlapscope.phases import Lane
 
 CAUSES = ("host_bound", "sync", "peer", "cross_stream", "other")
 CAUSE_COLUMNS = tuple(f"idle_{c}_us" for c in CAUSES)
@@ -77,7 +77,7 @@ def _gpu_ops(rows: pd.DataFrame, markers: bool = True) -> IntArray:
     which HTA's per-stream breakdown leaves out with its kernel categories)."""
     ops = rows["on_gpu"].to_numpy()
     if not markers:
-        ops = ops & ~column_in(rows["lane"], [EventLane.OTHER.value])
+        ops = ops & ~column_in(rows["lane"], [Lane.OTHER.value])
     at = np.flatnonzero(ops)
     return at[np.argsort(rows["ts_us"].to_numpy()[at], kind="stable")]
 

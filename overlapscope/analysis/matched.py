@@ -17,7 +17,7 @@ import pandas as pd
 
 from overlapscope.analysis.segments import column_in, column_values
 from overlapscope.arrays import FloatArray
-from overlapscope.trace.schema import CollectiveKind, EventLane
+from overlapscope.phases import CollectiveKind, Lane
 
 KEY = ["group", "step", "seq"]
 # Collectives whose end is synchronous across ranks: each rank needs every other rank's data.
@@ -37,7 +37,7 @@ def _sync_rows(events: pd.DataFrame) -> npt.NDArray[np.int64]:
     """Positions of the transfers of synchronising collectives that carry a group and a seq
     (compared on the categorical codes: no string comparison over the whole table)."""
     seq = events["seq"].to_numpy()
-    rows = np.flatnonzero(column_in(events["lane"], [EventLane.COMM.value]) & (seq >= 0))
+    rows = np.flatnonzero(column_in(events["lane"], [Lane.COMM.value]) & (seq >= 0))
     keep = column_in(events["kind"], SYNC_KINDS, rows)
     keep &= pd.notna(column_values(events["group"], rows))
     return rows[keep]

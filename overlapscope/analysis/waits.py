@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from overlapscope.analysis.comm_causes import join_pieces, rank_facts
+from overlapscope.analysis.comm_causes import empty_pieces, rank_facts
 from overlapscope.analysis.host import RankHost
 from overlapscope.analysis.host_path import empty_host_gaps, rank_host_gaps
 from overlapscope.analysis.idle import (
@@ -40,8 +40,9 @@ from overlapscope.trace.recognize import ComputeSource
 class WaitTables:
     """``steps``: the steps table with its idle split by cause and ``num_gpu_ops``;
     ``gaps``, ``streams``, ``host_gaps``, ``host_ops``: every GPU rank's, one after the
-    other (``host_ops``: idle.host_ops of its gaps, small whatever the trace); ``late``
-    and ``pieces``: per collective of ``exposure`` (its order), comm_causes.rank_facts."""
+    other (``host_ops``: idle.host_ops of its gaps, small whatever the trace); ``late``:
+    per collective of ``exposure`` (its order), and ``pieces``, every rank's,
+    comm_causes.rank_facts."""
 
     steps: pd.DataFrame
     gaps: pd.DataFrame
@@ -74,7 +75,7 @@ def wait_tables(
     step_rank = steps["rank"].to_numpy()
     comm_rank = ev["rank"].to_numpy()[ev.index.get_indexer(exposure.index)]
     late = np.zeros(len(comm_rank), dtype=bool)
-    pieces = []
+    pieces: list[pd.DataFrame | None] = []
     for info in run.ranks:  # (in rank order: the order of the rows)
         rank = info.rank
         rows = groups.get(rank, ev.iloc[:0])
@@ -91,8 +92,8 @@ def wait_tables(
         if len(mine):
             at = rows.index.get_indexer(exposure.index[mine])
             launched = host.launched if host is not None else None
-            late[mine], stretches = rank_facts(rows, at, sets[rank].compute, launched)
-            pieces.append((stretches, len(mine)))
+            late[mine], stretches = rank_facts(rank, rows, at, sets[rank].compute, launched)
+            pieces.append(stretches)
     gpu_steps = np.isin(step_rank, sorted(gpu))
     return WaitTables(
         steps=idle_by_cause(steps, sums, gpu_steps, gpu_op_counts(ev, steps)),
@@ -101,5 +102,5 @@ def wait_tables(
         host_gaps=join(parts["host"], empty_host_gaps),
         host_ops=join(parts["ops"], empty_host_ops),
         late=late,
-        pieces=join_pieces(pieces),
+        pieces=join(pieces, empty_pieces),
     )

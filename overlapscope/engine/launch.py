@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from overlapscope.engine.recipe import RunConfig
+from overlapscope.config import RunConfig
 from overlapscope.errors import UserError
 from overlapscope.manifest import RUN_JSON
 from overlapscope.outputs import (

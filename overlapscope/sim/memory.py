@@ -32,7 +32,7 @@ from pathlib import Path
 
 import orjson
 
-from overlapscope.trace.names import Phase
+from overlapscope.phases import Phase
 
 WindowKey = tuple[Phase, str, int]  # a compute op: (phase, unit, piece)
 _COMPUTE = re.compile(r"^ovs/(fwd|bwd|optim)/([^/]+)$")

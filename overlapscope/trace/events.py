@@ -61,6 +61,14 @@ HOST_CATEGORIES = frozenset(
 )
 
 
+def gpu_annotation(cat: pd.Categorical) -> np.ndarray:
+    """Rows of Kineto's ``gpu_user_annotation`` category (by the categorical's codes)."""
+    at = np.flatnonzero(np.asarray([str(c) == "gpu_user_annotation" for c in cat.categories]))
+    if len(at) == 0:
+        return np.zeros(len(cat), dtype=bool)
+    return np.asarray(cat.codes) == at[0]
+
+
 def host_category(cat: pd.Categorical) -> np.ndarray:
     host = np.asarray([str(c).lower() in HOST_CATEGORIES for c in cat.categories], dtype=bool)
     codes = np.asarray(cat.codes)

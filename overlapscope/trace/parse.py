@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.trace.decode import NotATraceError, TraceFileError
-from overlapscope.trace.events import bad_summary, host_category
+from overlapscope.trace.events import bad_summary, gpu_annotation, host_category
 from overlapscope.trace.reader import read_document
 
 __all__ = ["MAX_WORLD_SIZE", "NotATraceError", "RawTrace", "TraceFileError", "read_trace"]
@@ -35,6 +35,10 @@ class RawTrace:
     thread_names: dict[int, str] = field(default_factory=dict)
     first_ts_us: float = 0.0  # the file's own ts of the event at ts_us == 0
     dropped: str = ""  # "3 events with a negative dur, ..." left out; "" when none
+    # rows folded from point-to-point transfers (trace/p2p.py) and, per such row, the row of
+    # the issue range it came from (a transfer that queued behind another starts after its
+    # issue range ended, so time cannot tell)
+    folded_issue: tuple[np.ndarray, np.ndarray] | None = None
 
 
 MAX_WORLD_SIZE = 1 << 20  # a larger rank or world size is a corrupt field, not a run
@@ -72,11 +76,16 @@ def read_trace(path: Path) -> RawTrace:
         )
     rank, world_size, backend = _distributed(path, obj)
     ts = cols.ts
-    keep = cols.bad == 0
-    if not keep.any():
+    usable = cols.bad == 0
+    if not usable.any():
         raise TraceFileError(
             path, f"malformed trace: no usable complete event ({bad_summary(cols.bad)})"
         )
+    first_ts = float(ts[usable].min())
+    # A GPU annotation is a CPU range's shadow on a stream's row (torch 2.11 draws ProfilerStep,
+    # nccl:* and every record_function range there): neither GPU activity nor a CPU range on a
+    # thread. Kept, its stream id would pose as a thread holding a second ProfilerStep#N.
+    keep = usable & ~gpu_annotation(cols.cat)
     dur = np.where(keep, cols.dur, 0.0)
     comm = cols.comm
     if not keep.all():
@@ -84,7 +93,6 @@ def read_trace(path: Path) -> RawTrace:
         remap = pd.Series(np.arange(len(kept_idx)), index=kept_idx)
         comm = comm.loc[comm.index.isin(kept_idx)]
         comm.index = pd.Index(remap.loc[comm.index].to_numpy(), dtype=np.int64)
-    first_ts = float(ts[keep].min())
     base = obj.get("baseTimeNanoseconds")
     base_ns = int(base) if isinstance(base, int) and not isinstance(base, bool) else None
     origin_ns = (base_ns or 0) + round(first_ts * 1000.0)
