@@ -41,6 +41,8 @@ class HtaReport:
     counted_steps: dict[int, list[int]] = field(default_factory=dict)
     # per rank: what HTA's rounding counts negatively (hta_negative_us), when it rounds
     negative: pd.DataFrame | None = None
+    # per rank and stream: what those events change in its idle split (hta_idle_negative_us)
+    idle_negative: pd.DataFrame | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"status": self.status}
@@ -108,6 +110,7 @@ def run_hta(run: RunTraces, *, include_last_profiler_step: bool = True) -> HtaRe
         idle=idle,
         counted_steps=steps,
         negative=hta_negative_us(run) if rounding else None,
+        idle_negative=hta_idle_negative_us(run) if rounding else None,
     )
 
 
@@ -230,3 +233,38 @@ def hta_negative_us(run: RunTraces) -> pd.DataFrame:
             parts[name] = _hta_union_us(ts[mask], end[mask]) - ours
         rows.append({"rank": r, **parts})
     return pd.DataFrame(rows, columns=["rank", "compute_us", "busy_us"])
+
+
+def hta_idle_negative_us(run: RunTraces) -> pd.DataFrame:
+    """Per rank and stream: what HTA 0.5.0's idle-time breakdown gives beyond ours in its
+    model (``analyze(run, hta_rounding=True).idle_streams``' ``hta_*`` columns), for the
+    sub-µs GPU events its rounding leaves with end < start (:func:`hta_negative_us`): HTA
+    measures the gap after such an event from its end, before its start, and compares the
+    next launch with that end (``rank, stream, host_wait_us, kernel_wait_us, other_us``:
+    HTA's figure minus ours; zero on a stream without such events)."""
+    from overlapscope.analysis.host import RankHost
+    from overlapscope.analysis.idle import hta_streams
+    from overlapscope.analysis.metrics import counted_mask
+
+    run = hta_scope(run)
+    ev = run.events[counted_mask(run).to_numpy()]
+    offset = ev["rank"].map({r.rank: r.raw_ts_offset_us for r in run.ranks}).to_numpy()
+    gpu = ev["on_gpu"].to_numpy()
+    ts, end = ev["ts_us"].to_numpy(), ev["end_us"].to_numpy()
+    ts = np.where(gpu, np.ceil(ts + offset) - offset, ts)
+    theirs = np.where(gpu, np.floor(end + offset) - offset, end)  # (may end before it starts)
+    ours = np.maximum(theirs, ts)  # (round_like_hta's)
+    ev = ev.assign(ts_us=ts)
+    frames = []
+    rank = ev["rank"].to_numpy()
+    for r in sorted({i.rank for i in run.ranks if i.has_gpu}):
+        mine = np.flatnonzero(rank == r)
+        rows = ev.iloc[mine].reset_index(drop=True)
+        launched = RankHost.of(rows).launched.at
+        a, b = hta_streams(rows, launched, theirs[mine]), hta_streams(rows, launched, ours[mine])
+        diff = a.set_index("stream") - b.set_index("stream")
+        frames.append(diff.reset_index().assign(rank=r))
+    columns = ["rank", "stream", "host_wait_us", "kernel_wait_us", "other_us"]
+    return (
+        pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+    )

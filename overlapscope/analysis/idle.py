@@ -263,8 +263,7 @@ def stream_idle(rows: pd.DataFrame, rank: int, host: RankHost) -> pd.DataFrame:
     lt, tid = launch_at[ops[follows]], launch_tid[ops[follows]]
     cause, _, _ = classify(g0, lt, tid, host.calls, np.maximum(g1, g0), ops=False)
     gap = g1 - g0
-    host_wait = lt > g0
-    hta = np.where(host_wait, 0, np.where(gap < KERNEL_WAIT_US, 1, 2))
+    hta = hta_category(gap, lt, g0)
     streams, index = np.unique(stream, return_inverse=True)
     n, at = len(streams), index.reshape(-1)[follows]
     columns: dict[str, object] = {"rank": np.full(n, rank, dtype=np.int64), "stream": streams}
@@ -274,9 +273,38 @@ def stream_idle(rows: pd.DataFrame, rank: int, host: RankHost) -> pd.DataFrame:
     for k, c in enumerate(CAUSES):
         columns[f"{c}_total_us"] = by_cause.reshape(n, len(CAUSES))[:, k]
     by_hta = np.bincount(at * 3 + hta, weights=gap, minlength=n * 3).reshape(n, 3)
-    for k, c in enumerate(("host_wait", "kernel_wait", "other")):
+    for k, c in enumerate(HTA_CATEGORIES):
         columns[f"hta_{c}_total_us"] = by_hta[:, k]
     return pd.DataFrame(columns, columns=STREAM_COLUMNS)
+
+
+HTA_CATEGORIES = ("host_wait", "kernel_wait", "other")
+
+
+def hta_category(gap: FloatArray, launch: FloatArray, before: FloatArray) -> IntArray:
+    """HTA's category of each gap between a stream's consecutive ops (an index into
+    HTA_CATEGORIES): host wait where the op was launched after the previous op ended
+    (``before``), else kernel wait under KERNEL_WAIT_US, else other."""
+    return np.where(launch > before, 0, np.where(gap < KERNEL_WAIT_US, 1, 2))
+
+
+def hta_streams(rows: pd.DataFrame, launched_at: FloatArray, end: FloatArray) -> pd.DataFrame:
+    """HTA's idle split per stream of one rank's rows as HTA 0.5.0 computes it, each op's
+    end given (``end``, by row): per stream, ops by start, each gap the op's start minus the
+    previous op's end (``stream, host_wait_us, kernel_wait_us, other_us``)."""
+    ops = _gpu_ops(rows, markers=False)
+    stream, ts = rows["stream"].to_numpy()[ops], rows["ts_us"].to_numpy()[ops]
+    order = np.lexsort((ts, stream))
+    ops, stream, ts = ops[order], stream[order], ts[order]
+    follows = np.flatnonzero(stream[1:] == stream[:-1]) + 1
+    before = end[ops[follows - 1]]
+    gap = ts[follows] - before
+    category = hta_category(gap, launched_at[ops[follows]], before)
+    streams, index = np.unique(stream, return_inverse=True)
+    n, at = len(streams), index.reshape(-1)[follows]
+    split = np.bincount(at * 3 + category, weights=gap, minlength=n * 3).reshape(n, 3)
+    columns = {f"{c}_us": split[:, k] for k, c in enumerate(HTA_CATEGORIES)}
+    return pd.DataFrame({"stream": streams, **columns})
 
 
 def gpu_op_counts(ev: pd.DataFrame, steps: pd.DataFrame) -> IntArray:

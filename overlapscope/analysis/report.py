@@ -292,4 +292,17 @@ def hta_idle_lines(a: RunAnalysis) -> list[str]:
             o = float(ours.loc[key, f"hta_{cat}_total_us"]) if key in ours.index else float("nan")
             parts.append(f"{label} {_fmt(t)} vs {_fmt(o)} ({t - o:+,.0f})")
         lines.append(f"  rank {int(rank)} stream {int(stream)}: " + ", ".join(parts))
+        lines += _negative_idle(hta.idle_negative, int(rank), int(stream))
     return lines
+
+
+def _negative_idle(negative: pd.DataFrame | None, rank: int, stream: int) -> list[str]:
+    """What HTA's sub-µs events with end < start change in a stream's idle split."""
+    if negative is None:
+        return []
+    row = negative[(negative["rank"] == rank) & (negative["stream"] == stream)]
+    values = {label: float(row[f"{cat}_us"].sum()) for cat, label in HTA_IDLE}
+    if not any(round(v) for v in values.values()):
+        return []
+    said = ", ".join(f"{label} {v:+,.0f}" for label, v in values.items())
+    return [f"    of which HTA's sub-µs events with end < start (measured from their end): {said}"]
