@@ -182,6 +182,8 @@ def test_own_runs_same_host(four_rank_run: Path) -> None:
     assert_same_host(load_run(four_rank_run))
     for name in ("backward_pre", "none", "backward_post", "backward_pre+limit=2"):
         assert_same_host(sample(name))
+    for name in ("gpu-engine-gloo2-none", "gpu-engine-gloo2-backward_pre"):  # (an H200)
+        assert_same_host(sample(name))
 
 
 def test_too_few_collectives_keep_the_clock_with_one_warning() -> None:

@@ -1,5 +1,5 @@
 """One rule for every clock (issue 30 point 6): an offset of ±50 µs to ±20 ms injected into
-one rank of a 2-rank run (the shipped ones), a 4-rank run and the torch FSDP1 and FSDP2 runs
+one rank of a 2-rank run (the shipped ones, on CPU and on a GPU), a 4-rank run and the torch FSDP1 and FSDP2 runs
 gives the un-shifted run's findings. No threshold turns the correction on or off: the
 estimate and the causal bounds move with the clock, so the aligned run is the same."""
 
@@ -16,7 +16,10 @@ from tests.clocks.conftest import inject
 from tests.conftest import REPO
 
 SHIFTS_US = (50.0, -50.0, 1000.0, -1000.0, 20000.0, -20000.0)
-SHIPPED = ("backward_pre", "none", "backward_post", "backward_pre+limit=2")
+SHIPPED = (
+    *("backward_pre", "none", "backward_post", "backward_pre+limit=2"),
+    *("gpu-engine-gloo2-none", "gpu-engine-gloo2-backward_pre"),  # (2 ranks on an H200)
+)
 
 
 @functools.cache
