@@ -29,6 +29,7 @@ import pandas as pd
 
 from overlapscope.analysis.fields import PER_STEP, TOTAL
 from overlapscope.analysis.host import Launches
+from overlapscope.analysis.idle import frame
 from overlapscope.analysis.intervals import Intervals, free_within
 from overlapscope.analysis.segments import column_in
 from overlapscope.arrays import BoolArray, FloatArray, IntArray
@@ -62,7 +63,7 @@ def pieces(rank: int, compute: Intervals, start: FloatArray, end: FloatArray) ->
     one row per stretch (``row``: the collective's position among the rank's), in order."""
     row, a, b = free_within(compute, start, end)
     ranks = np.full(len(row), rank, dtype=np.int64)
-    return pd.DataFrame({"rank": ranks, "row": row, "start_us": a, "end_us": b})
+    return frame({"rank": ranks, "row": row, "start_us": a, "end_us": b})
 
 
 def empty_pieces() -> pd.DataFrame:

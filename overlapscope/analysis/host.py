@@ -28,6 +28,7 @@ The names that say what a call is (torch's own record_function names)::
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from dataclasses import dataclass
 
@@ -75,6 +76,7 @@ PRIORITY = tuple(Activity)
 _ANY = re.compile("|".join(f"(?:{p.pattern})" for p in _PATTERNS.values()))
 
 
+@functools.lru_cache(maxsize=65536)  # (a worker classifies the same names rank after rank)
 def activity_of(name: str) -> Activity:
     if not _ANY.search(name):
         return Activity.OTHER

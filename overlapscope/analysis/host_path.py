@@ -28,7 +28,7 @@ import pandas as pd
 
 from overlapscope.analysis.critical_path import CriticalPath
 from overlapscope.analysis.host import PRIORITY, RankHost
-from overlapscope.analysis.idle import CAUSES, HOST_CAUSES, classify, empty_table, objects
+from overlapscope.analysis.idle import CAUSES, HOST_CAUSES, classify, empty_table, frame
 from overlapscope.analysis.intervals import Intervals, complement, union_of
 from overlapscope.analysis.partition import LaneSets
 from overlapscope.analysis.segments import column_in
@@ -67,19 +67,18 @@ def rank_host_gaps(rows: pd.DataFrame, rank: int, sets: LaneSets, host: RankHost
     free = Intervals(free.starts[mine], free.ends[mine])
     cause, activity, op, ender = cause[mine], activity[mine], op[mine], ender[mine]
     lt, tid = lt[mine], tid[mine]
-    return pd.DataFrame(
+    return frame(
         {
             "rank": np.full(len(free), rank, dtype=np.int64),
             "start_us": free.starts,
             "end_us": free.ends,
-            "cause": objects(np.asarray(CAUSES, dtype=object)[cause]),
-            "late_op": objects(host.calls.names.at(ender)),
+            "cause": np.asarray(CAUSES, dtype=object)[cause],
+            "late_op": np.asarray(host.calls.names.at(ender), dtype=object),
             "launch_us": lt,
             "host_tid": np.where(activity >= 0, tid, -1).astype(np.int64),
-            "host_activity": objects(names[activity]),
-            "host_op": objects(host.calls.names.names[op]),
-        },
-        columns=HOST_GAP_COLUMNS,
+            "host_activity": names[activity],
+            "host_op": np.asarray(host.calls.names.names, dtype=object)[op],
+        }
     )
 
 

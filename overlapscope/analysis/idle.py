@@ -31,7 +31,8 @@ each stream, as HTA's ``get_idle_time_breakdown`` does, with HTA's categories be
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -70,6 +71,26 @@ def objects(values: np.ndarray) -> pd.Series:
     """A column of names as Python objects: not converted into the string type pandas
     would infer (~1 ms per 1,000 rows, measured), None where missing."""
     return pd.Series(values, dtype=object, copy=False)
+
+
+def frame(columns: Mapping[str, np.ndarray]) -> pd.DataFrame:
+    """A table of 1-D arrays of one length, each column as it is: no copy and no
+    conversion (names stay Python objects, None where missing: pandas 3 would convert
+    them into its string type). ~40 µs, against ~170 for ``pd.DataFrame`` with
+    :func:`objects` columns, for the few small tables each rank makes."""
+    arrays = [np.asarray(a) for a in columns.values()]
+    n = len(arrays[0]) if arrays else 0
+    make = getattr(pd.DataFrame, "_from_arrays", None)
+    if make is None:  # (a pandas without it: the public, slower way)
+        return pd.DataFrame(
+            {
+                c: objects(a) if a.dtype == object else a
+                for c, a in zip(columns, arrays, strict=True)
+            }
+        )
+    names = pd.Index(list(columns), dtype=object)  # (not an Arrow string index: ~0.2 ms)
+    out: pd.DataFrame = make(arrays, columns=names, index=pd.RangeIndex(n), verify_integrity=False)
+    return out
 
 
 def _gpu_ops(rows: pd.DataFrame, markers: bool = True) -> IntArray:
@@ -144,34 +165,39 @@ def rank_gaps(
     ops_table = host_ops(rank, (cause, activity, op), g1 - g0, host.calls.names.names)
     if not table:
         return None, sums, ops_table
-    gap_table = pd.DataFrame(
+    gap_table = frame(
         {
             "rank": np.full(len(g0), rank, dtype=np.int64),
             "step": step,
             "start_us": g0,
             "end_us": g1,
             "dur_us": g1 - g0,
-            "cause": objects(np.asarray(CAUSES, dtype=object)[cause]),
-            "next_op": objects(host.calls.names.at(ender)),
+            "cause": np.asarray(CAUSES, dtype=object)[cause],
+            "next_op": np.asarray(host.calls.names.at(ender), dtype=object),
             "next_stream": rows["stream"].to_numpy()[ender].astype(np.int64),
             "launch_us": lt,
             "host_tid": np.where(activity >= 0, tid, -1).astype(np.int64),
-            "host_activity": objects(names[activity]),
-            "host_op": objects(host.calls.names.names[op]),
-        },
-        columns=GAP_COLUMNS,
+            "host_activity": names[activity],
+            "host_op": np.asarray(host.calls.names.names, dtype=object)[op],
+        }
     )
     return gap_table, sums, ops_table
 
 
 def empty_table(columns: list[str], ints: tuple[str, ...], texts: tuple[str, ...]) -> pd.DataFrame:
     """A table of ``columns`` without rows: ``ints`` int64, ``texts`` objects, the rest
-    float64 (built from typed arrays: no conversion of the columns afterwards)."""
+    float64 (made once per shape: a CPU rank asks for several every time)."""
+    return _empty_table(tuple(columns), ints, texts).copy(deep=False)
 
+
+@functools.cache
+def _empty_table(
+    columns: tuple[str, ...], ints: tuple[str, ...], texts: tuple[str, ...]
+) -> pd.DataFrame:
     def empty(c: str) -> np.ndarray:
         return np.zeros(0, dtype=np.int64 if c in ints else object if c in texts else np.float64)
 
-    return pd.DataFrame({c: empty(c) for c in columns})
+    return frame({c: empty(c) for c in columns})
 
 
 def empty_gaps() -> pd.DataFrame:
@@ -198,12 +224,12 @@ def host_ops(
     count = np.bincount(at, minlength=len(order))[order]
     activities = np.asarray([a.value for a in PRIORITY] + [None], dtype=object)
     named = np.append(op_names, "-").astype(object)  # (op -1: the last, "-")
-    return pd.DataFrame(
+    return frame(
         {
             "rank": np.full(len(keys), rank, dtype=np.int64),
-            "cause": objects(np.asarray(CAUSES, dtype=object)[keys // span_o // span_a]),
-            "host_activity": objects(activities[keys // span_o % span_a - 1]),
-            "host_op": objects(named[keys % span_o - 1]),
+            "cause": np.asarray(CAUSES, dtype=object)[keys // span_o // span_a],
+            "host_activity": activities[keys // span_o % span_a - 1],
+            "host_op": named[keys % span_o - 1],
             "num_gaps": count.astype(np.int64),
             "dur_total_us": total,
         }
@@ -245,8 +271,13 @@ def idle_by_cause(
     other = np.where(gpu, idle - named.sum(axis=0), idle)
     columns: dict[str, np.ndarray] = dict(zip(CAUSE_COLUMNS, [*named, other], strict=True))
     columns["num_gpu_ops"] = num_gpu_ops
-    # (one concatenation: an assign per column cost ~0.5 ms a table of a few rows)
-    return pd.concat([steps, pd.DataFrame(columns, index=steps.index)], axis=1)
+    given = {c: steps[c].to_numpy() for c in steps.columns}
+    if not isinstance(steps.index, pd.RangeIndex) or any(
+        a.dtype.kind not in "iuf" for a in given.values()
+    ):
+        return pd.concat([steps, pd.DataFrame(columns, index=steps.index)], axis=1)
+    # (numbers only, as step_table makes them: one table of the arrays as they are)
+    return frame({**given, **columns})
 
 
 def stream_idle(rows: pd.DataFrame, rank: int, host: RankHost) -> pd.DataFrame:
@@ -266,7 +297,7 @@ def stream_idle(rows: pd.DataFrame, rank: int, host: RankHost) -> pd.DataFrame:
     hta = hta_category(gap, lt, g0)
     streams, index = np.unique(stream, return_inverse=True)
     n, at = len(streams), index.reshape(-1)[follows]
-    columns: dict[str, object] = {"rank": np.full(n, rank, dtype=np.int64), "stream": streams}
+    columns: dict[str, np.ndarray] = {"rank": np.full(n, rank, dtype=np.int64), "stream": streams}
     columns["num_gaps"] = np.bincount(at, minlength=n).astype(np.int64)
     columns["idle_total_us"] = np.bincount(at, weights=gap, minlength=n)
     by_cause = np.bincount(at * len(CAUSES) + cause, weights=gap, minlength=n * len(CAUSES))
@@ -275,7 +306,7 @@ def stream_idle(rows: pd.DataFrame, rank: int, host: RankHost) -> pd.DataFrame:
     by_hta = np.bincount(at * 3 + hta, weights=gap, minlength=n * 3).reshape(n, 3)
     for k, c in enumerate(HTA_CATEGORIES):
         columns[f"hta_{c}_total_us"] = by_hta[:, k]
-    return pd.DataFrame(columns, columns=STREAM_COLUMNS)
+    return frame({c: columns[c] for c in STREAM_COLUMNS})
 
 
 HTA_CATEGORIES = ("host_wait", "kernel_wait", "other")
