@@ -37,6 +37,7 @@ import pandas as pd
 
 from overlapscope.analysis.intervals import Intervals, covered, union
 from overlapscope.arrays import BoolArray, FloatArray, IntArray
+from overlapscope.trace.attribution import launch_rows
 
 
 class Activity(enum.Enum):
@@ -104,17 +105,10 @@ def launches(rows: pd.DataFrame) -> Launches:
     ts, tid = rows["ts_us"].to_numpy(), rows["tid"].to_numpy()
     at = np.full(len(rows), np.nan)
     thread = np.full(len(rows), -1, dtype=np.int64)
-    cpu = np.flatnonzero(~on_gpu & (corr >= 0))
-    gpu = np.flatnonzero(on_gpu & (corr >= 0))
     source = np.zeros(len(rows), dtype=bool)
-    if not len(cpu) or not len(gpu):
-        return Launches(at, thread, source)
-    ids, first = np.unique(corr[cpu], return_index=True)
-    pos = np.minimum(np.searchsorted(ids, corr[gpu]), len(ids) - 1)
-    found = ids[pos] == corr[gpu]
-    src = cpu[first[pos[found]]]
-    at[gpu[found]] = ts[src]
-    thread[gpu[found]] = tid[src]
+    gpu, src = launch_rows(corr, on_gpu)
+    at[gpu] = ts[src]
+    thread[gpu] = tid[src]
     source[src] = True
     return Launches(at, thread, source)
 

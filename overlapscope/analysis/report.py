@@ -7,6 +7,7 @@ import math
 import pandas as pd
 
 from overlapscope.analysis.api import RunAnalysis
+from overlapscope.analysis.idle import CAUSES
 
 TOP_N = 10
 
@@ -41,6 +42,10 @@ RANK_COLUMNS = {
     "overlap_pct": ("overlap %", 2),
     "nccl_wait_per_step_us": ("wait", 0),
 }
+# The parts of exposed communication (comm_causes.py) and the causes of idle (idle.py), as
+# the tables' headers name them.
+EXPOSED_PARTS = {"host_late": "issued late", "peer_wait": "last rank", "transfer": "transfer"}
+_IDLE_LABELS = {"host_bound": "host-bound", "cross_stream": "cross-stream"}
 UNIT_COLUMNS = {
     "rank": ("rank", 0),
     "unit": ("unit", 0),
@@ -49,24 +54,16 @@ UNIT_COLUMNS = {
     "num_ops": ("ops", 0),
     "comm_per_step_us": ("comm µs/step", 0),
     "exposed_per_step_us": ("exposed µs/step", 0),
-    "exposed_host_late_per_step_us": ("issued late", 0),
-    "exposed_peer_wait_per_step_us": ("last rank", 0),
-    "exposed_transfer_per_step_us": ("transfer", 0),
+    **{f"exposed_{p}_per_step_us": (label, 0) for p, label in EXPOSED_PARTS.items()},
 }
 # Where the GPU waits (issue 30): idle by cause and exposed communication by cause, µs per
 # counted step; each group adds up to its total.
 WAIT_COLUMNS = {
     "rank": ("rank", 0),
     "idle_per_step_us": ("idle", 0),
-    "idle_host_bound_per_step_us": ("host-bound", 0),
-    "idle_sync_per_step_us": ("sync", 0),
-    "idle_peer_per_step_us": ("peer", 0),
-    "idle_cross_stream_per_step_us": ("cross-stream", 0),
-    "idle_other_per_step_us": ("other", 0),
+    **{f"idle_{c}_per_step_us": (_IDLE_LABELS.get(c, c), 0) for c in CAUSES},
     "exposed_comm_per_step_us": ("exposed comm", 0),
-    "exposed_comm_host_late_per_step_us": ("issued late", 0),
-    "exposed_comm_peer_wait_per_step_us": ("last rank", 0),
-    "exposed_comm_transfer_per_step_us": ("transfer", 0),
+    **{f"exposed_comm_{p}_per_step_us": (label, 0) for p, label in EXPOSED_PARTS.items()},
 }
 LEVER_COLUMNS = {
     "rank": ("rank", 0),
