@@ -13,6 +13,13 @@ pytorch#162021). A trace would then hold no all-gather at all. Unless ``--torch-
 is given, the capture switches those shortcuts off, so FSDP runs the code path of any larger
 world size and issues its all-gathers and reduce-scatters (NCCL kernels of one rank) on its
 own streams; ``captures.json`` says, per configuration, what was switched off.
+
+**Host causes** (``--only`` a name of :data:`HOST_CAUSES`, run by
+``scripts/gpu-check-host-causes.sh``): FSDP2 as above, with one known reason for the GPU to
+wait on its host in each, and no synchronisation at the step boundary (the host runs ahead as
+in a training loop): a slow single-process ``DataLoader``, a ``.item()`` after each block's
+forward, many small units whose launches outrun the GPU. Each is a known answer for where the
+GPU waits on a real GPU.
 """
 
 from __future__ import annotations
@@ -93,6 +100,77 @@ CONFIGS = [
         {"backward_prefetch": "BACKWARD_PRE", "forward": True},
     ),
 ]
+
+
+# The host's known reasons for a GPU to wait (module doc). "free_running": no sync at the
+# step boundary; "loader_ms": host time per sample in the DataLoader's __getitem__;
+# "item_per_block": a .item() on each block's output; "model"/"batch": a workload's overrides.
+HOST_CAUSES = [
+    Config(
+        "fsdp2-free-running",
+        "fsdp2",
+        "FSDP2 default, the host never waits for the GPU at the step boundary "
+        "(the reference for the three below)",
+        {"free_running": True},
+    ),
+    Config(
+        "fsdp2-slow-loader",
+        "fsdp2",
+        "a DataLoader (num_workers=0) whose every sample takes 1 ms of host time: "
+        "the GPU waits for the next batch",
+        {"free_running": True, "loader_ms": 1.0},
+    ),
+    Config(
+        "fsdp2-item-per-block",
+        "fsdp2",
+        "a .item() on each block's forward output (a logged metric): "
+        "the host waits for the GPU, then the GPU for the host",
+        {"free_running": True, "item_per_block": True},
+    ),
+    Config(
+        "fsdp2-many-small-units",
+        "fsdp2",
+        "32 blocks of width 128 at batch 2: the host's launches cannot keep the GPU busy",
+        {
+            "free_running": True,
+            "model": {"layers": 32, "dim": 128, "heads": 2, "seq_len": 128},
+            "batch": 2,
+        },
+    ),
+]
+
+
+class SlowSamples(torch.utils.data.Dataset):
+    """Token rows, each costing ``ms`` of host time (decoding, augmentation, a slow disk)."""
+
+    def __init__(self, cfg: ModelConfig, n: int, ms: float) -> None:
+        self.cfg, self.n, self.ms = cfg, n, ms
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        time.sleep(self.ms / 1e3)
+        g = torch.Generator().manual_seed(i)
+        tokens = torch.randint(0, self.cfg.vocab, (self.cfg.seq_len + 1,), generator=g)
+        return tokens[:-1], tokens[1:]
+
+
+def batches(model_cfg: ModelConfig, cfg: Config, batch: int) -> Iterator[Any]:
+    """The steps' (x, y): from a slow DataLoader where the configuration has one."""
+    ms = cfg.options.get("loader_ms")
+    if not ms:
+        return (global_batch(model_cfg, batch, step, seed=0) for step in range(STEPS))
+    data = SlowSamples(model_cfg, STEPS * batch, ms)
+    return iter(torch.utils.data.DataLoader(data, batch_size=batch, num_workers=0))
+
+
+def item_after_each_block(model: nn.Module) -> None:
+    def hook(_module: nn.Module, _inputs: Any, output: torch.Tensor) -> None:
+        float(output.detach().float().abs().mean().item())  # a logged metric: a host sync
+
+    for block in model.blocks:  # type: ignore[union-attr]
+        block.register_forward_hook(hook)
 
 
 # -- torch's world-size-1 shortcuts ---------------------------------------------------------
@@ -233,14 +311,18 @@ def wrap_fsdp1(model: nn.Module, cfg: Config, device: torch.device, bf16: bool) 
 
 
 def capture(cfg: Config, args: argparse.Namespace, device: torch.device, out: Path) -> dict:
-    model_cfg = ModelConfig(
-        kind=ModelKind.GPT,
-        layers=args.layers,
-        dim=args.dim,
-        heads=args.heads,
-        seq_len=args.seq_len,
-        vocab=args.vocab,
-    )
+    dims = {
+        "layers": args.layers,
+        "dim": args.dim,
+        "heads": args.heads,
+        "seq_len": args.seq_len,
+        "vocab": args.vocab,
+    }
+    if device.type == "cuda":  # a rehearsal on the CPU keeps its tiny model
+        dims.update(cfg.options.get("model", {}))
+    batch = cfg.options.get("batch", args.batch) if device.type == "cuda" else args.batch
+    model_cfg = ModelConfig(kind=ModelKind.GPT, **dims)
+    free_running = bool(cfg.options.get("free_running"))
     run_dir = out / cfg.name
     run_dir.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
@@ -255,20 +337,27 @@ def capture(cfg: Config, args: argparse.Namespace, device: torch.device, out: Pa
         model = model.to(device)
         wrap = wrap_fsdp2 if cfg.framework == "fsdp2" else wrap_fsdp1
         model = wrap(model, cfg, device, bf16=device.type == "cuda")
+        if cfg.options.get("item_per_block"):
+            item_after_each_block(model)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
         step_us = []
         with RankProfiler(run_dir, dist.get_rank(), WINDOW, device.type == "cuda") as prof:
-            for step in range(STEPS):
-                t0 = time.perf_counter()
-                x, y = global_batch(model_cfg, args.batch, step, seed=0)
+            data = batches(model_cfg, cfg, batch)
+            t0 = time.perf_counter()
+            for _step in range(STEPS):
+                x, y = next(data)
                 loss = model(x.to(device), y.to(device))
                 loss.backward()
                 opt.step()
                 opt.zero_grad(set_to_none=True)
-                if device.type == "cuda":
+                if device.type == "cuda" and not free_running:
                     torch.cuda.synchronize()  # step boundary: wall time of the device's work
-                step_us.append((time.perf_counter() - t0) * 1e6)
+                t1 = time.perf_counter()
+                step_us.append((t1 - t0) * 1e6)
+                t0 = t1
                 prof.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
         del model, opt
     meta = {
         "config": cfg.name,
@@ -276,17 +365,12 @@ def capture(cfg: Config, args: argparse.Namespace, device: torch.device, out: Pa
         "what": cfg.what,
         "options": cfg.options,
         "world_size_one_shortcuts_switched_off": switched,
-        "model": {
-            "kind": "gpt",
-            "layers": args.layers,
-            "dim": args.dim,
-            "heads": args.heads,
-            "seq_len": args.seq_len,
-            "vocab": args.vocab,
-            "batch": args.batch,
-        },
+        "model": {"kind": "gpt", **dims, "batch": batch},
         "bf16": device.type == "cuda",
         "steps": STEPS,
+        # free running: the host loop's time per step (it runs ahead of the GPU by up to a
+        # step); else the device's, the loop synchronising at each step's end
+        "step_time_is": "host loop" if free_running else "synchronised step",
         "profiled_steps": list(WINDOW.active_steps()),
         "step_time_us": step_us,
         "loss_last": float(loss.detach().float().cpu()),
@@ -334,9 +418,14 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"environment": environment(device), "configs": {}}
     failed = 0
-    for cfg in CONFIGS:
-        if args.only and cfg.name not in args.only:
-            continue
+    chosen = [c for c in CONFIGS + HOST_CAUSES if c.name in (args.only or [])]
+    unknown = sorted(set(args.only or []) - {c.name for c in chosen})
+    if unknown:
+        names = ", ".join(c.name for c in CONFIGS + HOST_CAUSES)
+        print(f"torch_fsdp_capture: --only {' '.join(unknown)}: no such configuration; "
+              f"choose from {names}", file=sys.stderr)  # fmt: skip
+        return 2
+    for cfg in chosen if args.only else CONFIGS:
         t0 = time.perf_counter()
         try:
             meta = capture(cfg, args, device, args.out)
