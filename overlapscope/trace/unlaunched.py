@@ -10,7 +10,12 @@ Such a row is assigned by time, as the steps tile the GPU's time::
     windows   |step 4 ......................|step 5 ....     first kernel (any stream)
 
 1. the GPU window holding its start: step N runs from the first launched kernel of N to
-   the first of N+1 (the partition's steps); before the first window, the first step;
+   the first of N+1 (the partition's steps). Before the first window, the first step;
+   but none (-1) where its correlation id is below every one the first step launched: it
+   was launched before that step (ids grow with each launch), and runs into the profiled
+   steps because the loop does not wait for the GPU at a step's end; its launch fell in the
+   profiler's warm-up, whose CPU events the trace does not keep (torch FSDP2 on an H100,
+   traces/gpu-torch-fsdp2-free-running: 376 such ops, all ended before the first window);
 2. kept between the steps of the launched work before and after it on its own stream (a
    stream runs its work in launch order);
 3. never a step whose CPU range starts after the row ran (nothing runs before its
@@ -48,10 +53,12 @@ def unlaunched_steps(
     step: IntArray,
     lost: BoolArray,
     cpu_steps: tuple[IntArray, FloatArray, FloatArray],
+    correlation: IntArray | None = None,
 ) -> IntArray:
     """The steps of the ``lost`` rows (GPU rows without their launch; ``step``: every row's
     step, the lost rows' ignored), by the rules of the module docstring. ``cpu_steps``: the
-    profiler steps' numbers and CPU start and end, sorted by number."""
+    profiler steps' numbers and CPU start and end, sorted by number; ``correlation``: every
+    row's correlation id (negative: none), for rule 1."""
     numbers, cpu_start, cpu_end = cpu_steps
     rows = np.flatnonzero(lost)
     out = np.full(len(rows), -1, dtype=np.int64)
@@ -76,6 +83,14 @@ def unlaunched_steps(
     inside = (holding >= 0) & (ts[rows] < cpu_end[np.maximum(holding, 0)])
     by_cpu = np.where(inside, numbers[np.maximum(holding, 0)], -1)
     out[:] = np.where(begun, window, by_cpu)
+    # 1. before the first window and launched before the first step's first launch: earlier
+    if correlation is not None and counted.any():
+        first_step = step[counted].min()
+        launched = correlation[counted & (step == first_step)]
+        launched = launched[launched >= 0]
+        if len(launched):
+            corr = correlation[rows]
+            out[(pos < 0) & (corr >= 0) & (corr < launched.min())] = -1
     return out
 
 

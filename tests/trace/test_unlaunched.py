@@ -22,6 +22,7 @@ AG = "ncclDevKernel_AllGather_RING_LL(x)"
 # (name, start, dur, stream, launch ts or None when the trace lost it, the step it belongs to)
 # CPU steps: 1 = [1000, 2000), 2 = [2000, 3000).
 KERNELS: list[tuple[str, float, float, int, float | None, int]] = [
+    (GEMM, 1040.0, 5.0, 11, None, -1),  # launched before step 1's first launch (id below)
     (GEMM, 1050.0, 30.0, 7, None, 1),  # before step 1's first launched kernel: the V100 case
     (GEMM, 1100.0, 100.0, 7, 1010.0, 1),
     (GEMM, 1250.0, 30.0, 7, None, 1),  # between two kernels of step 1 on its stream
@@ -34,12 +35,15 @@ KERNELS: list[tuple[str, float, float, int, float | None, int]] = [
     (GEMM, 900.0, 20.0, 11, None, -1),  # ran before step 1 began on the CPU: no step
 ]
 NUM_LOST = sum(k[4] is None for k in KERNELS)
+# correlation ids grow with each launch: 100 + the row's index, but the V100 case's (its
+# launch dropped within step 1: an id among step 1's) and the earlier step's (below all)
+CORRELATION = {1050.0: 150, 1040.0: 50}
 
 
 def _trace(tmp: Path, keep_all: bool) -> Path:
     events: list[dict[str, Any]] = [step(1, 1000.0, 1000.0), step(2, 2000.0, 1000.0)]
     for i, (name, ts, dur, stream, at, _) in enumerate(KERNELS):
-        corr = 100 + i
+        corr = CORRELATION.get(ts, 100 + i)
         events.append(kernel(name, ts, dur, corr, stream=stream))
         if at is not None or keep_all:
             events.append(launch(at if at is not None else ts - 5.0, corr))
@@ -55,7 +59,7 @@ def test_lost_launches_are_assigned_by_time_and_counted(tmp_path: Path) -> None:
     assert lines == [
         f"rank 0 (rank-0-False.json): {NUM_LOST} GPU kernels, copies or memsets have no "
         "launch in the trace (their correlation ids match no CPU event): assigned to steps "
-        f"by their time on their stream, {NUM_LOST - 1} of them inside the profiled steps"
+        f"by their time on their stream, {NUM_LOST - 2} of them inside the profiled steps"
     ]
     a = analyze(run)
     r = a.ranks.iloc[0]
@@ -79,8 +83,11 @@ def test_with_every_launch_the_steps_are_the_same(tmp_path: Path) -> None:
     gpu = run.events[run.events["on_gpu"]].sort_values(["ts_us", "stream"])
     want = [k[5] for k in sorted(KERNELS, key=lambda k: (k[1], k[3]))]
     # the launches put in for the lost ones are 5 µs before each: the same steps, but for
-    # the kernel of 2050 (launched at 2045, in step 2's CPU range) and the one before step 1
-    want[[k[1] for k in sorted(KERNELS, key=lambda k: (k[1], k[3]))].index(2050.0)] = 2
+    # the kernel of 2050 (launched at 2045, in step 2's CPU range), the one of 1040
+    # (launched at 1035, in step 1's) and the one before step 1
+    starts = [k[1] for k in sorted(KERNELS, key=lambda k: (k[1], k[3]))]
+    want[starts.index(2050.0)] = 2
+    want[starts.index(1040.0)] = 1
     assert gpu["step"].tolist() == want
     assert not [w for w in run.warnings if "no launch in the trace" in w]
     assert analyze(run).ranks.iloc[0]["num_unlaunched"] == 0
