@@ -66,11 +66,15 @@ def _host_ops(ops: pd.DataFrame, links: pd.DataFrame | None, n: int = 3) -> tupl
 
 
 def _activities(ops: pd.DataFrame) -> pd.Series:
-    """Share of the host-caused gap time by what the launching thread was doing."""
+    """Share of the host-caused gap time by what the launching thread was doing; a gap
+    caused by a sync is the sync's, whatever the thread ran after it returned (a .item()
+    per block on an H100, traces/gpu-torch-fsdp2-item-per-block: the thread is back in
+    Python hooks for most of each such gap)."""
     host = ops[ops["cause"].isin(HOST_CAUSES)]
     if host.empty:
         return pd.Series(dtype=float)
-    by = host.groupby("host_activity")["dur_total_us"].sum()
+    doing = host["host_activity"].where(host["cause"] != "sync", Activity.SYNC.value)
+    by = host["dur_total_us"].groupby(doing.to_numpy()).sum()
     return (by / by.sum()).sort_values(ascending=False)
 
 
