@@ -36,8 +36,9 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.analysis.api import analyze
-from overlapscope.analysis.clocks import align_run, estimate_offsets, matched_ends, offset_at
+from overlapscope.analysis.clocks import align_run, estimate_offsets, offset_at
 from overlapscope.analysis.critical_path import critical_path
+from overlapscope.analysis.matched import matched_ends
 from overlapscope.trace.loader import RunTraces, load_run
 
 REPO = Path(__file__).resolve().parents[1]

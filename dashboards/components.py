@@ -50,6 +50,8 @@ NUMBER_FORMATS: dict[str, str] = {
     "measured_target": "{:,.1f}",
     "change_pct": "{:+.1f}",
     "error_pct": "{:+.1f}",
+    **{c: "{:.3f}" for c in ("exposed_ms", "host_late_ms", "peer_wait_ms", "transfer_ms")},
+    "idle_ms": "{:.3f}",
 }
 CELL_STYLE = {"padding": "4px 10px", "borderBottom": "1px solid #e5e5e5", "textAlign": "right"}
 HEAD_STYLE = CELL_STYLE | {"background": "#f3f3f3", "fontWeight": "bold", "verticalAlign": "bottom"}
@@ -58,6 +60,9 @@ TEXT_ALIGN: dict[str, dict[str, str]] = {
     "run": {"textAlign": "left"},
     "policy": {"textAlign": "left"},
     "metric": {"textAlign": "left"},
+    "unit": {"textAlign": "left"},
+    "host_op": {"textAlign": "left"},
+    "host_activity": {"textAlign": "left"},
 }
 
 

@@ -9,6 +9,7 @@ lanes of the ranks it runs through, with a vertical hop where it moves to anothe
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -72,12 +73,7 @@ def path_trace(links: pd.DataFrame, origin_us: float) -> go.Scatter:
     t0 = (links["start_us"].to_numpy() - origin_us) / 1e3
     xs = np.column_stack([t1, t0]).ravel()
     ys = np.repeat(np.asarray(y, dtype=object), 2)
-    text = [
-        f"{k} · rank {r} · {u if isinstance(u, str) else '-'} · {d:,.0f} µs"
-        for k, r, u, d in zip(
-            links["kind"], links["rank"], links["unit"], links["dur_us"], strict=True
-        )
-    ]
+    text = [_link_text(link) for link in links.to_dict("records")]
     texts = np.repeat(np.asarray(text, dtype=object), 2)
     if GAP in links:  # links of the ranks shown only: break the line where it left them
         at = 2 * np.flatnonzero(links[GAP].to_numpy(dtype=bool))
@@ -92,6 +88,19 @@ def path_trace(links: pd.DataFrame, origin_us: float) -> go.Scatter:
         text=texts,
         hovertemplate="%{text}<extra>critical path</extra>",
     )
+
+
+def _link_text(link: dict[str, Any]) -> str:
+    """A link's hover: kind, rank, unit, length; a host link (the GPU waiting for the thread
+    that launches its next op) what the thread was doing and the op it launched late."""
+    unit = link["unit"] if isinstance(link["unit"], str) else "-"
+    text = f"{link['kind']} · rank {link['rank']} · {unit} · {float(link['dur_us']):,.0f} µs"
+    if link["kind"] == "host":
+        doing = [str(link[c]) for c in ("host_activity", "host_op") if isinstance(link.get(c), str)]
+        text += f" · host: {': '.join(doing) or '?'}"
+        if isinstance(link.get("late_op"), str):
+            text += f" · then launched {str(link['late_op'])[:60]}"
+    return text
 
 
 def panel_path(a: RunAnalysis, timeline: pd.DataFrame, mode: ClockMode) -> pd.DataFrame:

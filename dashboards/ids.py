@@ -24,6 +24,9 @@ UNITS_GRAPH = "units-graph"
 TRADEOFF_GRAPH = "tradeoff-graph"
 RANKS_GRAPH = "ranks-graph"
 STRAGGLERS = "stragglers"
+WAITS_GRAPH = "waits-graph"  # ranks tab: idle and exposed comm by cause
+HOST_OPS = "host-ops"  # ranks tab: what the host did while the GPU waited
+UNITS_SPLIT = "units-split"  # units tab: each unit's exposed time by cause
 
 # What-if panel: always in the page (hidden on other tabs) so the scenario survives a change of
 # tab or run.

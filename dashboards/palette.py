@@ -41,3 +41,16 @@ def phase_colour(phase: str) -> str:
 
 def phase_name(phase: str) -> str:
     return PHASE_NAMES.get(phase, phase)
+
+
+# Where the GPU waits (overlapscope/analysis/idle.py, comm_causes.py): each part's colour.
+WAIT_PARTS: tuple[tuple[str, str, str], ...] = (  # (ranks column, legend name, colour)
+    ("idle_host_bound_per_step_us", "idle: host-bound", "#D62728"),
+    ("idle_sync_per_step_us", "idle: host sync", "#FF7F0E"),
+    ("idle_peer_per_step_us", "idle: host in a CPU collective", "#BCBD22"),
+    ("idle_cross_stream_per_step_us", "idle: cross-stream", "#9467BD"),
+    ("idle_other_per_step_us", "idle: other (launch latency)", "#C7C7C7"),
+    ("exposed_comm_host_late_per_step_us", "exposed comm: issued late", "#8C564B"),
+    ("exposed_comm_peer_wait_per_step_us", "exposed comm: waiting for the last rank", "#E377C2"),
+    ("exposed_comm_transfer_per_step_us", "exposed comm: transfer", "#222222"),
+)

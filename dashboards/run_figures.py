@@ -61,6 +61,29 @@ def units_figure(panels: Sequence[tuple[str, pd.DataFrame]]) -> go.Figure:
     return base_layout(fig, "Exposed communication per unit", 520)
 
 
+def waits_figure(ranks: pd.DataFrame) -> go.Figure:
+    """Where each rank's GPU waits, ms per step: its idle by cause and its exposed
+    communication by cause, stacked (each group adds up to the partition's figure)."""
+    parts = [p for p in palette.WAIT_PARTS if p[0] in ranks]
+    if ranks.empty or not parts:
+        return empty_figure("no ranks")
+    x = [f"rank {int(r)}" for r in ranks["rank"]]
+    fig = go.Figure()
+    for column, name, colour in parts:
+        fig.add_trace(
+            go.Bar(
+                x=x,
+                y=ranks[column].to_numpy() / 1e3,
+                name=name,
+                marker_color=colour,
+                hovertemplate="%{x}<br>" + name + ": %{y:.3f} ms/step<extra></extra>",
+            )
+        )
+    fig.update_yaxes(title_text="ms per step")
+    fig.update_layout(barmode="stack")
+    return base_layout(fig, "Where the GPU waits: idle and exposed communication by cause", 460)
+
+
 # --- trade-off ------------------------------------------------------------------------------
 
 
@@ -119,7 +142,9 @@ def _labelled(collectives: pd.DataFrame) -> pd.DataFrame:
 
 
 def _straggler_marks(coll: pd.DataFrame) -> go.Scatter:
-    """A mark on each collective's straggler (the rank that started it last)."""
+    """A mark on each collective's straggler (the rank that started it last, where its lag
+    exceeds the clocks' uncertainty: collectives.py names no straggler otherwise)."""
+    coll = coll[coll["straggler_rank"].notna()]
     return go.Scatter(
         x=coll["label"],
         y=[f"rank {int(r)}" for r in coll["straggler_rank"]],

@@ -140,11 +140,18 @@ def straggler_summary(collectives: pd.DataFrame) -> list[str]:
     total = len(matched)
     g = matched.groupby("straggler_rank")["straggler_lag_us"]
     stats = pd.DataFrame({"n": g.size(), "lag": g.median()}).sort_values("n", ascending=False)
-    return [
+    lines = [
         f"rank {int(r)} started last at {int(s.n)} of {total} collectives "
         f"({100 * s.n / total:.0f}%), median lag {s.lag / 1e3:.2f} ms"
         for r, s in stats.iterrows()
     ]
+    unsure = int(matched["straggler_rank"].isna().sum())
+    if unsure:
+        lines.append(
+            f"{unsure} of {total} collectives: no rank started last by more than the clocks' "
+            "uncertainty (their lag could be a clock offset)"
+        )
+    return lines
 
 
 # --- what-if --------------------------------------------------------------------------------

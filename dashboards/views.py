@@ -33,7 +33,7 @@ from dashboards.figures import (
     TimelinePanel,
     timeline_figure,
 )
-from dashboards.run_figures import ranks_figure, tradeoff_figure, units_figure
+from dashboards.run_figures import ranks_figure, tradeoff_figure, units_figure, waits_figure
 from dashboards.tables import (
     OVERVIEW_COLUMNS,
     OVERVIEW_HEADERS,
@@ -41,6 +41,14 @@ from dashboards.tables import (
     overview_table,
     straggler_summary,
     tradeoff_table,
+)
+from dashboards.wait_tables import (
+    HOST_OP_COLUMNS,
+    HOST_OP_HEADERS,
+    UNIT_SPLIT_COLUMNS,
+    UNIT_SPLIT_HEADERS,
+    host_ops_table,
+    unit_split_table,
 )
 from dashboards.whatif_view import default_target, whatif_html, whatif_view
 from overlapscope.errors import UserError
@@ -198,7 +206,22 @@ def units_view(registry: RunRegistry, run_a: str | None, run_b: str | None) -> l
     if not runs:
         return errors or [error_panel("no run selected")]
     fig = units_figure([(r.source.label, r.analysis.units) for r in runs])
-    return [*errors, dcc.Graph(id=ids.UNITS_GRAPH, figure=fig, config=GRAPH_CONFIG)]
+    split = [
+        html.Div(
+            [
+                html.H4(f"Exposed time by cause · {r.source.label} (ms per step, mean over ranks)"),
+                html_table(
+                    unit_split_table(r.analysis.units),
+                    UNIT_SPLIT_COLUMNS,
+                    UNIT_SPLIT_HEADERS,
+                    f"{ids.UNITS_SPLIT}-{i}",
+                ),
+            ]
+        )
+        for i, r in enumerate(runs)
+    ]
+    graph = dcc.Graph(id=ids.UNITS_GRAPH, figure=fig, config=GRAPH_CONFIG)
+    return [*errors, graph, html.Div(split, id=ids.UNITS_SPLIT)]
 
 
 def tradeoff_view(registry: RunRegistry) -> list[Component]:
@@ -216,7 +239,20 @@ def ranks_view(registry: RunRegistry, run_a: str | None) -> list[Component]:
     fig = ranks_figure(a.collectives, a.collective_ranks)
     fig.update_layout(title_text=f"Ranks: waiting for peers vs transfer · {run.source.label}")
     lines = straggler_summary(a.collectives)
+    waits = waits_figure(a.ranks)
+    steps = float(a.ranks["num_steps"].mean()) if len(a.ranks) else 1.0
+    host = host_ops_table(a.host_ops, len(a.ranks), steps)
     return [
+        dcc.Graph(id=ids.WAITS_GRAPH, figure=waits, config=GRAPH_CONFIG),
+        html.Div(
+            [
+                html.H4("While the GPU waited for its host, the launching thread was in"),
+                html_table(host, HOST_OP_COLUMNS, HOST_OP_HEADERS, f"{ids.HOST_OPS}-table")
+                if len(host)
+                else html.P("no GPU idle caused by the host"),
+            ],
+            id=ids.HOST_OPS,
+        ),
         dcc.Graph(id=ids.RANKS_GRAPH, figure=fig, config=GRAPH_CONFIG),
         html.Div(
             [html.H4("Stragglers"), html.Ul([html.Li(t) for t in lines] or [html.Li("none")])],

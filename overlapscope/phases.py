@@ -50,7 +50,9 @@ class CollectiveKind(enum.Enum):
     BROADCAST = "broadcast"
     REDUCE = "reduce"
     ALL_TO_ALL = "all_to_all"
-    SEND_RECV = "send_recv"
+    SEND_RECV = "send_recv"  # a point-to-point transfer whose direction the trace does not say
+    SEND = "send"
+    RECV = "recv"
     BARRIER = "barrier"
     OTHER = "other"
 
@@ -68,6 +70,8 @@ class CollectiveKind(enum.Enum):
                 CollectiveKind.BROADCAST
                 | CollectiveKind.REDUCE
                 | CollectiveKind.SEND_RECV
+                | CollectiveKind.SEND
+                | CollectiveKind.RECV
                 | CollectiveKind.BARRIER
                 | CollectiveKind.OTHER
             ):

@@ -82,3 +82,28 @@ def test_engine_checks_run_on_the_cpu(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     rows = json.loads((tmp_path / "parity.json").read_text())["rows"]
     assert len(rows) == 8 + 12 and all(row["ok"] for row in rows)
+
+
+@pytest.mark.multirank
+def test_host_cause_captures_put_their_cause_in_the_trace(tmp_path: Path) -> None:
+    """scripts/gpu-check-host-causes.sh's configurations, on the CPU: the slow loader's
+    DataLoader and the per-block .item() are in the traces; an unknown name is one line."""
+    script = REPO / "scripts/gpu/torch_fsdp_capture.py"
+    only = ["--only", "fsdp2-slow-loader", "fsdp2-item-per-block"]
+    r = subprocess.run(
+        [sys.executable, script, "--device", "cpu", "--out", str(tmp_path), *only, *TINY,
+         "--batch", "2"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    loader = _names(tmp_path / "fsdp2-slow-loader" / "rank-0.pt.trace.json.gz")
+    item = _names(tmp_path / "fsdp2-item-per-block" / "rank-0.pt.trace.json.gz")
+    assert any(n.startswith("enumerate(DataLoader)") for n in loader)
+    assert not any(n.startswith("enumerate(DataLoader)") for n in item)
+    assert "aten::_local_scalar_dense" in item
+    meta = json.loads((tmp_path / "captures.json").read_text())["configs"]
+    assert meta["fsdp2-slow-loader"]["step_time_is"] == "host loop"
+    bad = subprocess.run([sys.executable, script, "--device", "cpu", "--out", str(tmp_path / "x"),
+                          "--only", "nope"], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert "--only nope" in bad.stderr and "fsdp2-slow-loader" in bad.stderr

@@ -26,10 +26,12 @@ from overlapscope.analysis.bound import bound_summary
 from overlapscope.analysis.clocks import Clocks, align_run, shared_host
 from overlapscope.analysis.critical_path import CriticalPath, critical_path
 from overlapscope.analysis.findings import Finding, find
+from overlapscope.analysis.host_finding import host_findings
+from overlapscope.analysis.host_path import with_host
 from overlapscope.analysis.hta_report import HtaReport, HtaStatus, round_like_hta, run_hta
 from overlapscope.analysis.path_report import path_findings
 from overlapscope.analysis.path_report import to_json as clocks_path_json
-from overlapscope.analysis.registry import PATH, RANK_FIGURES, rank_tables, run_tables
+from overlapscope.analysis.registry import CLOCKS, PATH, RANK_FIGURES, rank_tables, run_tables
 from overlapscope.trace.loader import RunTraces
 
 SCHEMA_VERSION = 2
@@ -69,6 +71,9 @@ class RunAnalysis:
     timeline: pd.DataFrame
     exposed: pd.DataFrame
     levers: pd.DataFrame  # recompute / h2d / d2h per unit (analysis/levers.py)
+    idle_gaps: pd.DataFrame  # every GPU idle gap with its cause (analysis/idle.py)
+    idle_streams: pd.DataFrame  # per stream, HTA's idle breakdown beside ours (idle.py)
+    host_ops: pd.DataFrame  # what the host did while the GPU waited for it (idle.py)
     counted_steps: dict[int, tuple[int, ...]]
     warnings: tuple[str, ...]
     hta: HtaReport | None = None
@@ -106,6 +111,8 @@ class RunAnalysis:
             "units": _records(self.units),
             "collectives": _records(self.collectives),
             "levers": _records(self.levers),
+            "idle_streams": _records(self.idle_streams),
+            "host_ops": _records(self.host_ops),
             "bound": {"per_rank": _records(self.bound), "summary": _clean(self.bound_summary)},
             "findings": [f.to_dict() for f in self.findings],
             "hta": (self.hta or HtaReport(_hta_default(s.has_gpu))).to_dict(),
@@ -145,16 +152,18 @@ def run_summary(run: RunTraces) -> RunSummary:
 
 
 def ranked_findings(
-    run: RunTraces,
-    ranks: pd.DataFrame,
-    units: pd.DataFrame,
-    collectives: pd.DataFrame,
-    path: CriticalPath,
+    run: RunTraces, tables: Mapping[str, pd.DataFrame], path: CriticalPath
 ) -> tuple[Finding, ...]:
-    """The findings of the tables and of the critical path, largest stake first."""
-    findings = find(ranks, units, collectives, run.manifest, has_gpu=run.has_gpu)
+    """The findings of the tables (``ranks, steps, units, collectives, host_ops``) and of
+    the critical path, largest stake first."""
+    ranks = tables["ranks"]
+    findings = find(
+        ranks, tables["units"], tables["collectives"], run.manifest, has_gpu=run.has_gpu
+    )
     step_us = float(ranks["step_time_per_step_us"].mean()) if len(ranks) else float("nan")
-    return tuple(sorted([*findings, *path_findings(path, step_us)], key=lambda f: -f.stake_us))
+    host = host_findings(ranks, tables["steps"], tables["host_ops"], path.links)
+    everything = [*findings, *path_findings(path, step_us), *host]
+    return tuple(sorted(everything, key=lambda f: -f.stake_us))
 
 
 # The fields of RunAnalysis a figure of that name fills; the others go to ``tables``.
@@ -169,16 +178,15 @@ def combine(
     """The cross-rank step of every executor: the analysis from the per-rank figures of every
     rank (each concatenated in rank order; the timeline may be left empty). ``run``: the
     loaded run (its events are not read), its warnings those of the loader and the clocks."""
-    tables = run_tables(per_rank, run)
-    ranks, units, collectives = tables["ranks"], tables["units"], tables["collectives"]
-    reported = {
-        k: v for k, v in tables.items() if k in _REPORTED or (k not in per_rank and k != PATH)
-    }
+    given = {**per_rank, CLOCKS: clocks.offsets}  # (the collectives read the clocks' bounds)
+    tables = run_tables(given, run)
+    reported = {k: v for k, v in tables.items() if k in _REPORTED or (k not in given and k != PATH)}
+    path = with_host(path, tables["host_gaps"])  # (the path's idle links the host caused)
     return RunAnalysis(
         summary=run_summary(run),
         **{k: v for k, v in reported.items() if k in _FIELDS},
         bound_summary=bound_summary(tables["bound"]),
-        findings=ranked_findings(run, ranks, units, collectives, path),
+        findings=ranked_findings(run, tables, path),
         counted_steps={r.rank: r.steps for r in run.ranks},
         warnings=run.warnings,
         clocks=clocks.offsets,

@@ -36,24 +36,12 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from overlapscope.analysis.segments import column_in, column_values
+from overlapscope.analysis.clock_bounds import causal_bounds, plausible, uncertainty
+from overlapscope.analysis.matched import Matched, send_receive
 from overlapscope.arrays import FloatArray
 from overlapscope.manifest import RunManifest
-from overlapscope.phases import CollectiveKind, Lane
 from overlapscope.trace.loader import RunTraces
 
-KEY = ["group", "step", "seq"]
-# Collectives whose end is synchronous across ranks: each rank needs every other rank's data.
-SYNC_KINDS = frozenset(
-    k.value
-    for k in (
-        CollectiveKind.ALL_GATHER,
-        CollectiveKind.REDUCE_SCATTER,
-        CollectiveKind.ALL_REDUCE,
-        CollectiveKind.ALL_TO_ALL,
-        CollectiveKind.BARRIER,
-    )
-)
 MIN_COLLECTIVES = 5
 # Drift is fitted only over a span this long, with at least this many collectives.
 MIN_DRIFT_SPAN_US = 100_000.0
@@ -62,8 +50,6 @@ MIN_DRIFT_SPAN_US = 100_000.0
 MAX_DRIFT_PPM = 1000.0
 MIN_DRIFT_COLLECTIVES = 10
 MIN_DRIFT_EFFECT_US = 20.0
-# Ranks on one host share a clock; below this, an estimated offset there is end-time noise.
-SHARED_HOST_MIN_OFFSET_US = 5_000.0
 DRIFT_SIGNIFICANCE = 3.0
 # ... and only when the line at least halves the spread of the ends around it: a change of
 # regime in the noise (one phase of the run descheduled more) tilts a line without fitting it.
@@ -80,70 +66,13 @@ OFFSET_COLUMNS = [
     "stderr_us",
     "num_collectives",
     "aligned",
+    "lo_us",
+    "hi_us",
+    "plausible_lo_us",
+    "plausible_hi_us",
 ]
-
-
-def _sync_rows(events: pd.DataFrame) -> npt.NDArray[np.int64]:
-    """Positions of the transfers of synchronising collectives that carry a group and a seq
-    (compared on the categorical codes: no string comparison over the whole table)."""
-    seq = events["seq"].to_numpy()
-    rows = np.flatnonzero(column_in(events["lane"], [Lane.COMM.value]) & (seq >= 0))
-    keep = column_in(events["kind"], SYNC_KINDS, rows)
-    keep &= pd.notna(column_values(events["group"], rows))
-    return rows[keep]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Matched:
-    """End times per (collective, rank) as a matrix, with what names its rows: row ``i`` is
-    the collective ``keys[i]`` (group code, step + 1, seq packed), column ``j`` rank
-    ``ranks[j]``."""
-
-    ends: FloatArray
-    ranks: npt.NDArray[np.int64]
-    keys: npt.NDArray[np.int64]
-    groups: npt.NDArray[np.object_]
-    step_span: int
-    seq_span: int
-
-    @staticmethod
-    def of(events: pd.DataFrame) -> _Matched | None:
-        rows = _sync_rows(events)
-        if len(rows) == 0:
-            return None
-        group, groups = pd.factorize(column_values(events["group"], rows))
-        step = events["step"].to_numpy(np.int64)[rows] + 1  # -1 (outside every step): 0
-        seq = events["seq"].to_numpy(np.int64)[rows]
-        step_span, seq_span = int(step.max()) + 1, int(seq.max()) + 1
-        key = (group.astype(np.int64) * step_span + step) * seq_span + seq
-        keys, row = np.unique(key, return_inverse=True)
-        ranks, col = np.unique(events["rank"].to_numpy(np.int64)[rows], return_inverse=True)
-        ends = np.full((len(keys), len(ranks)), -np.inf)
-        # One transfer per rank and collective; should a rank hold several, its last end
-        # counts.
-        np.maximum.at(ends, (row, col), events["end_us"].to_numpy(np.float64)[rows])
-        ends[np.isinf(ends)] = np.nan
-        return _Matched(ends, ranks, keys, np.asarray(groups), step_span, seq_span)
-
-    def frame(self) -> pd.DataFrame:
-        rest = self.keys // self.seq_span
-        index = pd.MultiIndex.from_arrays(
-            [
-                pd.Index(self.groups[rest // self.step_span], dtype=object),
-                rest % self.step_span - 1,
-                self.keys % self.seq_span,
-            ],
-            names=KEY,
-        )
-        columns = pd.Index(self.ranks.tolist(), name="rank")
-        return pd.DataFrame(self.ends, index=index, columns=columns)
-
-
-def matched_ends(events: pd.DataFrame) -> pd.DataFrame:
-    """End time of every synchronising collective per rank: one row per (group, step, seq),
-    one column per rank (NaN where the rank lacks it)."""
-    matched = _Matched.of(events)
-    return pd.DataFrame() if matched is None else matched.frame()
+# ... and, once applied or not (align_run), how far the truth may be from what was applied.
+UNCERTAINTY = "uncertainty_us"
 
 
 def _theil_sen(x: FloatArray, y: FloatArray) -> float:
@@ -187,55 +116,113 @@ def fit_offset(x: FloatArray, d: FloatArray) -> tuple[float, float, float, float
     return offset, 0.0, center, spread
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Fit:
+    """One rank's fit against the reference: offset at ``center``, slope (0: no drift),
+    spread of the ends, and the drift-corrected end differences."""
+
+    offset: float
+    slope: float
+    center: float
+    spread: float
+    diffs: FloatArray
+
+
+def _fits(matched: Matched, ref: int) -> dict[int, _Fit]:
+    """Per column with enough collectives matched with the reference column: its fit."""
+    has = ~np.isnan(matched.ends)
+    out = {}
+    for j in range(matched.ends.shape[1]):
+        both = has[:, j] & has[:, ref]
+        if j == ref or int(both.sum()) < MIN_COLLECTIVES:
+            continue
+        x = matched.ends[both, j]
+        d = x - matched.ends[both, ref]
+        offset, slope, center, spread = fit_offset(x, d)
+        out[j] = _Fit(offset, slope, center, spread, d - slope * (x - center))
+    return out
+
+
+def _corrected(t: FloatArray, col: npt.NDArray[np.int64], fits: dict[int, _Fit]) -> FloatArray:
+    """Times of columns ``col`` with each column's fitted drift taken out (offsets kept)."""
+    out = t.copy()
+    for j, f in fits.items():
+        if f.slope:
+            mine = col == j
+            out[mine] = t[mine] - f.slope * (t[mine] - f.center)
+    return out
+
+
+def _bounds(
+    events: pd.DataFrame, matched: Matched, ref: int, fits: dict[int, _Fit]
+) -> tuple[FloatArray, FloatArray]:
+    """Causal bounds of each column's offset at its center (clock_bounds.py), from the
+    matched collectives and the send/receive pairs on the drift-corrected clocks."""
+    cols = np.broadcast_to(np.arange(matched.ends.shape[1]), matched.ends.shape)
+    starts = _corrected(matched.starts.ravel(), cols.ravel(), fits).reshape(cols.shape)
+    ends = _corrected(matched.ends.ravel(), cols.ravel(), fits).reshape(cols.shape)
+    recv, send, recv_end, send_start = send_receive(events, matched.ranks)
+    c = _corrected(recv_end, recv, fits) - _corrected(send_start, send, fits)
+    return causal_bounds(starts, ends, ref, (recv, send, c))
+
+
 def estimate_offsets(events: pd.DataFrame) -> pd.DataFrame:
     """One row per rank of ``events`` (columns :data:`OFFSET_COLUMNS`). ``aligned`` is False
-    for the reference and for ranks with too few matched collectives (offset NaN)."""
+    for the reference and for ranks with too few matched collectives (offset NaN). The
+    offset lies in its causal bounds ``lo_us, hi_us`` (clock_bounds.py); ``plausible_*``:
+    those bounds cut to the range of its end differences."""
     ranks = sorted(int(r) for r in pd.unique(events["rank"].to_numpy()))
-    matched = _Matched.of(events)
+    matched = Matched.of(events)
     if matched is None or matched.ends.shape[1] < 2:
         ref = ranks[0] if ranks else -1
-        return _table([_row(r, ref, np.nan, 0.0, np.nan, np.nan, 0, False) for r in ranks])
-    has = ~np.isnan(matched.ends)
-    counts = has.sum(axis=0)
+        return _table([_row(r, ref, None, 0, False, (np.nan,) * 4) for r in ranks])
+    counts = (~np.isnan(matched.ends)).sum(axis=0)
     # the rank that matches the most collectives (ties: the lowest; ranks are sorted)
     col_ref = int(np.argmax(counts))
     ref = int(matched.ranks[col_ref])
     col_of = {int(r): j for j, r in enumerate(matched.ranks)}
+    fits = _fits(matched, col_ref)
+    lo, hi = _bounds(events, matched, col_ref, fits)
     records = []
     for r in ranks:
+        j = col_of.get(r, -1)
         if r == ref:
-            records.append(_row(r, ref, 0.0, 0.0, np.nan, 0.0, int(counts[col_ref]), False))
+            records.append(_row(r, ref, None, int(counts[col_ref]), False, (0.0,) * 4))
             continue
-        if r not in col_of:
-            records.append(_row(r, ref, np.nan, 0.0, np.nan, np.nan, 0, False))
+        n = 0
+        if j >= 0:
+            n = int((~np.isnan(matched.ends[:, j]) & ~np.isnan(matched.ends[:, col_ref])).sum())
+        bounds = (float(lo[j]), float(hi[j])) if j >= 0 else (-np.inf, np.inf)
+        fit = fits.get(j)
+        if fit is None:
+            records.append(_row(r, ref, None, n, False, (*bounds, *bounds)))
             continue
-        both = has[:, col_of[r]] & has[:, col_ref]
-        n = int(both.sum())
-        if n < MIN_COLLECTIVES:
-            records.append(_row(r, ref, np.nan, 0.0, np.nan, np.nan, n, False))
-            continue
-        x = matched.ends[both, col_of[r]]
-        offset, slope, center, spread = fit_offset(x, x - matched.ends[both, col_ref])
-        records.append(_row(r, ref, offset, slope * 1e6, center, spread, n, True))
+        point = fit.offset if bounds[0] > bounds[1] else float(np.clip(fit.offset, *bounds))
+        soft = plausible(*bounds, point, fit.diffs)
+        records.append(
+            _row(r, ref, dataclasses.replace(fit, offset=point), n, True, (*bounds, *soft))
+        )
     return _table(records)
 
 
 def _row(
     rank: int,
     ref: int,
-    offset: float,
-    drift_ppm: float,
-    center: float,
-    spread: float,
+    fit: _Fit | None,
     n: int,
     aligned: bool,
+    bounds: tuple[float, float, float, float],
 ) -> tuple[object, ...]:
+    offset, slope, center = (fit.offset, fit.slope, fit.center) if fit else (np.nan, 0.0, np.nan)
+    spread = fit.spread if fit else (0.0 if rank == ref else np.nan)
+    if rank == ref:
+        offset = 0.0
     # Standard error of a median: 1.2533 sd / sqrt(n).
     stderr = 1.2533 * spread / np.sqrt(n) if n > 0 else np.nan
-    return (rank, ref, offset, drift_ppm, center, spread, stderr, n, aligned)
+    return (rank, ref, offset, slope * 1e6, center, spread, stderr, n, aligned, *bounds)
 
 
-_DTYPES = (np.int64, np.int64, *[np.float64] * 5, np.int64, np.bool_)
+_DTYPES = (np.int64, np.int64, *[np.float64] * 5, np.int64, np.bool_, *[np.float64] * 4)
 
 
 def _table(records: list[tuple[object, ...]]) -> pd.DataFrame:
@@ -268,25 +255,14 @@ def offset_at(offsets: pd.DataFrame, rank: npt.ArrayLike, ts_us: npt.ArrayLike) 
     return np.where(hit, a + b * (ts - c), 0.0)
 
 
-def align(
-    events: pd.DataFrame, min_offset_us: float = 0.0
-) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, ...]]:
+def align(events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, ...]]:
     """``(events on the reference rank's clock, offsets table, warnings)``. Pure: ``events``
-    is not changed. A rank without enough matched collectives keeps its clock (one warning);
-    so does one whose offset is under ``min_offset_us`` (no warning: that is noise)."""
-    offsets = estimate_offsets(events)
-    columns = ("rank", "reference_rank", "num_collectives", "aligned")
-    rank, ref, num, aligned = (offsets[c].tolist() for c in columns)
-    warnings = tuple(
-        f"rank {r}: clock not aligned: {n} collectives matched with rank "
-        f"{f}, {MIN_COLLECTIVES} needed; its timestamps are compared as recorded"
-        for r, f, n, ok in zip(rank, ref, num, aligned, strict=True)
-        if not ok and r != f and len(offsets) > 1
-    )
-    if min_offset_us > 0:
-        offsets = offsets.assign(
-            aligned=offsets["aligned"] & (offsets["offset_us"].abs() >= min_offset_us)
-        )
+    is not changed. A rank without enough matched collectives keeps its clock (one warning).
+    One rule everywhere: every estimated offset is applied, whatever its size (a threshold
+    that switched the correction on would make findings jump across it); how far the truth
+    may be from it is the table's ``uncertainty_us``."""
+    offsets = with_uncertainty(estimate_offsets(events), applied=True)
+    warnings = _warnings(offsets)
     if not offsets["aligned"].any():
         return events, offsets, warnings
     shift = offset_at(offsets, events["rank"].to_numpy(), events["ts_us"].to_numpy())
@@ -297,6 +273,51 @@ def align(
     aligned_events["ts_us"] = events["ts_us"].to_numpy() - shift
     aligned_events["end_us"] = events["end_us"].to_numpy() - shift
     return aligned_events, offsets, warnings
+
+
+def _warnings(offsets: pd.DataFrame) -> tuple[str, ...]:
+    """A line per rank whose clock stays as recorded, and per rank whose collectives
+    contradict causality (its bounds cross: a clock that drifts in a way not fitted, or
+    timestamps moved by parts)."""
+    out = []
+    for r in offsets.itertuples(index=False):
+        if r.rank == r.reference_rank or len(offsets) < 2:
+            continue
+        if not r.aligned:
+            out.append(
+                f"rank {r.rank}: clock not aligned: {r.num_collectives} collectives matched with "
+                f"rank {r.reference_rank}, {MIN_COLLECTIVES} needed; its timestamps are compared "
+                "as recorded"
+            )
+        if r.lo_us > r.hi_us:
+            out.append(
+                f"rank {r.rank}: its collectives contradict causality against rank "
+                f"{r.reference_rank} (offset bounds {r.lo_us:+,.0f} > {r.hi_us:+,.0f} µs): its "
+                "clock drifts in a way the fit does not follow, or its timestamps were edited"
+            )
+    return tuple(out)
+
+
+def with_uncertainty(offsets: pd.DataFrame, applied: bool) -> pd.DataFrame:
+    """The offsets table with ``uncertainty_us``: how far each rank's true offset may be
+    from the one applied (the estimate; 0 where the clock is kept as recorded: not
+    ``applied``, or not estimated), to the farther end of its plausible interval."""
+    used = offsets["aligned"].to_numpy(bool) & applied
+    shift = np.where(used, offsets["offset_us"].to_numpy(np.float64), 0.0)
+    lo = offsets["plausible_lo_us"].to_numpy(np.float64)
+    hi = offsets["plausible_hi_us"].to_numpy(np.float64)
+    u = [
+        uncertainty(a, b, c)
+        for a, b, c in zip(lo.tolist(), hi.tolist(), shift.tolist(), strict=True)
+    ]
+    return offsets.assign(aligned=used, uncertainty_us=np.asarray(u, dtype=np.float64))
+
+
+def clock_error(offsets: pd.DataFrame | None) -> pd.Series:
+    """Per rank, how far its clock may be from the one applied (``uncertainty_us``)."""
+    if offsets is None or offsets.empty:
+        return pd.Series(dtype=np.float64)
+    return offsets.set_index("rank")["uncertainty_us"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,14 +346,12 @@ def shared_host(manifest: RunManifest | None) -> str | None:
 
 def align_run(run: RunTraces, enabled: bool = True) -> tuple[RunTraces, pd.DataFrame]:
     """The run on aligned clocks (``enabled=False``: as recorded) and the offsets table
-    (estimated either way; its warnings are added to the run's only when applied).
-
-    On one host (:func:`shared_host`) the ranks read one clock: an estimate there measures the
-    collectives' own end-time noise (measured up to 2.8 ms on this project's busy 2-core
-    machine), so only offsets of :data:`SHARED_HOST_MIN_OFFSET_US` or more, which no shared
-    clock shows, are applied (a trace whose timestamps were shifted after the run)."""
-    floor = SHARED_HOST_MIN_OFFSET_US if shared_host(run.manifest) is not None else 0.0
-    events, offsets, warnings = align(run.events, floor)
+    (estimated either way; its warnings are added to the run's only when applied). Ranks on
+    one host (:func:`shared_host`) read one clock: their causal bounds contain 0; the
+    estimate is applied there too (one rule for every run: a trace whose timestamps were
+    moved after the run is put back, and end-time noise is no bigger than the uncertainty
+    every comparison of ranks allows for)."""
+    events, offsets, warnings = align(run.events)
     if not enabled:
-        return run, offsets.assign(aligned=False)
+        return run, with_uncertainty(offsets, applied=False)
     return dataclasses.replace(run, events=events, warnings=run.warnings + warnings), offsets

@@ -3,11 +3,17 @@
 Every finding's ``stake_us`` is time per step (mean over ranks) that the suggested change
 could win back at most. Rules (thresholds are constants below):
 
-* backward all-gathers exposed -> prefetch them (``backward_pre``);
-* forward all-gathers exposed -> ``forward_prefetch``;
+* backward all-gathers' exposed transfer -> prefetch them (``backward_pre``);
+* forward all-gathers' exposed transfer -> ``forward_prefetch``;
 * time held by the all-gather rate limiter -> relax it where memory allows;
-* one rank arriving last at most collectives -> look at that rank;
+* one rank arriving last at most collectives, later than the clocks' uncertainty (a lag
+  smaller than it could be a clock offset: collectives.py names no straggler then) -> look
+  at that rank;
 * bus bandwidth far below the link (when the link speed is known) -> the network.
+
+Prefetching and a faster link are recommended only for the exposed transfer of a
+collective issued on time (comm_causes.py): the parts issued late by the host and spent
+waiting for the last rank are the host finding's (host_finding.py) and the straggler's.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from overlapscope.analysis.comm_causes import PARTS as EXPOSED_PARTS
 from overlapscope.manifest import RunManifest
 from overlapscope.phases import Phase
 
@@ -39,6 +46,7 @@ class FindingKind(enum.Enum):
     STRAGGLER = "straggler"
     NETWORK = "network"
     CRITICAL_PATH = "critical_path"  # rule in analysis/path_report.py
+    HOST_STARVED = "host_starved"  # rule in analysis/host_finding.py
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,16 +71,21 @@ class Finding:
 
 def _phase_exposure(
     units: pd.DataFrame, ranks: pd.DataFrame, phase: Phase
-) -> tuple[float, pd.DataFrame]:
+) -> tuple[float, pd.DataFrame, dict[str, float]]:
+    """The stake of a prefetch or a faster link for ``phase``'s collectives: their exposed
+    transfer (the part longer than the compute meant to hide it; comm_causes.py), per step,
+    mean over ranks; the units most at stake; each part's share, mean over ranks."""
     rows = units[units["phase"] == phase.value]
-    per_rank = rows.groupby("rank")["exposed_per_step_us"].sum()
-    stake = float(per_rank.reindex(ranks["rank"], fill_value=0.0).mean()) if len(ranks) else 0.0
+    columns = [f"exposed_{p}_per_step_us" for p in EXPOSED_PARTS]
+    per_rank = rows.groupby("rank")[columns].sum().reindex(ranks["rank"], fill_value=0.0)
+    means = per_rank.mean() if len(ranks) else pd.Series(0.0, index=columns)
+    parts = {p: float(means[c]) for p, c in zip(EXPOSED_PARTS, columns, strict=True)}
     top = (
-        rows.groupby("unit", dropna=False)["exposed_per_step_us"]
+        rows.groupby("unit", dropna=False)["exposed_transfer_per_step_us"]
         .mean()
         .sort_values(ascending=False)
     )
-    return stake, top.reset_index()
+    return parts["transfer"], top.reset_index(), parts
 
 
 def _top_text(top: pd.DataFrame, n: int = 3) -> str:
@@ -81,6 +94,20 @@ def _top_text(top: pd.DataFrame, n: int = 3) -> str:
         for u, v in top.head(n).itertuples(index=False)
     ]
     return ", ".join(parts)
+
+
+def _parts_text(parts: dict[str, float]) -> str:
+    """``; also exposed: 120 µs/step issued late by the host, 40 µs/step waiting for the
+    last rank`` (the parts a prefetch does not fix), or ""."""
+    said = [
+        f"{parts[p]:,.0f} µs/step {words}"
+        for p, words in (
+            ("host_late", "issued late by the host (see the host finding)"),
+            ("peer_wait", "waiting for the last rank"),
+        )
+        if parts[p] >= 0.5
+    ]
+    return f"; also exposed, not fixed by prefetching: {', '.join(said)}" if said else ""
 
 
 def find(
@@ -115,7 +142,7 @@ def find(
 def _backward_gathers(
     units: pd.DataFrame, ranks: pd.DataFrame, floor: float, policy: object, engine: bool
 ) -> list[Finding]:
-    stake, top = _phase_exposure(units, ranks, Phase.AG_BWD)
+    stake, top, parts = _phase_exposure(units, ranks, Phase.AG_BWD)
     if stake > floor:
         if policy == "backward_pre" and engine:
             change = (
@@ -143,8 +170,9 @@ def _backward_gathers(
                 FindingKind.BACKWARD_ALL_GATHER_EXPOSED,
                 stake,
                 "backward all-gathers are exposed",
-                f"{stake:,.0f} µs/step of backward all-gather runs with no compute; "
-                f"most exposed units: {_top_text(top)}",
+                f"{stake:,.0f} µs/step of backward all-gather transfer runs longer than the "
+                f"compute meant to hide it; most exposed units: {_top_text(top)}"
+                f"{_parts_text(parts)}",
                 change,
             )
         ]
@@ -155,7 +183,7 @@ def _backward_gathers(
 def _forward_gathers(
     units: pd.DataFrame, ranks: pd.DataFrame, floor: float, forward_prefetch: bool, engine: bool
 ) -> list[Finding]:
-    stake, top = _phase_exposure(units, ranks, Phase.AG_FWD)
+    stake, top, parts = _phase_exposure(units, ranks, Phase.AG_FWD)
     if stake > floor:
         if forward_prefetch:
             change = (
@@ -174,8 +202,9 @@ def _forward_gathers(
                 FindingKind.FORWARD_ALL_GATHER_EXPOSED,
                 stake,
                 "forward all-gathers are exposed",
-                f"{stake:,.0f} µs/step of forward all-gather runs with no compute; "
-                f"most exposed units: {_top_text(top)}",
+                f"{stake:,.0f} µs/step of forward all-gather transfer runs longer than the "
+                f"compute meant to hide it; most exposed units: {_top_text(top)}"
+                f"{_parts_text(parts)}",
                 change,
             )
         ]
@@ -216,6 +245,8 @@ def _straggler(
     if multi.empty:
         return []
     counts = multi["straggler_rank"].value_counts()
+    if counts.empty:  # no lag beyond the clocks' uncertainty
+        return []
     rank = int(counts.index[0])
     share = float(counts.iloc[0]) / len(multi)
     if share <= STRAGGLER_SHARE or len(ranks) < 2:
@@ -232,14 +263,22 @@ def _straggler(
             stake,
             f"rank {rank} arrives last",
             f"rank {rank} starts last in {share:.0%} of {len(multi)} matched collectives, "
-            f"{float(mine['straggler_lag_us'].median()):,.0f} µs late (median); peers wait "
-            f"{stake:,.0f} µs/step on average",
+            f"{float(mine['straggler_lag_us'].median()):,.0f} µs late (median)"
+            + _beyond(mine)
+            + f"; peers wait {stake:,.0f} µs/step on average",
             f"look at rank {rank}: its host (CPU contention, data loading), "
             + ("its GPU clocks, " if has_gpu else "the cores it shares with other ranks, ")
             + "or extra work it does before the collectives",
             rank=rank,
         )
     ]
+
+
+def _beyond(mine: pd.DataFrame) -> str:
+    """``, beyond the clocks' uncertainty (200 µs, median)`` where it is known."""
+    if "lag_uncertainty_us" not in mine or not mine["lag_uncertainty_us"].notna().any():
+        return ""
+    return f", beyond the clocks' uncertainty ({float(mine['lag_uncertainty_us'].median()):,.0f} µs, median)"
 
 
 def _network(
@@ -256,7 +295,8 @@ def _network(
     if busbw_gbit >= LINK_SHARE * link:
         return []
     steps = float(ranks["num_steps"].clip(lower=1).mean())
-    stake = float(big["transfer_us"].sum()) / steps * (1.0 - busbw_gbit / link)
+    # a faster link wins back only exposed transfer (comm_causes.py), at most this share
+    stake = float(big["exposed_transfer_us"].sum()) / steps * (1.0 - busbw_gbit / link)
     if stake <= floor:
         return []
     return [
@@ -265,7 +305,8 @@ def _network(
             stake,
             "bus bandwidth far below the link",
             f"median bus bandwidth {busbw_gbit:.2f} Gbit/s over {len(big)} collectives of "
-            f">= 1 MiB, link {link:g} Gbit/s ({busbw_gbit / link:.0%})",
+            f">= 1 MiB, link {link:g} Gbit/s ({busbw_gbit / link:.0%}); their exposed "
+            f"transfer {float(big['exposed_transfer_us'].sum()) / steps:,.0f} µs/step",
             "check the network: interface and route used by the backend (GLOO_SOCKET_IFNAME / "
             "NCCL_SOCKET_IFNAME), link speed, competing traffic; larger units amortise latency",
         )

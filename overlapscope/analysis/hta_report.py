@@ -41,6 +41,8 @@ class HtaReport:
     counted_steps: dict[int, list[int]] = field(default_factory=dict)
     # per rank: what HTA's rounding counts negatively (hta_negative_us), when it rounds
     negative: pd.DataFrame | None = None
+    # per rank and stream: what those events change in its idle split (hta_idle_negative_us)
+    idle_negative: pd.DataFrame | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"status": self.status}
@@ -108,6 +110,7 @@ def run_hta(run: RunTraces, *, include_last_profiler_step: bool = True) -> HtaRe
         idle=idle,
         counted_steps=steps,
         negative=hta_negative_us(run) if rounding else None,
+        idle_negative=hta_idle_negative_us(run) if rounding else None,
     )
 
 
@@ -132,21 +135,29 @@ def _temporal(ta: Any) -> pd.DataFrame | None:
 
 
 def _idle(ta: Any, ranks: list[int]) -> pd.DataFrame | None:
-    try:
-        res = ta.get_idle_time_breakdown(ranks=ranks, visualize=False)
-    except Exception:
+    """HTA's idle-time breakdown of each rank (HTA's own result names no rank: one call
+    per rank, the rank added): ``rank, stream, idle_category, idle_time_us, ...``."""
+    frames = []
+    for rank in ranks:
+        try:
+            res = ta.get_idle_time_breakdown(ranks=[rank], visualize=False)
+        except Exception:
+            return None
+        df = res[0] if isinstance(res, tuple) else res
+        if not isinstance(df, pd.DataFrame):
+            return None
+        frames.append(df.rename(columns={"idle_time": "idle_time_us"}).assign(rank=rank))
+    if not frames:
         return None
-    df = res[0] if isinstance(res, tuple) else res
-    if not isinstance(df, pd.DataFrame):
-        return None
-    out = df.rename(columns={"idle_time": "idle_time_us"})
-    return out.reset_index(drop=True)
+    out = pd.concat(frames, ignore_index=True)
+    return out[["rank", *[c for c in out.columns if c != "rank"]]]
 
 
 def round_like_hta(run: RunTraces) -> RunTraces:
-    """The run with GPU events rounded as HTA 0.5.0 rounds them (start up, end down to whole
-    µs of the file's own clock), so figures can be compared with HTA's to the µs. Events that
-    round to nothing keep zero length."""
+    """The run as HTA 0.5.0 sees it (:func:`hta_scope`), its GPU events rounded as HTA rounds
+    them (start up, end down to whole µs of the file's own clock; events that round to
+    nothing keep zero length), so figures can be compared with HTA's to the µs."""
+    run = hta_scope(run)
     ev = run.events
     offset = ev["rank"].map({r.rank: r.raw_ts_offset_us for r in run.ranks}).to_numpy()
     gpu = ev["on_gpu"].to_numpy()
@@ -156,6 +167,32 @@ def round_like_hta(run: RunTraces) -> RunTraces:
     new_end = np.where(gpu, np.maximum(np.floor(end + offset) - offset, new_ts), end)
     events = ev.assign(ts_us=new_ts, end_us=new_end, dur_us=new_end - new_ts)
     return dataclasses.replace(run, events=events)
+
+
+def hta_scope(run: RunTraces) -> RunTraces:
+    """The run with the GPU work HTA 0.5.0 leaves out of every step outside them: in a
+    trace of two or more profiler steps HTA keeps only kernels launched by a CPU event of
+    the counted steps, so work whose launch the trace lost is not counted; overlapscope
+    counts it by its time (trace/unlaunched.py)."""
+    ev = run.events
+    multi = [r.rank for r in run.ranks if len(r.steps) >= 2]
+    lost = unlaunched(ev) & np.isin(ev["rank"].to_numpy(), multi)
+    if not lost.any():
+        return run
+    events = ev.assign(step=np.where(lost, -1, ev["step"].to_numpy()))
+    return dataclasses.replace(run, events=events)
+
+
+def unlaunched(ev: pd.DataFrame) -> np.ndarray:
+    """GPU rows whose correlation id matches no CPU row of their rank, in ranks that record
+    launches at all."""
+    rank, corr = ev["rank"].to_numpy(np.int64), ev["correlation"].to_numpy(np.int64)
+    gpu = ev["on_gpu"].to_numpy()
+    span = int(corr.max(initial=0)) + 2
+    key = rank * span + corr
+    cpu = ~gpu & (corr >= 0)
+    known = np.isin(key, key[cpu])
+    return gpu & (corr >= 0) & ~known & np.isin(rank, np.unique(rank[cpu]))
 
 
 def _hta_union_us(starts: np.ndarray, ends: np.ndarray) -> float:
@@ -196,3 +233,38 @@ def hta_negative_us(run: RunTraces) -> pd.DataFrame:
             parts[name] = _hta_union_us(ts[mask], end[mask]) - ours
         rows.append({"rank": r, **parts})
     return pd.DataFrame(rows, columns=["rank", "compute_us", "busy_us"])
+
+
+def hta_idle_negative_us(run: RunTraces) -> pd.DataFrame:
+    """Per rank and stream: what HTA 0.5.0's idle-time breakdown gives beyond ours in its
+    model (``analyze(run, hta_rounding=True).idle_streams``' ``hta_*`` columns), for the
+    sub-µs GPU events its rounding leaves with end < start (:func:`hta_negative_us`): HTA
+    measures the gap after such an event from its end, before its start, and compares the
+    next launch with that end (``rank, stream, host_wait_us, kernel_wait_us, other_us``:
+    HTA's figure minus ours; zero on a stream without such events)."""
+    from overlapscope.analysis.host import RankHost
+    from overlapscope.analysis.idle import hta_streams
+    from overlapscope.analysis.metrics import counted_mask
+
+    run = hta_scope(run)
+    ev = run.events[counted_mask(run).to_numpy()]
+    offset = ev["rank"].map({r.rank: r.raw_ts_offset_us for r in run.ranks}).to_numpy()
+    gpu = ev["on_gpu"].to_numpy()
+    ts, end = ev["ts_us"].to_numpy(), ev["end_us"].to_numpy()
+    ts = np.where(gpu, np.ceil(ts + offset) - offset, ts)
+    theirs = np.where(gpu, np.floor(end + offset) - offset, end)  # (may end before it starts)
+    ours = np.maximum(theirs, ts)  # (round_like_hta's)
+    ev = ev.assign(ts_us=ts)
+    frames = []
+    rank = ev["rank"].to_numpy()
+    for r in sorted({i.rank for i in run.ranks if i.has_gpu}):
+        mine = np.flatnonzero(rank == r)
+        rows = ev.iloc[mine].reset_index(drop=True)
+        launched = RankHost.of(rows).launched.at
+        a, b = hta_streams(rows, launched, theirs[mine]), hta_streams(rows, launched, ours[mine])
+        diff = a.set_index("stream") - b.set_index("stream")
+        frames.append(diff.reset_index().assign(rank=r))
+    columns = ["rank", "stream", "host_wait_us", "kernel_wait_us", "other_us"]
+    return (
+        pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+    )

@@ -198,6 +198,7 @@ RANK_COLUMNS = [
     "overlap_pct",
     "framework",
     "compute_source",
+    "num_unlaunched",
 ]
 
 
@@ -228,6 +229,7 @@ def rank_table(
         rec["overlap_pct"] = 100.0 * hidden / comm if comm > 0 else float("nan")
         rec["framework"] = info.framework
         rec["compute_source"] = info.compute_source.value
+        rec["num_unlaunched"] = info.num_unlaunched
         records.append(rec)
     return pd.DataFrame.from_records(records, columns=RANK_COLUMNS)
 

@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from overlapscope.analysis.clocks import SHARED_HOST_MIN_OFFSET_US
 from overlapscope.analysis.critical_path import SHORTEN, CriticalPath
 from overlapscope.analysis.findings import Finding, FindingKind
 from overlapscope.phases import Phase
@@ -20,12 +19,20 @@ from overlapscope.phases import Phase
 # A path finding needs its work on the path in at least this share of the steps.
 MIN_STEP_SHARE = 0.5
 MIN_STAKE_FRACTION = 0.01
-GROUP = ["rank", "kind", "unit", "phase"]
+GROUP = ["rank", "kind", "unit", "phase", "host_activity", "host_op"]
 _PHASE_WORDS = {p.value: p.words for p in Phase}
 
 
-def link_name(rank: int, kind: str, unit: object, phase: object) -> str:
-    """``rank 3's forward of blocks.7``, ``rank 0's exposed reduce-scatter of blocks.1``."""
+def link_name(
+    rank: int, kind: str, unit: object, phase: object, host: tuple[object, object] = (None, None)
+) -> str:
+    """``rank 3's forward of blocks.7``, ``rank 0's exposed reduce-scatter of blocks.1``,
+    ``rank 1's host (data loading, in enumerate(DataLoader)#...)`` (``host``: a host link's
+    activity and op, host_path.py)."""
+    if kind == "host":
+        activity, op = (h if isinstance(h, str) else None for h in host)
+        detail = ", in ".join(x for x in (activity, op) if x)
+        return f"rank {rank}'s host" + (f" ({detail})" if detail else "")
     what = _PHASE_WORDS.get(phase, phase) if isinstance(phase, str) else kind
     if kind == "comm":
         what = f"exposed {what}" if isinstance(phase, str) else "exposed communication"
@@ -38,7 +45,9 @@ def path_groups(path: CriticalPath) -> pd.DataFrame:
     steps), ``num_steps`` it appears in, ``saving_us`` the best replayed 10% saving."""
     links = path.links.astype({"unit": object, "phase": object})
     num = max(len(path.steps), 1)
-    g = links.groupby(GROUP, dropna=False, sort=False)
+    host = "host_op" in links and bool((links["kind"] == "host").any())
+    keys = GROUP if host else GROUP[:4]  # (host links' activity and op: only where there are)
+    g = links.groupby(keys, dropna=False, sort=False)
     out = g.agg(
         dur_us=("dur_us", "sum"), num_steps=("step", "nunique"), saving_us=("saving_us", "max")
     ).reset_index()
@@ -47,33 +56,75 @@ def path_groups(path: CriticalPath) -> pd.DataFrame:
 
 
 def clock_lines(offsets: pd.DataFrame, applied: bool, shared_host: str | None = None) -> list[str]:
+    """The clocks: each rank's offset, the interval causality leaves it (the trace proves it
+    is there), how far the truth may be from what was applied, and whether it was."""
     if len(offsets) < 2:
         return []
     ref = int(offsets["reference_rank"].iloc[0])
     if not applied:
         head = f"clocks: not aligned (--no-align); estimated offsets against rank {ref}:"
-    elif shared_host is not None:
-        head = (
-            f"clocks: every rank ran on one host ({shared_host}, run.json) and reads one clock:"
-            f" offsets against rank {ref} under {SHARED_HOST_MIN_OFFSET_US / 1e3:g} ms are the "
-            "collectives' end-time noise and are not applied"
-        )
     else:
         head = (
-            f"clocks: aligned on rank {ref}'s clock from the ends of matched collectives "
-            "(--no-align turns it off)"
+            f"clocks: aligned on rank {ref}'s clock from the ends of matched collectives, "
+            "every estimate applied (--no-align turns it off); causality bounds each offset "
+            "(no collective ends before its last rank started it)"
         )
+    if shared_host is not None:
+        others = offsets[offsets["rank"] != ref]
+        holds = bool(((others["lo_us"] <= 0) & (others["hi_us"] >= 0)).all())
+        verdict = (
+            "the bounds contain 0, as they must"
+            if holds
+            else "the bounds exclude 0: the timestamps were moved after the run, and are put back"
+        )
+        head += f"; every rank ran on {shared_host} (run.json), one clock: {verdict}"
     lines = [head]
     for r in offsets[offsets["rank"] != ref].itertuples(index=False):
+        bounds = f"within {_us(r.lo_us)} .. {_us(r.hi_us)} µs by causality"
+        allow = f"comparisons allow {_us(r.uncertainty_us, sign=False)} µs"
         if np.isnan(r.offset_us):
-            lines.append(f"  rank {r.rank}: too few collectives ({r.num_collectives}) to estimate")
+            lines.append(
+                f"  rank {r.rank}: too few collectives ({r.num_collectives}) to estimate; "
+                f"{bounds}; {allow}"
+            )
             continue
         lines.append(
-            f"  rank {r.rank}: offset {r.offset_us:+,.1f} µs ± {r.stderr_us:,.1f} "
-            f"(spread {r.spread_us:,.1f} µs over {r.num_collectives} collectives), "
-            f"drift {r.drift_ppm:+.2f} ppm{'' if r.aligned or not applied else ', not applied'}"
+            f"  rank {r.rank}: offset {r.offset_us:+,.1f} µs ({bounds}; the ends put it in "
+            f"{_us(r.plausible_lo_us)} .. {_us(r.plausible_hi_us)}; {allow}), ± "
+            f"{r.stderr_us:,.1f} (spread {r.spread_us:,.1f} µs over {r.num_collectives} "
+            f"collectives), drift {r.drift_ppm:+.2f} ppm"
+            + ("" if r.aligned or not applied else ", not applied")
         )
     return lines
+
+
+def _us(value: float, sign: bool = True) -> str:
+    if not np.isfinite(value):
+        return "unbounded" if not sign else ("-inf" if value < 0 else "+inf")
+    return f"{value:+,.0f}" if sign else f"{value:,.0f}"
+
+
+def _name(link: pd.Series) -> str:
+    host = (link.get("host_activity"), link.get("host_op"))
+    return link_name(int(link["rank"]), str(link["kind"]), link["unit"], link["phase"], host)
+
+
+def _shortened(b: pd.Series) -> str:
+    """What the best what-if shortens, in words."""
+    if b["kind"] == "comm":
+        return (
+            f"that collective (group {b['group']}, step {int(b['step'])}, seq "
+            f"{int(b['seq'])}) on every rank by {SHORTEN:.0%}"
+        )
+    if b["kind"] == "host":
+        late = (
+            f", so it launches {b['late_op']} sooner" if isinstance(b.get("late_op"), str) else ""
+        )
+        return (
+            f"{_name(b)} (step {int(b['step'])}, {float(b['dur_us']):,.0f} µs) by "
+            f"{SHORTEN:.0%}{late}"
+        )
+    return f"{_name(b)} (step {int(b['step'])}, {float(b['dur_us']):,.0f} µs) by {SHORTEN:.0%}"
 
 
 def path_paragraph(path: CriticalPath) -> str:
@@ -82,34 +133,29 @@ def path_paragraph(path: CriticalPath) -> str:
     if steps.empty:
         return ""
     step_us = float(steps["step_us"].mean())
+    kinds = ("compute", "comm", "wait", "host", "idle")
     shares = ", ".join(
         f"{k} {float(steps[f'{k}_us'].sum()) / float(steps['step_us'].sum()):.0%}"
-        for k in ("compute", "comm", "wait", "idle")
+        for k in kinds
+        if f"{k}_us" in steps
     )
     groups = path_groups(path)
     work = groups[groups["kind"] != "idle"]  # idle says where nothing was traced, not what
     top = (work if len(work) else groups).iloc[0]
     text = (
         f"critical path over {len(steps)} steps (mean step {step_us:,.0f} µs): "
-        f"{shares} of the step (comm: exposed transfer); it changes rank "
+        f"{shares} of the step (comm: exposed transfer; host: the GPU waits for the CPU "
+        f"thread that launches its next work); it changes rank "
         f"{float(steps['num_hops'].mean()):.1f} times per step. Most of it: "
-        f"{link_name(int(top['rank']), str(top['kind']), top['unit'], top['phase'])}, "
-        f"{float(top['dur_us_per_step']):,.0f} µs/step, on the path in "
+        f"{_name(top)}, {float(top['dur_us_per_step']):,.0f} µs/step, on the path in "
         f"{int(top['num_steps'])} of {len(steps)} steps."
     )
     best = path.links.dropna(subset=["saving_us"])
     if not best.empty:
         b = best.loc[best["saving_us"].idxmax()]
-        name = link_name(int(b["rank"]), str(b["kind"]), b["unit"], b["phase"])
-        what = (
-            f"{name} (step {int(b['step'])}, {float(b['dur_us']):,.0f} µs)"
-            if b["kind"] != "comm"
-            else f"that collective (group {b['group']}, step {int(b['step'])}, seq "
-            f"{int(b['seq'])}) on every rank"
-        )
         text += (
-            f" Shortening {what} by {SHORTEN:.0%} saves {float(b['saving_us']):,.0f} µs of the "
-            "step (replayed)."
+            f" Shortening {_shortened(b)} saves {float(b['saving_us']):,.0f} µs of the step "
+            "(replayed)."
         )
     return text
 

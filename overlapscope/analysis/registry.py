@@ -40,7 +40,10 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.analysis.bound import bound_table
+from overlapscope.analysis.clocks import clock_error
 from overlapscope.analysis.collectives import collective_tables
+from overlapscope.analysis.comm_causes import rank_parts, split_exposure, unit_parts
+from overlapscope.analysis.idle import rank_idle
 from overlapscope.analysis.levers import lever_table
 from overlapscope.analysis.metrics import (
     RankSets,
@@ -55,6 +58,7 @@ from overlapscope.analysis.metrics import (
 )
 from overlapscope.analysis.partition import any_of
 from overlapscope.analysis.units import compute_by_unit, unit_table
+from overlapscope.analysis.waits import WaitTables, wait_tables
 from overlapscope.phases import Lane
 from overlapscope.trace.loader import RunTraces
 
@@ -67,6 +71,10 @@ COMM_COLUMNS = [  # (exposed_us last: the one not in the event table)
 ]
 PATH = "path"
 TIMELINE = "timeline"
+IDLE_GAPS = "idle_gaps"
+# The clock offsets with their uncertainty (analysis/clocks.py), given to the cross-rank
+# figures beside the per-rank ones: a lag within a clock's uncertainty is no straggler.
+CLOCKS = "clock_offsets"
 
 
 class Size(enum.Enum):
@@ -81,7 +89,7 @@ class RankView:
     """One rank's counted rows (renumbered: rows are found by label in a range index) and
     its figures, each made once, when first asked for."""
 
-    def __init__(self, run: RunTraces) -> None:
+    def __init__(self, run: RunTraces, on_demand: bool = False) -> None:
         counted = counted_mask(run)
         if not counted.all():
             run = dataclasses.replace(run, events=run.events[counted].reset_index(drop=True))
@@ -90,6 +98,8 @@ class RankView:
         self._made: dict[str, pd.DataFrame] = {}
         self._sets: RankSets | None = None
         self._exposure: pd.Series | None = None
+        self._waits: WaitTables | None = None
+        self.on_demand = on_demand
 
     @property
     def sets(self) -> RankSets:
@@ -104,6 +114,17 @@ class RankView:
         if self._exposure is None:
             self._exposure = comm_exposure(self.run, self.counted)
         return self._exposure
+
+    @property
+    def waits(self) -> WaitTables:
+        """Where the rank's GPU waited (analysis/waits.py), with its every idle gap when the
+        on-demand figures are made too."""
+        if self._waits is None:
+            steps = step_table(self.run, self.counted, self.sets)
+            self._waits = wait_tables(
+                self.run, self.counted, steps, self.sets, self.exposure, self.on_demand
+            )
+        return self._waits
 
     def table(self, name: str) -> pd.DataFrame:
         if name not in self._made:
@@ -126,11 +147,12 @@ class RunFigure:
 
 
 def _steps(v: RankView) -> pd.DataFrame:
-    return step_table(v.run, v.counted, v.sets)
+    return v.waits.steps  # (the steps table with its idle split by cause)
 
 
 def _ranks(v: RankView) -> pd.DataFrame:
-    return rank_table(v.run, v.counted, v.table("steps"), v.sets)
+    steps = v.table("steps")
+    return rank_idle(rank_table(v.run, v.counted, steps, v.sets), steps)
 
 
 def _units(v: RankView) -> pd.DataFrame:
@@ -142,7 +164,14 @@ def _comm(v: RankView) -> pd.DataFrame:
     once: a row selection copies every column of the table first)."""
     ev = v.run.events
     comm = take_columns(ev, ev.index.get_indexer(v.exposure.index), COMM_COLUMNS[:-1])
-    return pd.DataFrame({**comm, "exposed_us": v.exposure.to_numpy()})
+    return pd.DataFrame({**comm, "exposed_us": v.exposure.to_numpy(), "late": v.waits.late})
+
+
+def _idle_gaps(v: RankView) -> pd.DataFrame:
+    if not v.on_demand:  # (a view made for the summary only: its gaps, made again)
+        steps = step_table(v.run, v.counted, v.sets)
+        return wait_tables(v.run, v.counted, steps, v.sets, v.exposure, True).gaps
+    return v.waits.gaps
 
 
 def _path_rows(v: RankView) -> pd.DataFrame:
@@ -164,16 +193,29 @@ RANK_FIGURES: tuple[RankFigure, ...] = (
     RankFigure("levers", lambda v: lever_table(v.run, v.counted)),
     RankFigure("exposed", lambda v: exposed_intervals(v.run, v.counted, v.table("steps"), v.sets)),
     RankFigure(PATH, _path_rows, Size.EVENTS, output=False),
+    RankFigure("pieces", lambda v: v.waits.pieces, output=False),
+    RankFigure("idle_streams", lambda v: v.waits.streams),
+    RankFigure("host_ops", lambda v: v.waits.host_ops),
+    RankFigure("host_gaps", lambda v: v.waits.host_gaps, output=False),
     RankFigure(TIMELINE, lambda v: timeline_table(v.run, v.counted, v.exposure), Size.ON_DEMAND),
+    RankFigure(IDLE_GAPS, _idle_gaps, Size.ON_DEMAND),
 )
 RANK_FIGURE = {f.name: f for f in RANK_FIGURES}
 
 
 def _collectives(t: Mapping[str, pd.DataFrame], run: RunTraces) -> tuple[pd.DataFrame, ...]:
-    return collective_tables(t["comm"], run.world_size)
+    return collective_tables(t["comm"], run.world_size, clock_error(t.get(CLOCKS)))
+
+
+def _exposure_parts(t: Mapping[str, pd.DataFrame], _run: RunTraces) -> tuple[pd.DataFrame, ...]:
+    """The units' and ranks' exposed communication split by cause (comm_causes.py), from
+    the collectives' (``comm``, split first: it needs the other ranks' durations)."""
+    return unit_parts(t["units"], t["comm"], t["ranks"]), rank_parts(t["ranks"], t["comm"])
 
 
 RUN_FIGURES: tuple[RunFigure, ...] = (
+    RunFigure(("comm",), lambda t, _run: (split_exposure(t["comm"], t["pieces"]),)),
+    RunFigure(("units", "ranks"), _exposure_parts),
     RunFigure(("collectives", "collective_ranks"), _collectives),
     RunFigure(("bound",), lambda t, _run: (bound_table(t["units"], t["compute"], t["ranks"]),)),
 )
@@ -181,7 +223,7 @@ RUN_FIGURES: tuple[RunFigure, ...] = (
 
 def rank_tables(run: RunTraces, sizes: tuple[Size, ...] = tuple(Size)) -> dict[str, pd.DataFrame]:
     """The per-rank figures of a one-rank run, those of ``sizes``; the map of every executor."""
-    view = RankView(run)
+    view = RankView(run, Size.ON_DEMAND in sizes)
     return {f.name: view.table(f.name) for f in RANK_FIGURES if f.size in sizes}
 
 

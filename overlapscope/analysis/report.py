@@ -7,12 +7,13 @@ import math
 import pandas as pd
 
 from overlapscope.analysis.api import RunAnalysis
+from overlapscope.analysis.idle import CAUSES
 
 TOP_N = 10
 
 
 def _fmt(v: object, digits: int = 0) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
+    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
         return "-"
     if isinstance(v, float):
         return f"{v:,.{digits}f}"
@@ -41,6 +42,10 @@ RANK_COLUMNS = {
     "overlap_pct": ("overlap %", 2),
     "nccl_wait_per_step_us": ("wait", 0),
 }
+# The parts of exposed communication (comm_causes.py) and the causes of idle (idle.py), as
+# the tables' headers name them.
+EXPOSED_PARTS = {"host_late": "issued late", "peer_wait": "last rank", "transfer": "transfer"}
+_IDLE_LABELS = {"host_bound": "host-bound", "cross_stream": "cross-stream"}
 UNIT_COLUMNS = {
     "rank": ("rank", 0),
     "unit": ("unit", 0),
@@ -49,6 +54,16 @@ UNIT_COLUMNS = {
     "num_ops": ("ops", 0),
     "comm_per_step_us": ("comm µs/step", 0),
     "exposed_per_step_us": ("exposed µs/step", 0),
+    **{f"exposed_{p}_per_step_us": (label, 0) for p, label in EXPOSED_PARTS.items()},
+}
+# Where the GPU waits (issue 30): idle by cause and exposed communication by cause, µs per
+# counted step; each group adds up to its total.
+WAIT_COLUMNS = {
+    "rank": ("rank", 0),
+    "idle_per_step_us": ("idle", 0),
+    **{f"idle_{c}_per_step_us": (_IDLE_LABELS.get(c, c), 0) for c in CAUSES},
+    "exposed_comm_per_step_us": ("exposed comm", 0),
+    **{f"exposed_comm_{p}_per_step_us": (label, 0) for p, label in EXPOSED_PARTS.items()},
 }
 LEVER_COLUMNS = {
     "rank": ("rank", 0),
@@ -82,6 +97,18 @@ def sections(a: RunAnalysis) -> list[tuple[str, list[str], list[list[str]]]]:
             _table(a.ranks, RANK_COLUMNS),
         ),
     ]
+    if {c for c in WAIT_COLUMNS} <= set(a.ranks.columns):
+        out.append(
+            (
+                "Where the GPU waits, µs per counted step: idle by cause (host-bound: launched "
+                "after the GPU ran dry; sync: after a host sync; peer: the host in a CPU "
+                "collective; cross-stream: queued behind another stream; other: launch "
+                "latency) and exposed communication by cause (issued late by the host, "
+                "waiting for the last rank, transfer longer than its compute)",
+                [h for h, _ in WAIT_COLUMNS.values()],
+                _table(a.ranks, WAIT_COLUMNS),
+            )
+        )
     units = (
         a.units[a.units["exposed_total_us"] > 0]
         .sort_values(["exposed_per_step_us", "rank"], ascending=[False, True], kind="stable")
@@ -222,6 +249,11 @@ def hta_lines(a: RunAnalysis) -> list[str]:
                 f"overlap {pct:.2f}% vs {float(mine['overlap_pct']):.2f}% ({diff:+.2f} pp)"
             )
         steps = hta.counted_steps.get(rank, [])
+        lost = int(mine["num_unlaunched"]) if mine is not None else 0
+        if lost and len(steps) >= 2:
+            parts.append(
+                f"ours counts {lost:,} GPU ops whose launch the trace lost, HTA leaves them out"
+            )
         lines.append(f"  rank {rank} (HTA steps {steps}): " + ", ".join(parts))
     negative = {} if hta.negative is None else hta.negative.set_index("rank").to_dict("index")
     for rank, n in sorted(negative.items()):
@@ -231,4 +263,43 @@ def hta_lines(a: RunAnalysis) -> list[str]:
                 f"counts them negatively: compute {n['compute_us']:+,.0f} µs, compute + "
                 f"non-compute {n['busy_us']:+,.0f} µs (ours: zero length)"
             )
+    return lines + hta_idle_lines(a)
+
+
+HTA_IDLE = (("host_wait", "host wait"), ("kernel_wait", "kernel wait"), ("other", "other"))
+
+
+def hta_idle_lines(a: RunAnalysis) -> list[str]:
+    """HTA's idle-time breakdown per rank and stream beside ours in its categories
+    (analysis/idle.py: its host wait is our host-bound + sync + peer gaps between a
+    stream's ops)."""
+    hta = a.hta
+    if hta is None or hta.idle is None or hta.idle.empty or a.idle_streams.empty:
+        return []
+    theirs = hta.idle.pivot_table(
+        index=["rank", "stream"], columns="idle_category", values="idle_time_us", aggfunc="sum"
+    ).fillna(0.0)
+    ours = a.idle_streams.set_index(["rank", "stream"])
+    lines = ["HTA's idle time per stream beside ours (µs; HTA - ours in brackets):"]
+    for rank, stream in theirs.index:
+        parts = []
+        for cat, label in HTA_IDLE:
+            t = float(theirs.loc[(rank, stream), cat]) if cat in theirs else 0.0
+            key = (rank, stream)
+            o = float(ours.loc[key, f"hta_{cat}_total_us"]) if key in ours.index else float("nan")
+            parts.append(f"{label} {_fmt(t)} vs {_fmt(o)} ({t - o:+,.0f})")
+        lines.append(f"  rank {int(rank)} stream {int(stream)}: " + ", ".join(parts))
+        lines += _negative_idle(hta.idle_negative, int(rank), int(stream))
     return lines
+
+
+def _negative_idle(negative: pd.DataFrame | None, rank: int, stream: int) -> list[str]:
+    """What HTA's sub-µs events with end < start change in a stream's idle split."""
+    if negative is None:
+        return []
+    row = negative[(negative["rank"] == rank) & (negative["stream"] == stream)]
+    values = {label: float(row[f"{cat}_us"].sum()) for cat, label in HTA_IDLE}
+    if not any(round(v) for v in values.values()):
+        return []
+    said = ", ".join(f"{label} {v:+,.0f}" for label, v in values.items())
+    return [f"    of which HTA's sub-µs events with end < start (measured from their end): {said}"]

@@ -144,6 +144,9 @@ def write_csv(result: RunAnalysis, out: Path) -> None:
         "bound": result.bound,
         "exposed": result.exposed,
         "timeline": result.timeline,
+        "idle_gaps": result.idle_gaps,
+        "idle_streams": result.idle_streams,
+        "host_ops": result.host_ops,
     }
     if result.clocks is not None:
         tables["clock_offsets"] = result.clocks

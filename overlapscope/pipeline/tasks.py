@@ -56,9 +56,10 @@ EVENTS_FIGURES = tuple(f.name for f in RANK_FIGURES if f.size is Size.EVENTS)
 ON_DEMAND_FIGURES = tuple(f.name for f in RANK_FIGURES if f.size is Size.ON_DEMAND)
 CLOCK_COLUMNS = ["lane", "kind", "group", "step", "seq", "ts_us", "end_us"]
 _CATEGORIES = [c for c, t in EVENT_COLUMNS.items() if t == "category"]
-# The event table's columns but those no per-rank figure reads (the category, the GPU stream,
-# the correlation id): less to read from the cache and to copy in every row selection.
-REDUCE_COLUMNS = [c for c in EVENT_COLUMNS if c not in ("cat", "stream", "correlation")]
+# The event table's columns but the one no per-rank figure reads (the category): less to read
+# from the cache and to copy in every row selection (where the GPU waits reads the streams and
+# the correlation ids: analysis/waits.py).
+REDUCE_COLUMNS = [c for c in EVENT_COLUMNS if c != "cat"]
 
 
 def figure_file(folder: Path, name: str) -> Path:

@@ -96,24 +96,32 @@ def launch_anchor(frame: pd.DataFrame) -> tuple[FloatArray, IntArray, BoolArray]
     tid = frame["tid"].to_numpy()
     corr = frame["correlation"].to_numpy()
     on_gpu = frame["on_gpu"].to_numpy()
-    cpu = np.flatnonzero(~on_gpu & (corr >= 0))
     anchor_ts, anchor_tid = ts.copy(), np.full(len(ts), -1, dtype=np.int64)
     anchor_tid[~on_gpu] = tid[~on_gpu]
     orphan = np.zeros(len(ts), dtype=bool)
-    if len(cpu) == 0:
+    gpu, rows = launch_rows(corr, on_gpu)
+    if not (~on_gpu & (corr >= 0)).any():
         return anchor_ts, anchor_tid, orphan
-    # Each correlation id's first CPU row (np.unique's indices are first occurrences), then
-    # each GPU row's id looked up by binary search.
-    ids, first = np.unique(corr[cpu], return_index=True)
+    anchor_ts[gpu] = ts[rows]
+    anchor_tid[gpu] = tid[rows]
+    orphan[on_gpu] = True
+    orphan[gpu] = False
+    return anchor_ts, anchor_tid, orphan
+
+
+def launch_rows(corr: IntArray, on_gpu: BoolArray) -> tuple[IntArray, IntArray]:
+    """The GPU rows whose launch is in the rows (``corr``: each row's correlation id, -1:
+    none), and for each the CPU row that launched it: the first CPU row of its id."""
+    cpu = np.flatnonzero(~on_gpu & (corr >= 0))
     gpu = np.flatnonzero(on_gpu & (corr >= 0))
+    if not len(cpu) or not len(gpu):
+        return gpu[:0], cpu[:0]
+    # Each id's first CPU row (np.unique's indices are first occurrences), then each GPU
+    # row's id looked up by binary search.
+    ids, first = np.unique(corr[cpu], return_index=True)
     pos = np.minimum(np.searchsorted(ids, corr[gpu]), len(ids) - 1)
     found = ids[pos] == corr[gpu]
-    rows = cpu[first[pos[found]]]
-    anchor_ts[gpu[found]] = ts[rows]
-    anchor_tid[gpu[found]] = tid[rows]
-    orphan[on_gpu] = True
-    orphan[gpu[found]] = False
-    return anchor_ts, anchor_tid, orphan
+    return gpu[found], cpu[first[pos[found]]]
 
 
 def holder(ctx: RowContext, range_rows: IntArray) -> IntArray:

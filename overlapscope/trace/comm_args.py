@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import orjson
 import pandas as pd
 
@@ -69,25 +70,34 @@ def _product(dims: list[int]) -> int:
     return p if -(2**63) <= p < 2**63 else int(np.prod(dims))
 
 
-def _dims_bytes(dims: object, types: object) -> int:
-    """Bytes of the tensors listed in ``Input Dims`` / ``Input type`` (tensor lists included)."""
+def _tensor_bytes(d: object, t: object) -> int:
+    """Bytes of one ``Input Dims`` entry of type ``t`` (a tensor list: its tensors summed);
+    0 when it is not a tensor of a known element type (a scalar's dims are ``[]``: size 1)."""
+    size = dtype_bytes(t)
+    if size == 0 or not isinstance(d, list):
+        return 0
+    if d and all(isinstance(x, list) for x in d):  # a tensor list
+        return sum(int(np.prod(x)) if x else 1 for x in d) * size
+    if all(isinstance(x, int) for x in d):
+        return _product(d) * size
+    return 0
+
+
+def _dims_bytes(dims: object, types: object) -> tuple[int, int]:
+    """Bytes of the tensors listed in ``Input Dims`` / ``Input type`` (tensor lists
+    included), and of the first input alone (``record_param_comms``: the collective's input
+    tensor, its other inputs the sequence number, the group, ...); -1 when none is known."""
     if not isinstance(dims, list) or not isinstance(types, list):
-        return -1
-    total = 0
-    for d, t in zip(dims, types, strict=False):
-        size = dtype_bytes(t)
-        if size == 0 or not isinstance(d, list):
-            continue
-        if d and all(isinstance(x, list) for x in d):  # a tensor list
-            total += sum(int(np.prod(x)) if x else 1 for x in d) * size
-        elif all(isinstance(x, int) for x in d):
-            total += _product(d) * size
-    return total if total > 0 else -1
+        return -1, -1
+    each = [_tensor_bytes(d, t) for d, t in zip(dims, types, strict=False)]
+    total = sum(each)
+    first = each[0] if each else 0
+    return (total if total > 0 else -1), (first if first > 0 else -1)
 
 
 COMM_FIELDS = (
     *("coll_name", "in_nelems", "out_nelems", "dtype"),
-    *("group_size", "pg_name", "seq_arg", "dims_bytes"),
+    *("group_size", "pg_name", "seq_arg", "dims_bytes", "first_bytes"),
 )
 
 
@@ -96,7 +106,9 @@ def is_comm_name(name: str) -> bool:
     return COMM_ARG_NAME_RE.match(name) is not None
 
 
-def _sized(raw: tuple[bytes, bytes], sizes: dict[tuple[bytes, bytes], int]) -> int:
+def _sized(
+    raw: tuple[bytes, bytes], sizes: dict[tuple[bytes, bytes], tuple[int, int]]
+) -> tuple[int, int]:
     size = sizes.get(raw)
     if size is None:
         size = sizes[raw] = _dims_bytes(orjson.loads(raw[0]), orjson.loads(raw[1]))
@@ -104,12 +116,15 @@ def _sized(raw: tuple[bytes, bytes], sizes: dict[tuple[bytes, bytes], int]) -> i
 
 
 def add_comm_rows(
-    rows: dict[str, list[Any]], args: list[Args | None], sizes: dict[tuple[bytes, bytes], int]
+    rows: dict[str, list[Any]],
+    args: list[Args | None],
+    sizes: dict[tuple[bytes, bytes], tuple[int, int]],
 ) -> None:
     """Append the collective arguments of events that may be collectives to ``rows`` (one
     list per :data:`COMM_FIELDS`); ``args``: each event's ``args`` (None: not an object).
     ``sizes``: the tensors' bytes by their raw ``Input Dims`` and ``Input type``, filled as
-    they are met (a job's collectives repeat their shapes every step: each is decoded once)."""
+    they are met (a job's collectives repeat their shapes every step: each is decoded once):
+    all of them, and the first input alone."""
     picked = [EMPTY_ARGS if a is None else a for a in args]
     rows["coll_name"] += [a.coll_name for a in picked]
     rows["in_nelems"] += [orjson_number(a.in_nelems) for a in picked]
@@ -118,7 +133,9 @@ def add_comm_rows(
     rows["group_size"] += [orjson_number(a.group_size) for a in picked]
     rows["pg_name"] += [a.pg_name for a in picked]
     rows["seq_arg"] += [orjson_number(a.seq_arg) for a in picked]
-    rows["dims_bytes"] += [_sized((bytes(a.dims), bytes(a.types)), sizes) for a in picked]
+    both = [_sized((bytes(a.dims), bytes(a.types)), sizes) for a in picked]
+    rows["dims_bytes"] += [b[0] for b in both]
+    rows["first_bytes"] += [b[1] for b in both]
 
 
 _NUMERIC_FIELDS = ("in_nelems", "out_nelems", "group_size", "seq_arg")
@@ -135,7 +152,8 @@ def _numbers(values: list[Any]) -> FloatArray:
 
 def comm_frame(rows: dict[str, list[Any]], idx: np.ndarray) -> pd.DataFrame:
     """The collective arguments as a table indexed by the events' positions ``idx``
-    (:data:`COMM_FIELDS`: the numbers as float64, ``dims_bytes`` int64, the rest objects)."""
+    (:data:`COMM_FIELDS`: the numbers as float64, ``dims_bytes`` and ``first_bytes`` int64,
+    the rest objects)."""
     index = pd.Index(idx, dtype=np.int64)
     columns: dict[str, Any] = {}
     for col in COMM_FIELDS:
@@ -148,6 +166,75 @@ def comm_frame(rows: dict[str, list[Any]], idx: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame(columns, index=index, copy=False)
 
 
+# The element type NCCL kernels carry in their names (``ncclKernel_AllReduce_RING_LL_Sum_float``,
+# ``..._bf16``): what the kernel's own arguments give of a size when no ``dtype`` is recorded.
+_KERNEL_DTYPE_RE = re.compile(
+    r"_(float|double|half|bf16|int8_t|uint8_t|int32_t|uint32_t|int64_t|uint64_t|f8e4m3|f8e5m2)"
+    r"(?:\(|$)"
+)
+_KERNEL_DTYPE_BYTES = {
+    "float": 4, "double": 8, "half": 2, "bf16": 2, "int8_t": 1, "uint8_t": 1, "int32_t": 4,
+    "uint32_t": 4, "int64_t": 8, "uint64_t": 8, "f8e4m3": 1, "f8e5m2": 1,
+}  # fmt: skip
+
+
+def kernel_dtype_bytes(name: str) -> int:
+    """Element size of the type named in an NCCL kernel's name; 0 when it names none."""
+    m = _KERNEL_DTYPE_RE.search(name)
+    return _KERNEL_DTYPE_BYTES[m.group(1)] if m else 0
+
+
+def _texts(values: ObjArray) -> BoolArray:
+    return np.asarray([isinstance(v, str) and v != "" for v in values], dtype=bool)
+
+
+def _msg_bytes(args: pd.DataFrame, elem: npt.NDArray[np.int64]) -> FloatArray:
+    """``max(In msg nelems, Out msg nelems) * element size``: the gathered buffer of an
+    all-gather, the input of the others; -1 where a count (Kineto writes -1 for unknown) or
+    the element size is unknown."""
+    nel = np.fmax(args["in_nelems"].to_numpy(), args["out_nelems"].to_numpy())
+    return np.where(np.isfinite(nel) & (nel >= 0) & (elem > 0), nel * elem, -1.0)
+
+
+def collective_bytes(
+    own: pd.DataFrame,
+    issued: pd.DataFrame,
+    is_ag: BoolArray,
+    names: list[str],
+    world_size: int,
+) -> IntArray:
+    """Each collective's size as nccl-tests counts it (the gathered buffer for all-gather,
+    the input otherwise), from whatever the trace has, in this order:
+
+    1. ``In msg nelems`` / ``Out msg nelems`` x ``dtype`` of the op that issued it
+       (``record_param_comms``);
+    2. its ``Input Dims`` x the element size of ``Input type`` (older profilers record no
+       counts): the first input, the collective's tensor (times the group size for an
+       all-gather, whose input is one rank's shard);
+    3. the collective's own arguments (an NCCL kernel's counts and ``dtype``, else the
+       element type in its name; a gloo op's ``Input Dims``, its shard for an all-gather);
+    4. unknown: -1.
+
+    ``own``: the collective rows' arguments; ``issued``: those of the op that issued each
+    (NaN rows where none); ``names``: the rows' event names."""
+    elem = np.asarray([dtype_bytes(d) for d in issued["dtype"].to_numpy(dtype=object)])
+    first = _msg_bytes(issued, elem)
+    group = issued["group_size"].to_numpy()
+    fan = np.where(is_ag, np.where(np.isfinite(group) & (group >= 1), group, world_size), 1)
+    shard = issued["first_bytes"].fillna(-1).to_numpy(dtype=np.float64)
+    second = np.where(shard > 0, shard * np.maximum(fan, 1), -1.0)
+    own_elem = np.asarray([dtype_bytes(d) for d in own["dtype"].to_numpy(dtype=object)])
+    named = np.asarray([kernel_dtype_bytes(n) for n in names])
+    third = _msg_bytes(own, np.where(own_elem > 0, own_elem, named))
+    # gloo: Input Dims is the shard of an all-gather, the whole buffer otherwise.
+    dims = own["dims_bytes"].fillna(-1).to_numpy(dtype=np.float64)
+    fourth = np.where(dims > 0, dims * np.where(is_ag, max(world_size, 1), 1), -1.0)
+    out = np.full(len(own), -1.0)
+    for rung in (fourth, third, second, first):  # the last one known wins
+        out = np.where(rung > 0, rung, out)
+    return out.astype(np.int64)
+
+
 def collective_columns(
     comm_args: pd.DataFrame,
     cats: list[str],
@@ -156,28 +243,35 @@ def collective_columns(
     out: Labels,
     on_gpu: BoolArray,
     world_size: int,
+    issuer: tuple[IntArray, IntArray],
 ) -> IntArray:
-    """Fill ``kind`` and ``group`` of the comm rows; return the per-row ``bytes``."""
+    """Fill ``kind`` and ``group`` of the comm rows; return the per-row ``bytes``.
+    ``issuer``: per comm row, the row of the ``record_param_comms`` op that issued it and
+    of the ``nccl:<op>`` range around its launch (-1: none). The kind comes from the
+    collective's own ``Collective name``, else the issuing op's, else the range's name,
+    else the collective's name (``ncclDevKernel_Generic`` and ``SendRecv`` kernels name no
+    collective); sizes: :func:`collective_bytes`."""
+    param_comms, annotation = issuer
     nbytes = np.full(len(codes), -1, dtype=np.int64)
     # classified once per name of a comm row (not per name of the trace: a regex each)
     comm_codes, at = np.unique(codes[comm_rows], return_inverse=True)
     kinds = np.asarray([collective_kind(cats[c]).value for c in comm_codes.tolist()], dtype=object)
     out.kind[comm_rows] = kinds[at.reshape(-1)]
     args = comm_args.reindex(comm_rows)
+    issued = comm_args.reindex(param_comms)  # (-1: no such row, all NaN)
+    ranged = np.asarray([cats[codes[r]] if r >= 0 else None for r in annotation.tolist()])
     coll = args["coll_name"].to_numpy(dtype=object)
-    has_coll = np.asarray([isinstance(c, str) and c != "" for c in coll], dtype=bool)
+    for fallback in (issued["coll_name"].to_numpy(dtype=object), ranged):
+        coll = np.where(_texts(coll), coll, fallback)
+    has_coll = _texts(coll)
     if has_coll.any():  # the argument beats the name (ncclDevKernel_Generic)
         out.kind[comm_rows[has_coll]] = [collective_kind(str(c)).value for c in coll[has_coll]]
-    elem = np.asarray([dtype_bytes(d) for d in args["dtype"].to_numpy(dtype=object)])
-    nel = np.fmax(args["in_nelems"].to_numpy(), args["out_nelems"].to_numpy())
-    nccl_bytes = np.where(np.isfinite(nel) & (elem > 0), nel * elem, -1.0)
-    # gloo: Input Dims is the shard of an all-gather, the whole buffer otherwise.
-    dims_bytes = args["dims_bytes"].fillna(-1).to_numpy(dtype=np.float64)
     is_ag = out.kind[comm_rows] == CollectiveKind.ALL_GATHER.value
-    gloo_bytes = np.where(dims_bytes > 0, dims_bytes * np.where(is_ag, max(world_size, 1), 1), -1.0)
-    nbytes[comm_rows] = np.where(nccl_bytes > 0, nccl_bytes, gloo_bytes).astype(np.int64)
-    pg = args["pg_name"].to_numpy(dtype=object)
-    has_pg = np.asarray([isinstance(p, str) and p != "" for p in pg], dtype=bool)
+    names = [cats[c] for c in codes[comm_rows].tolist()]
+    nbytes[comm_rows] = collective_bytes(args, issued, is_ag, names, world_size)
+    own_pg = args["pg_name"].to_numpy(dtype=object)
+    pg = np.where(_texts(own_pg), own_pg, issued["pg_name"].to_numpy(dtype=object))
+    has_pg = _texts(pg)
     out.group[comm_rows] = np.where(has_pg, pg, np.where(on_gpu[comm_rows], NCCL_GROUP, GLOO_GROUP))
     return nbytes
 

@@ -207,7 +207,7 @@ class EventColumns:
         self.comm_name: list[bool] = []  # per name code: may carry collective arguments
         self.comm_idx: list[np.ndarray] = []
         self.comm_rows: dict[str, list[Any]] = {k: [] for k in COMM_FIELDS}
-        self.tensor_bytes: dict[tuple[bytes, bytes], int] = {}
+        self.tensor_bytes: dict[tuple[bytes, bytes], tuple[int, int]] = {}
         self.thread_names: dict[int, str] = {}
         self.num_events = 0
 

@@ -23,6 +23,10 @@ GPU_NON_COMPUTE_RE = re.compile(r"(^nccl.*Kernel)|(.*Memcpy)|(^Memset)|(.*Sync)"
 STEP_RE = re.compile(r"^ProfilerStep\s*#\s*(\d+)$")
 ISSUE_OP_RE = re.compile(r"^(c10d::|record_param_comms$|nccl:)")
 GLOO_PREFIX = "gloo:"
+# The CPU op c10d records around each collective it issues, with its arguments.
+PARAM_COMMS = "record_param_comms"
+# c10d's range around an NCCL collective's launch (``nccl:all_to_all``): it names the op.
+NCCL_RANGE_PREFIX = "nccl:"
 
 
 def collective_kind(text: str) -> CollectiveKind:
@@ -32,8 +36,9 @@ def collective_kind(text: str) -> CollectiveKind:
     for prefix in ("ncclKernel_", "ncclDevKernel_"):
         if s.startswith(prefix):
             s = s[len(prefix) :].split("_", 1)[0]
-    if s.startswith(GLOO_PREFIX):
-        s = s[len(GLOO_PREFIX) :]
+    for prefix in (GLOO_PREFIX, NCCL_RANGE_PREFIX):
+        if s.startswith(prefix):
+            s = s[len(prefix) :]
     s = re.sub(r"[^a-z]", "", s.lower())
     if "allgather" in s:
         return CollectiveKind.ALL_GATHER
@@ -45,7 +50,11 @@ def collective_kind(text: str) -> CollectiveKind:
         return CollectiveKind.ALL_TO_ALL
     if "broadcast" in s:
         return CollectiveKind.BROADCAST
-    if "sendrecv" in s or s in ("send", "recv"):
+    if s == "send":
+        return CollectiveKind.SEND
+    if s == "recv":
+        return CollectiveKind.RECV
+    if "sendrecv" in s:
         return CollectiveKind.SEND_RECV
     if "barrier" in s:
         return CollectiveKind.BARRIER

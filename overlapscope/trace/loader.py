@@ -54,6 +54,7 @@ class RankInfo:
     has_gpu: bool
     base_time_ns: int | None
     raw_ts_offset_us: float = 0.0  # the file's own ts = ts_us + raw_ts_offset_us
+    num_unlaunched: int = 0  # GPU rows without their launch, counted by time (unlaunched.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,6 +317,7 @@ def _assemble(parsed: list[_Parsed], warnings: list[str]) -> tuple[pd.DataFrame,
                 has_gpu=bool(ev["on_gpu"].any()),
                 base_time_ns=p.raw.base_time_ns,
                 raw_ts_offset_us=p.raw.first_ts_us - shift_us,
+                num_unlaunched=p.table.num_unlaunched,
             )
         )
     events = _concat_categorical(frames)

@@ -144,11 +144,13 @@ def _folded_args(
             "pg_name": pd.Series([None] * len(kind), dtype=object),
             "seq_arg": np.nan,
             "dims_bytes": np.full(len(kind), -1, dtype=np.int64),
+            "first_bytes": np.full(len(kind), -1, dtype=np.int64),
         }
     )
     folded_args.index = pd.Index(np.arange(len(keep), len(keep) + len(kind)), dtype=np.int64)
     comm_args = pd.concat([kept_args, folded_args[kept_args.columns]])
-    comm_args["dims_bytes"] = comm_args["dims_bytes"].astype(np.int64)
+    for c in ("dims_bytes", "first_bytes"):
+        comm_args[c] = comm_args[c].astype(np.int64)
     return comm_args
 
 

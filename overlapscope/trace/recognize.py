@@ -17,6 +17,7 @@ from overlapscope.phases import KIND_CATEGORIES, LANE_CATEGORIES, PHASE_CATEGORI
 from overlapscope.trace.attribution import (
     Labels,
     RowContext,
+    holder,
     innermost_containing,
     label_categorical,
     launch_anchor,
@@ -29,12 +30,16 @@ from overlapscope.trace.labels import (
     ISSUE_OP_RE,
     MEMORY_RE,
     NCCL_KERNEL_RE,
+    NCCL_RANGE_PREFIX,
+    PARAM_COMMS,
     STEP_RE,
 )
 from overlapscope.trace.p2p import P2P_CAT, fold_p2p
 from overlapscope.trace.parse import RawTrace
 from overlapscope.trace.producers import detect
 from overlapscope.trace.producers.base import Producer, RangeRule
+from overlapscope.trace.unlaunched import cpu_steps, unlaunched_steps
+from overlapscope.trace.unlaunched import warning as unlaunched_warning
 
 # Each lane's code in the lane column's categorical, and the lanes by code.
 _LANE = {Lane(v): i for i, v in enumerate(LANE_CATEGORIES)}
@@ -56,6 +61,7 @@ class RankTable:
     compute_source: ComputeSource
     steps: tuple[int, ...]
     warnings: tuple[str, ...]
+    num_unlaunched: int = 0  # GPU rows whose launch the trace lost (trace/unlaunched.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +76,8 @@ class _NameClasses:
     gpu_non_compute: BoolArray
     is_issue_op: BoolArray
     is_wait_name: BoolArray
+    is_param_comms: BoolArray
+    is_nccl_range: BoolArray
     rules: list[RangeRule | None]  # the producer's rule of each name
 
 
@@ -87,6 +95,8 @@ def _classify_names(cats: list[str], producer: Producer) -> _NameClasses:
         gpu_non_compute=mask([GPU_NON_COMPUTE_RE.match(c) is not None for c in cats]),
         is_issue_op=mask([ISSUE_OP_RE.match(c) is not None for c in cats]),
         is_wait_name=mask(["wait" in c.lower() for c in cats]),
+        is_param_comms=mask([c == PARAM_COMMS for c in cats]),
+        is_nccl_range=mask([c.startswith(NCCL_RANGE_PREFIX) for c in cats]),
         rules=[producer.rule(c) for c in cats],
     )
 
@@ -270,11 +280,17 @@ def _steps(
     step_rows = np.flatnonzero(is_step)
     step_nos = step_no[step_rows]
     step = _assign_steps(anchor_ts, step_rows, frame, step_nos)
-    step[orphan] = -1
     step[step_rows] = step_nos
     steps = tuple(sorted(set(step_nos.tolist())))
     if len(steps) != len(step_nos):
         warnings.append("repeated ProfilerStep numbers; steps were merged by number")
+    if orphan.any():
+        ts, dur = frame["ts_us"].to_numpy(), frame["dur_us"].to_numpy()
+        cpu = cpu_steps(step_nos, ts[step_rows], ts[step_rows] + dur[step_rows])
+        step[orphan] = unlaunched_steps(
+            ts, frame["stream"].to_numpy(), step, orphan, cpu, frame["correlation"].to_numpy()
+        )
+        warnings.append(unlaunched_warning(int(orphan.sum()), int((step[orphan] >= 0).sum())))
     return step, steps
 
 
@@ -295,6 +311,17 @@ def _on_gloo_thread(raw: RawTrace, gloo_op: BoolArray) -> BoolArray:
         t for t, name in raw.thread_names.items() if "gloo" in name
     }
     return np.isin(tid, np.asarray(sorted(gloo_tids), dtype=np.int64))
+
+
+def _issuers(ctx: RowContext, nc: _NameClasses, codes: IntArray) -> tuple[IntArray, IntArray]:
+    """Per collective row: the ``record_param_comms`` op that issued it and the ``nccl:<op>``
+    range around its launch (rows; -1: none), whose arguments and names tell what the
+    collective's own may not (comm_args.collective_columns)."""
+    cpu = ~ctx.on_gpu
+    return (
+        holder(ctx, np.flatnonzero(nc.is_param_comms[codes] & cpu)),
+        holder(ctx, np.flatnonzero(nc.is_nccl_range[codes] & cpu)),
+    )
 
 
 def _absent(has_comm: bool, has_steps: bool) -> list[str]:
@@ -346,22 +373,16 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     step, steps = _steps(frame, rc.step, nc.step_no[codes], anchor_ts, orphan, warnings)
 
     comm_rows = np.flatnonzero(lane == _LANE[Lane.COMM])
-    nbytes = collective_columns(comm_args, cats, codes, comm_rows, out, on_gpu, world_size)
     ctx = RowContext(
-        ts=ts,
-        end=end,
-        tid=tid,
-        on_gpu=on_gpu,
-        on_gloo_thread=on_gloo_thread,
-        anchor_ts=anchor_ts,
-        anchor_tid=anchor_tid,
-        step=step,
-        comm_rows=comm_rows,
+        *(ts, end, tid, on_gpu, on_gloo_thread, anchor_ts, anchor_tid, step, comm_rows),
         issued_by=_issued_by(raw, n),
     )
+    issuer = _issuers(ctx, nc, codes)
+    nbytes = collective_columns(comm_args, cats, codes, comm_rows, out, on_gpu, world_size, issuer)
     producer.label(ctx, out, cats, codes, warnings)
 
     warnings += _absent(len(comm_rows) > 0, bool(steps))
     seq = sequence(comm_rows, out.group, step, ts)
     table = _table(frame, lane, out, (step, nbytes, seq))
-    return RankTable(table, producer.name, source, steps, tuple(warnings))
+    lost = int(orphan.sum())
+    return RankTable(table, producer.name, source, steps, tuple(warnings), lost)

@@ -34,7 +34,6 @@ import textwrap
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,23 +45,13 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from capture_config import STEPS, WINDOW, Config  # noqa: E402
+from host_causes import HOST_CAUSES, batches, item_after_each_block  # noqa: E402
 from single_rank import start  # noqa: E402
 
-from overlapscope.config import ModelConfig, ModelKind, ProfileWindow  # noqa: E402
-from overlapscope.engine.workloads import build_model, global_batch  # noqa: E402
+from overlapscope.config import ModelConfig, ModelKind  # noqa: E402
+from overlapscope.engine.workloads import build_model  # noqa: E402
 from overlapscope.trace.capture import RankProfiler  # noqa: E402
-
-STEPS = 5
-WINDOW = ProfileWindow(wait=2, warmup=1, active=2)  # step 0 is FSDP's lazy init
-
-
-@dataclass(frozen=True)
-class Config:
-    name: str
-    framework: str  # fsdp1 | fsdp2
-    what: str  # one line for the README
-    options: dict[str, Any] = field(default_factory=dict)
-
 
 CONFIGS = [
     Config(
@@ -100,77 +89,6 @@ CONFIGS = [
         {"backward_prefetch": "BACKWARD_PRE", "forward": True},
     ),
 ]
-
-
-# The host's known reasons for a GPU to wait (module doc). "free_running": no sync at the
-# step boundary; "loader_ms": host time per sample in the DataLoader's __getitem__;
-# "item_per_block": a .item() on each block's output; "model"/"batch": a workload's overrides.
-HOST_CAUSES = [
-    Config(
-        "fsdp2-free-running",
-        "fsdp2",
-        "FSDP2 default, the host never waits for the GPU at the step boundary "
-        "(the reference for the three below)",
-        {"free_running": True},
-    ),
-    Config(
-        "fsdp2-slow-loader",
-        "fsdp2",
-        "a DataLoader (num_workers=0) whose every sample takes 1 ms of host time: "
-        "the GPU waits for the next batch",
-        {"free_running": True, "loader_ms": 1.0},
-    ),
-    Config(
-        "fsdp2-item-per-block",
-        "fsdp2",
-        "a .item() on each block's forward output (a logged metric): "
-        "the host waits for the GPU, then the GPU for the host",
-        {"free_running": True, "item_per_block": True},
-    ),
-    Config(
-        "fsdp2-many-small-units",
-        "fsdp2",
-        "32 blocks of width 128 at batch 2: the host's launches cannot keep the GPU busy",
-        {
-            "free_running": True,
-            "model": {"layers": 32, "dim": 128, "heads": 2, "seq_len": 128},
-            "batch": 2,
-        },
-    ),
-]
-
-
-class SlowSamples(torch.utils.data.Dataset):
-    """Token rows, each costing ``ms`` of host time (decoding, augmentation, a slow disk)."""
-
-    def __init__(self, cfg: ModelConfig, n: int, ms: float) -> None:
-        self.cfg, self.n, self.ms = cfg, n, ms
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        time.sleep(self.ms / 1e3)
-        g = torch.Generator().manual_seed(i)
-        tokens = torch.randint(0, self.cfg.vocab, (self.cfg.seq_len + 1,), generator=g)
-        return tokens[:-1], tokens[1:]
-
-
-def batches(model_cfg: ModelConfig, cfg: Config, batch: int) -> Iterator[Any]:
-    """The steps' (x, y): from a slow DataLoader where the configuration has one."""
-    ms = cfg.options.get("loader_ms")
-    if not ms:
-        return (global_batch(model_cfg, batch, step, seed=0) for step in range(STEPS))
-    data = SlowSamples(model_cfg, STEPS * batch, ms)
-    return iter(torch.utils.data.DataLoader(data, batch_size=batch, num_workers=0))
-
-
-def item_after_each_block(model: nn.Module) -> None:
-    def hook(_module: nn.Module, _inputs: Any, output: torch.Tensor) -> None:
-        float(output.detach().float().abs().mean().item())  # a logged metric: a host sync
-
-    for block in model.blocks:  # type: ignore[union-attr]
-        block.register_forward_hook(hook)
 
 
 # -- torch's world-size-1 shortcuts ---------------------------------------------------------
@@ -310,7 +228,9 @@ def wrap_fsdp1(model: nn.Module, cfg: Config, device: torch.device, bf16: bool) 
 # -- one configuration ------------------------------------------------------------------------
 
 
-def capture(cfg: Config, args: argparse.Namespace, device: torch.device, out: Path) -> dict:
+def workload(cfg: Config, args: argparse.Namespace, device: torch.device) -> tuple[dict, int]:
+    """The model's dimensions and the batch: the flags', with the configuration's overrides
+    on a GPU (a rehearsal on the CPU keeps its tiny model)."""
     dims = {
         "layers": args.layers,
         "dim": args.dim,
@@ -318,9 +238,13 @@ def capture(cfg: Config, args: argparse.Namespace, device: torch.device, out: Pa
         "seq_len": args.seq_len,
         "vocab": args.vocab,
     }
-    if device.type == "cuda":  # a rehearsal on the CPU keeps its tiny model
-        dims.update(cfg.options.get("model", {}))
-    batch = cfg.options.get("batch", args.batch) if device.type == "cuda" else args.batch
+    if device.type != "cuda":
+        return dims, args.batch
+    return {**dims, **cfg.options.get("model", {})}, cfg.options.get("batch", args.batch)
+
+
+def capture(cfg: Config, args: argparse.Namespace, device: torch.device, out: Path) -> dict:
+    dims, batch = workload(cfg, args, device)
     model_cfg = ModelConfig(kind=ModelKind.GPT, **dims)
     free_running = bool(cfg.options.get("free_running"))
     run_dir = out / cfg.name
@@ -359,7 +283,7 @@ def capture(cfg: Config, args: argparse.Namespace, device: torch.device, out: Pa
         if device.type == "cuda":
             torch.cuda.synchronize()
         del model, opt
-    meta = {
+    return {
         "config": cfg.name,
         "framework": cfg.framework,
         "what": cfg.what,
@@ -375,7 +299,6 @@ def capture(cfg: Config, args: argparse.Namespace, device: torch.device, out: Pa
         "step_time_us": step_us,
         "loss_last": float(loss.detach().float().cpu()),
     }
-    return meta
 
 
 def environment(device: torch.device) -> dict[str, Any]:

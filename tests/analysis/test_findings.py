@@ -20,13 +20,21 @@ def ranks(limiter_us: float = 0.0) -> pd.DataFrame:
     )
 
 
-def units(phase: str, exposed_per_step: float) -> pd.DataFrame:
+def units(
+    phase: str, exposed_per_step: float, host_late: float = 0.0, peer_wait: float = 0.0
+) -> pd.DataFrame:
+    """Both ranks: one unit's collectives of ``phase``, ``exposed_per_step`` of them exposed,
+    ``host_late`` and ``peer_wait`` of it issued late and waiting, the rest transfer."""
+    transfer = exposed_per_step - host_late - peer_wait
     return pd.DataFrame(
         {
             "rank": [0, 1],
             "unit": ["b.0", "b.0"],
             "phase": [phase] * 2,
             "exposed_per_step_us": [exposed_per_step] * 2,
+            "exposed_host_late_per_step_us": [host_late] * 2,
+            "exposed_peer_wait_per_step_us": [peer_wait] * 2,
+            "exposed_transfer_per_step_us": [transfer] * 2,
         }
     )
 
@@ -40,6 +48,7 @@ NO_COLL = pd.DataFrame(
         "bytes",
         "busbw_gbps",
         "transfer_us",
+        "exposed_transfer_us",
     ]
 )
 
@@ -62,6 +71,18 @@ def test_backward_finding_when_already_backward_pre():
         RunManifest(engine=EngineConfig(policy=Policy.BACKWARD_PRE)),
     )
     assert "already backward_pre" in f[0].change
+
+
+def test_prefetch_is_recommended_only_for_the_transfer_part():
+    """Issue 30 point 2: of 200 µs/step exposed, 120 issued late by the host and 30 waiting
+    for the last rank: the prefetch finding's stake is the 50 µs/step of transfer, and its
+    evidence names the rest; with all of it late, no prefetch finding at all."""
+    f = find(ranks(), units("ag_bwd", 200.0, host_late=120.0, peer_wait=30.0), NO_COLL, None)
+    assert kinds(f) == [FindingKind.BACKWARD_ALL_GATHER_EXPOSED]
+    assert f[0].stake_us == 50.0
+    assert "120 µs/step issued late by the host" in f[0].evidence
+    assert "30 µs/step waiting for the last rank" in f[0].evidence
+    assert find(ranks(), units("ag_fwd", 200.0, host_late=200.0), NO_COLL, None) == ()
 
 
 def test_forward_all_gather_points_to_forward_prefetch():
@@ -100,6 +121,7 @@ def test_straggler_and_network_ranked_by_stake():
             "bytes": [8 << 20] * 3,
             "busbw_gbps": [0.01] * 3,  # 0.08 Gbit/s on a 10 Gbit/s link
             "transfer_us": [100.0] * 3,
+            "exposed_transfer_us": [80.0] * 3,
         }
     )
     f = find(ranks(), units("ag_fwd", 0.0), coll, RunManifest(link_gbit=10))

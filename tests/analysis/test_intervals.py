@@ -151,3 +151,21 @@ def test_segment_ops_equal_the_former_ones(a_rows, b_rows):
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g.starts, w.starts)
         np.testing.assert_array_equal(g.ends, w.ends)
+
+
+def test_complement_is_gaps() -> None:
+    """complement() reads the gaps off the sorted set; it equals gaps() (the set difference
+    of the bounds and the set) on random sets and bounds (NaN and empty bounds included)."""
+    import numpy as np
+
+    from overlapscope.analysis.intervals import complement, subtract, union
+
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        n = int(rng.integers(0, 30))
+        s = rng.integers(0, 100, n).astype(float)
+        a = union(s, s + rng.integers(0, 10, n))
+        lo, hi = rng.integers(-5, 110, 2).astype(float)
+        got, want = complement(a, lo, hi), subtract(union([lo], [hi]), a)
+        assert np.array_equal(got.starts, want.starts) and np.array_equal(got.ends, want.ends)
+    assert len(complement(union([1.0], [2.0]), float("nan"), 5.0)) == 0

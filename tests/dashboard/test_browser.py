@@ -96,6 +96,7 @@ def test_every_view_renders_the_sample_runs(dash_duo: Any, sample_runs: list[Run
     fig = _figure(dash_duo, ids.UNITS_GRAPH)
     assert fig["title"] == "Exposed communication per unit"
     assert any("backward all-gather" in t["name"] for t in fig["data"])
+    assert "waiting for the last rank" in _text(dash_duo, f"#{ids.UNITS_SPLIT}")
     _screenshot(dash_duo, ids.TAB_UNITS)
 
     _open_tab(dash_duo, ids.TAB_TRADEOFF)
@@ -107,6 +108,12 @@ def test_every_view_renders_the_sample_runs(dash_duo: Any, sample_runs: list[Run
     fig = _figure(dash_duo, ids.RANKS_GRAPH)
     assert {t["type"] for t in fig["data"]} >= {"heatmap", "bar"}
     assert "started last" in _text(dash_duo, f"#{ids.STRAGGLERS}")
+    waits = _figure(dash_duo, ids.WAITS_GRAPH)
+    assert waits["title"].startswith("Where the GPU waits")
+    assert {"idle: host-bound", "exposed comm: waiting for the last rank"} <= {
+        t["name"] for t in waits["data"]
+    }
+    assert "no GPU idle caused by the host" in _text(dash_duo, f"#{ids.HOST_OPS}")  # CPU runs
     _screenshot(dash_duo, ids.TAB_RANKS)
 
     assert dash_duo.get_logs() == []

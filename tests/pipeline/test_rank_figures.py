@@ -14,7 +14,8 @@ import pytest
 
 from overlapscope.analysis import registry
 from overlapscope.analysis.clocks import offset_at
-from overlapscope.analysis.metrics import comm_exposure, counted_mask
+from overlapscope.analysis.metrics import comm_exposure, counted_mask, lane_sets, step_table
+from overlapscope.analysis.waits import wait_tables
 from overlapscope.cache import Cache, code_digest, entry_key
 from overlapscope.phases import Lane
 from overlapscope.pipeline import tasks
@@ -36,6 +37,9 @@ def _former_rows(run: RunTraces) -> dict[str, pd.DataFrame]:
     exposure = comm_exposure(run, counted)
     ev = run.events
     comm = ev.loc[exposure.index, registry.COMM_COLUMNS[:-1]].assign(exposed_us=exposure.to_numpy())
+    sets = lane_sets(run, counted)
+    waits = wait_tables(run, counted, step_table(run, counted, sets), sets, exposure)
+    comm = comm.assign(late=waits.late)
     lanes = [Lane.COMPUTE.value, Lane.COMM.value, Lane.WAIT.value]
     used = ev["lane"].isin([*lanes, Lane.STEP.value]) & (ev["step"] >= 0)
     return {

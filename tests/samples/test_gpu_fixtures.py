@@ -52,6 +52,12 @@ HTA_TEMPORAL = {
     "gpu-torch-fsdp1-forward-prefetch": {0: (237712, 24028, 213340, 344)},
     "gpu-torch-fsdp2-default-b16": {0: (118842, 58956, 59178, 708)},
     "gpu-torch-fsdp1-backward-pre-b16": {0: (196696, 137386, 58429, 881)},
+    # an H100, FSDP2 with a known host cause each (scripts/gpu-check-host-causes.sh); HTA
+    # 0.5.0 run on the recorded traces here
+    "gpu-torch-fsdp2-free-running": {0: (237133, 13290, 223045, 798)},
+    "gpu-torch-fsdp2-slow-loader": {0: (281365, 58929, 221686, 750)},
+    "gpu-torch-fsdp2-item-per-block": {0: (273413, 43602, 228998, 813)},
+    "gpu-torch-fsdp2-many-small-units": {0: (472144, 462752, 9369, 23)},
 }
 # collectives on the host (gloo, staged through host memory): HTA does not see them
 HOST_COMM = {"gpu-engine-gloo2-none", "gpu-engine-gloo2-backward_pre"}

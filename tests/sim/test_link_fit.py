@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from overlapscope.analysis.collectives import collective_tables
+from overlapscope.analysis.comm_causes import PART_COLUMNS
 from overlapscope.sim.contention import fit_contention
 from overlapscope.sim.link import fit_link, lane_time_us
 from overlapscope.sim.predict import rescale_lane_time
@@ -53,6 +54,7 @@ def test_lane_time_runs_from_last_start_to_last_end() -> None:
             "dur_us": [20_000.0, 8_000.0],
             "end_us": [20_000.0, 13_000.0],
             "exposed_us": [0.0, 0.0],
+            **{c: [0.0, 0.0] for c in PART_COLUMNS},
         }
     )
     coll, _ = collective_tables(comm, world_size=2)

@@ -1,0 +1,336 @@
+"""The host side of GPU work: when and from which CPU thread each GPU op was launched, and
+what a CPU thread was doing over a stretch of time.
+
+Pure functions of one rank's rows of the event table (columns ``tid, on_gpu, name, ts_us,
+end_us, correlation``):
+
+* :func:`launches`: each GPU row's launch (the CPU event with its correlation id: its start
+  and thread; NaN / -1 where the trace lost it);
+* :class:`HostCalls`: the rank's CPU calls by what they are (:class:`Activity`: a host sync,
+  a wait for peers, data loading, the optimizer, framework hooks, other work), per thread
+  as interval sets;
+* :meth:`HostCalls.doing`: over ``[start, end)`` on a thread, what it was doing most, and
+  the innermost CPU op at the middle of it.
+
+The names that say what a call is (torch's own record_function names)::
+
+    sync        cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize,
+                cudaMemcpy (a synchronous copy), aten::_local_scalar_dense (.item()),
+                aten::item (and hip*)
+    collective  a CPU collective that blocks the thread on its peers: gloo:*, c10d::barrier,
+                c10d::monitored_barrier, a Work's wait
+    data        DataLoader (enumerate(DataLoader)#..., DataLoader.__next__ ...)
+    optimizer   Optimizer.step#..., Optimizer.zero_grad#..., ovs/optim/...
+    hooks       FSDP::..., FullyShardedDataParallel...., ovs/<collective>/..., autograd
+                hooks
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from overlapscope.analysis.intervals import Intervals, covered, union
+from overlapscope.arrays import BoolArray, FloatArray, IntArray
+from overlapscope.trace.attribution import launch_rows
+
+
+class Activity(enum.Enum):
+    """What a CPU thread was doing (the first that matches a call's name, in this order)."""
+
+    SYNC = "sync"
+    COLLECTIVE = "collective"
+    DATA = "data loading"
+    OPTIMIZER = "optimizer"
+    HOOKS = "Python hooks"
+    OTHER = "other CPU work"
+
+
+_PATTERNS = {
+    Activity.SYNC: re.compile(
+        r"^((cuda|hip)(Stream|Device|Event|Ctx|Thread)?Synchronize"
+        r"|(cuda|hip)Memcpy(2D|3D)?(ToSymbol|FromSymbol)?"
+        r"|aten::_local_scalar_dense|aten::item)$"
+    ),
+    Activity.COLLECTIVE: re.compile(
+        r"^(gloo:|c10d::(monitored_)?barrier\b|c10d::wait\b)|Work.*\bwait\b"
+    ),
+    Activity.DATA: re.compile(r"DataLoader|dataloader|data_loader"),
+    Activity.OPTIMIZER: re.compile(r"^(Optimizer\.|ovs/optim/)|^optimizer"),
+    Activity.HOOKS: re.compile(
+        r"^(FSDP::|FullyShardedDataParallel\.|ovs/(ag_fwd|ag_bwd|rs|ar|limiter)|autograd::.*hook)"
+        r"|[Hh]ook"
+    ),
+}
+# The CUDA / HIP call that makes a stream wait on another stream's event.
+STREAM_WAIT_RE = re.compile(r"^(cuda|hip)StreamWaitEvent$")
+# What a thread was doing is told by these first when they tie (a sync before anything).
+PRIORITY = tuple(Activity)
+
+
+# Any of them (one search per name: most names, aten ops, match none).
+_ANY = re.compile("|".join(f"(?:{p.pattern})" for p in _PATTERNS.values()))
+
+
+@functools.lru_cache(maxsize=65536)  # (a worker classifies the same names rank after rank)
+def activity_of(name: str) -> Activity:
+    if not _ANY.search(name):
+        return Activity.OTHER
+    for activity, pattern in _PATTERNS.items():
+        if pattern.search(name):
+            return activity
+    return Activity.OTHER
+
+
+@dataclass(frozen=True, slots=True)
+class Launches:
+    """Per row of one rank's rows: the start (``at``) and thread (``tid``) of its launch, the
+    first CPU row with the same correlation id (NaN, -1 for CPU rows and GPU rows without
+    one)."""
+
+    at: FloatArray
+    tid: IntArray
+    source: BoolArray  # the CPU rows that launched GPU work
+
+
+def launches(rows: pd.DataFrame) -> Launches:
+    """:class:`Launches` of one rank's ``rows``."""
+    corr = rows["correlation"].to_numpy()
+    on_gpu = rows["on_gpu"].to_numpy()
+    ts, tid = rows["ts_us"].to_numpy(), rows["tid"].to_numpy()
+    at = np.full(len(rows), np.nan)
+    thread = np.full(len(rows), -1, dtype=np.int64)
+    source = np.zeros(len(rows), dtype=bool)
+    gpu, src = launch_rows(corr, on_gpu)
+    at[gpu] = ts[src]
+    thread[gpu] = tid[src]
+    source[src] = True
+    return Launches(at, thread, source)
+
+
+@dataclass(frozen=True, slots=True)
+class Names:
+    """The event names of one rank's rows as codes into ``names``, with what each name is
+    (classified once per distinct name): a stream wait, a profiler step; its
+    :class:`Activity` when asked (:meth:`activities`)."""
+
+    codes: IntArray
+    names: np.ndarray
+    stream_wait: BoolArray
+    step: BoolArray
+
+    @staticmethod
+    def of(column: pd.Series) -> Names:
+        cat = column.array if isinstance(column.array, pd.Categorical) else pd.Categorical(column)
+        names = [str(c) for c in cat.categories.tolist()]
+        codes = np.asarray(cat.codes, dtype=np.int64)
+        return Names(
+            codes=np.where(codes >= 0, codes, len(names)),  # missing: the extra last entry
+            names=np.asarray([*names, None], dtype=object),
+            stream_wait=np.asarray([bool(STREAM_WAIT_RE.match(n)) for n in names] + [False]),
+            step=np.asarray([n.startswith("ProfilerStep") for n in names] + [False]),
+        )
+
+    def activities(self, codes: IntArray) -> IntArray:
+        """The :class:`Activity` of each code (index into PRIORITY; -1: missing), each
+        distinct name classified once (only the CPU ops' names: not the GPU kernels')."""
+        present = np.zeros(len(self.names), dtype=bool)  # (no sort of the codes)
+        present[codes] = True
+        table = np.full(len(self.names), -1, dtype=np.int64)
+        for c in np.flatnonzero(present).tolist():
+            name = self.names[c]
+            table[c] = PRIORITY.index(activity_of(name)) if name is not None else -1
+        return table[codes]
+
+    def at(self, rows: IntArray) -> np.ndarray:
+        """The names of the rows at ``rows`` (objects)."""
+        return self.names[self.codes[rows]]
+
+
+@dataclass(frozen=True, slots=True)
+class Nesting:
+    """Properly nested ranges (a thread's ops) by nesting level, each level's ranges sorted
+    by start: the innermost range holding a point is found by a binary search per level
+    (trace.attribution.innermost_containing, with the levels built once)."""
+
+    levels: tuple[tuple[FloatArray, FloatArray, IntArray], ...]  # (starts, ends, index)
+
+    @staticmethod
+    def of(starts: FloatArray, ends: FloatArray) -> Nesting:
+        if not len(starts):
+            return Nesting(())
+        opened = np.searchsorted(np.sort(starts), starts, side="right")
+        closed = np.searchsorted(np.sort(ends), starts, side="right")
+        depth = opened - closed - 1
+        levels = []
+        for d in np.unique(depth).tolist():
+            idx = np.flatnonzero(depth == d)
+            idx = idx[np.argsort(starts[idx], kind="stable")]
+            levels.append((starts[idx], ends[idx], idx))
+        return Nesting(tuple(levels))
+
+    def innermost(self, points: FloatArray) -> IntArray:
+        """Index of the innermost range ``[start, end]`` holding each point, or -1."""
+        out = np.full(len(points), -1, dtype=np.int64)
+        for s, e, idx in self.levels:  # (shallow to deep: a deeper level wins)
+            i = np.searchsorted(s, points, side="right") - 1
+            ok = i >= 0
+            hit = np.zeros(len(points), dtype=bool)
+            hit[ok] = points[ok] <= e[i[ok]]
+            out[hit] = idx[i[hit]]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Thread:
+    """One CPU thread's calls: per named activity (all but OTHER) their union and the union
+    of them all, its ops (start, end, name code; their nesting built when first asked),
+    and the starts of its stream-wait and launch calls, sorted."""
+
+    by_activity: tuple[Intervals, ...]
+    named: Intervals
+    op_ts: FloatArray
+    op_end: FloatArray
+    op_code: IntArray
+    stream_waits: FloatArray
+    launch_calls: FloatArray
+
+    def innermost(self, start: FloatArray, end: FloatArray) -> IntArray:
+        """Per query ``[start, end)``: the innermost op holding its middle (index into the
+        thread's ops; -1: none). Only the ops that hold a middle are nested (the chains of
+        ranges around the few middles: never the whole thread)."""
+        middle = (start + end) / 2
+        if not len(middle):
+            return np.zeros(0, dtype=np.int64)
+        points = np.sort(middle)
+        first = np.searchsorted(points, self.op_ts, side="left")
+        ok = first < len(points)
+        near = np.flatnonzero(ok & (points[np.minimum(first, len(points) - 1)] <= self.op_end))
+        if not len(near):
+            return np.full(len(middle), -1, dtype=np.int64)
+        held = Nesting.of(self.op_ts[near], self.op_end[near]).innermost(middle)
+        return np.where(held >= 0, near[np.maximum(held, 0)], -1)
+
+
+_OTHER = PRIORITY.index(Activity.OTHER)
+
+
+@dataclass(frozen=True, slots=True)
+class HostCalls:
+    """A rank's CPU threads (:class:`Thread` by thread id) and its names."""
+
+    threads: dict[int, Thread]
+    names: Names
+
+    @staticmethod
+    def of(rows: pd.DataFrame, launched: Launches, names: Names | None = None) -> HostCalls:
+        """The threads that launched GPU work of one rank's ``rows`` (ProfilerStep ranges
+        left out: a step is not something a thread does)."""
+        names = Names.of(rows["name"]) if names is None else names
+        threads = np.unique(launched.tid[launched.tid >= 0])
+        on_cpu = ~rows["on_gpu"].to_numpy()
+        tid = rows["tid"].to_numpy()
+        code = names.codes
+        keep = np.flatnonzero(on_cpu & np.isin(tid, threads) & ~names.step[code])
+        kinds, waits = names.activities(code[keep]), names.stream_wait[code[keep]]
+        ts, end = rows["ts_us"].to_numpy()[keep], rows["end_us"].to_numpy()[keep]
+        launch = launched.source[keep]  # the calls that launched GPU work
+        named = (kinds >= 0) & (kinds != _OTHER)  # (most ops are OTHER: not unioned)
+        out: dict[int, Thread] = {}
+        kept_tid = tid[keep]
+        for t in threads.tolist():
+            mine = kept_tid == t
+            if not mine.any():
+                continue
+            sets = tuple(
+                union(ts[mine & (kinds == k)], end[mine & (kinds == k)]) if k != _OTHER else None
+                for k in range(len(PRIORITY))
+            )
+            out[int(t)] = Thread(
+                by_activity=tuple(x if x is not None else Intervals.empty() for x in sets),
+                named=union(ts[mine & named], end[mine & named]),
+                op_ts=ts[mine],
+                op_end=end[mine],
+                op_code=code[keep][mine],
+                stream_waits=np.sort(ts[mine & waits]),
+                launch_calls=np.sort(ts[mine & launch]),
+            )
+        return HostCalls(out, names)
+
+    def doing(
+        self, tid: IntArray, start: FloatArray, end: FloatArray, ops: bool = True
+    ) -> tuple[IntArray, np.ndarray, BoolArray, BoolArray]:
+        """Per query ``[start, end)`` on thread ``tid``: the activity that covers most of it
+        (index into PRIORITY; ties: the earlier one), OTHER's share being what no named
+        activity covers (other CPU work, or no recorded op: Python between ops); the
+        innermost op at its middle (its name's code, ``self.names``; -1: none); whether a sync, and a collective, was in
+        progress at ``start`` (the moment the GPU ran out of work). ``ops``: look the
+        innermost ops up (else None)."""
+        n = len(tid)
+        top = np.full(n, _OTHER, dtype=np.int64)
+        op = np.full(n, -1, dtype=np.int64)
+        sync_at = np.zeros(n, dtype=bool)
+        peer_at = np.zeros(n, dtype=bool)
+        for t, thread in self.threads.items():
+            q = np.flatnonzero(tid == t)
+            if not len(q):
+                continue
+            s, e = start[q], np.maximum(end[q], start[q])
+            shares = np.stack([covered(x, s, e) for x in thread.by_activity])
+            shares[_OTHER] = (e - s) - covered(thread.named, s, e)
+            best = np.argmax(shares, axis=0)  # (the first of equal shares: the priority)
+            top[q] = np.where(shares.max(axis=0) > 0, best, _OTHER)
+            if ops:
+                held = thread.innermost(s, e)
+                op[q[held >= 0]] = thread.op_code[held[held >= 0]]
+            sync_at[q] = _holds(thread.by_activity[PRIORITY.index(Activity.SYNC)], s)
+            peer_at[q] = _holds(thread.by_activity[PRIORITY.index(Activity.COLLECTIVE)], s)
+        return top, op, sync_at, peer_at
+
+    def waited_on_stream(self, tid: IntArray, launch_us: FloatArray) -> BoolArray:
+        """Per launch (its thread and time): did the thread make a stream wait on an event
+        between its previous launch call and this one (``cudaStreamWaitEvent`` just before
+        it: the op's stream waited on another stream's work)."""
+        out = np.zeros(len(tid), dtype=bool)
+        for t, thread in self.threads.items():
+            q = np.flatnonzero((tid == t) & np.isfinite(launch_us))
+            if not len(q) or not len(thread.stream_waits):
+                continue
+            calls = thread.launch_calls
+            before = np.searchsorted(calls, launch_us[q], side="left") - 1
+            prev = np.where(before >= 0, calls[np.maximum(before, 0)], -np.inf)
+            w = np.searchsorted(thread.stream_waits, launch_us[q], side="right") - 1
+            last_wait = np.where(w >= 0, thread.stream_waits[np.maximum(w, 0)], -np.inf)
+            out[q] = last_wait > prev
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class RankHost:
+    """What one rank's host did for its GPU: each row's launch and the launching threads'
+    calls (built once per rank, read by idle.py, host_path.py and comm_causes.py)."""
+
+    launched: Launches
+    calls: HostCalls
+
+    @staticmethod
+    def of(rows: pd.DataFrame) -> RankHost:
+        launched = launches(rows)
+        return RankHost(launched, HostCalls.of(rows, launched))
+
+
+def _holds(a: Intervals, t: FloatArray) -> BoolArray:
+    """For each time: is it inside ``[start, end]`` of one of ``a``'s intervals (an end
+    included: a sync that returned as the GPU ran dry was waiting for it)."""
+    if not len(a):
+        return np.zeros(len(t), dtype=bool)
+    i = np.searchsorted(a.starts, t, side="right") - 1
+    ok = i >= 0
+    out = np.zeros(len(t), dtype=bool)
+    out[ok] = t[ok] <= a.ends[i[ok]]
+    return out
