@@ -66,8 +66,10 @@ class RankPart:
         self, comm: pd.DataFrame, exposed: pd.DataFrame, idle: pd.DataFrame | None = None
     ) -> RankPart:
         """This part with the rank's rows read where its figures lie (a task, the cache);
-        ``idle``: its idle gaps when the client had none to give."""
-        idle = self.tables.idle if self.tables.idle is not None else idle
+        ``idle``: its idle gaps when the client had none to give (an analysis read back
+        from the cache without its on-demand figures has an empty table of them)."""
+        given = self.tables.idle
+        idle = given if given is not None and (len(given) or idle is None) else idle
         tables = dataclasses.replace(self.tables, comm=comm, exposed=exposed, idle=idle)
         return dataclasses.replace(self, tables=tables)
 

@@ -67,9 +67,10 @@ def analyze_and_export(
     inputs: Inputs, target: Target, path: Path, selection: Selection, *, timeline: bool = False
 ) -> tuple[RunAnalysis, tuple[str, ...]]:
     """The analysis of ``inputs`` (as :func:`~overlapscope.pipeline.run.analyze_paths`
-    makes it) and its export into ``path``, in one cache; the export's warnings."""
+    makes it) and its export into ``path``, in one cache; the export's warnings. Every
+    rank's on-demand figures are made into its folder: the GPU idle gaps' track reads them."""
     with opened(target) as cache:
-        done = analyze_stored(inputs, target, cache, timeline=timeline)
+        done = analyze_stored(inputs, target, cache, timeline=timeline, timeline_files=True)
         return done.analysis, export_stored(path, done, target, cache, selection)
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from overlapscope.analysis import analyze
+from overlapscope.trace.loader import load_run
 from tests.conftest import REPO, overlapscope_cmd
 from tests.perfetto.chrome_trace import read_trace
 from tests.perfetto.conftest import export
@@ -77,3 +79,19 @@ def test_bad_flags_are_one_line(tmp_path: Path, args: list[str], message: str) -
     assert message in proc.stderr
     assert len(proc.stderr.strip().splitlines()) <= 2 and "Traceback" not in proc.stderr
     assert not (tmp_path / "x.json.gz").exists()
+
+
+def test_a_gpu_run_has_its_idle_by_cause(tmp_path: Path) -> None:
+    """The analysis' GPU idle gaps (issue 30) drawn by cause on the rank's 'GPU idle'
+    track, from the figures the command's tasks made: every gap of the run, its cause in
+    its name (a slow DataLoader on an H100: host-bound gaps among them)."""
+    run = REPO / "traces" / "gpu-torch-fsdp2-slow-loader"
+    out = tmp_path / "gpu.json.gz"
+    proc = _run(str(run), "--perfetto", str(out))
+    assert proc.returncode == 0, proc.stderr
+    gaps = analyze(load_run(run)).idle_gaps
+    idle = read_trace(out).ours("GPU idle")
+    assert len(idle) == len(gaps) > 0
+    got = sorted(e["name"] for e in idle)
+    assert got == sorted(f"idle: {c}" for c in gaps["cause"])
+    assert "idle: host_bound" in got and "idle: sync" in got

@@ -119,15 +119,17 @@ def test_a_trace_is_not_an_export() -> None:
 
 
 def test_gpu_idle_by_cause_where_the_analysis_has_it(tmp_path: Path, out_dir) -> None:  # type: ignore[no-untyped-def]
-    """An analysis with idle gaps by cause (a figure ``idle_gaps``: issue 30's) gets a
-    "GPU idle" track of them per rank; one without has none."""
+    """The analysis' idle gaps by cause (its figure ``idle_gaps``, issue 30) make a "GPU
+    idle" track per rank, one slice a gap, drawn where and as long as the gap; a CPU run's
+    ranks have no GPU and no such track."""
     import dataclasses
 
     from overlapscope.perfetto.export import write_perfetto
     from tests.perfetto.chrome_trace import read_trace
 
+    assert not export(REPO / "traces" / "backward_pre", out_dir).trace.ours("GPU idle")
     done = export(REPO / "traces" / "gpu-engine-gloo2-backward_pre", out_dir)
-    assert not done.trace.ours("GPU idle")
+    assert len(done.trace.ours("GPU idle")) == len(done.analysis.idle_gaps) > 0
     steps = done.analysis.steps
     first = steps.iloc[0]
     start = float(first["start_us"])
@@ -140,9 +142,7 @@ def test_gpu_idle_by_cause_where_the_analysis_has_it(tmp_path: Path, out_dir) ->
             "cause": ["host_bound", "sync"],
         }
     )
-    analysis = dataclasses.replace(
-        done.analysis, tables={**done.analysis.tables, "idle_gaps": gaps}
-    )
+    analysis = dataclasses.replace(done.analysis, idle_gaps=gaps)
     out = tmp_path / "idle.json.gz"
     write_perfetto(out, analysis, done.run)
     idle = read_trace(out).ours("GPU idle")
