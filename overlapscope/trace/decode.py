@@ -5,8 +5,9 @@ which declare only the fields used: every other key is skipped while parsing, an
 built per event (:mod:`overlapscope.trace.reader` feeds large files a slice of events at a
 time). Values follow orjson's reading of the document, as before this decoder: a document
 msgspec refuses is read again with orjson, which either gives the error the user sees
-(``truncated or invalid JSON ...``) or a document msgspec then decodes; integers orjson reads
-as floats (beyond 64 bits) are read as floats where a column is built.
+(:mod:`overlapscope.trace.json_error`: truncated, or invalid JSON at a byte and event) or a
+document msgspec then decodes; integers orjson reads as floats (beyond 64 bits) are read as
+floats where a column is built.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from overlapscope.trace.fields import (
     Metadata,
     orjson_number,
 )
+from overlapscope.trace.json_error import describe
 
 
 class TraceFileError(UserError):
@@ -329,9 +331,7 @@ def _strict(data: bytes | bytearray, path: Path) -> tuple[dict[str, Any], Column
     try:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError as e:
-        raise TraceFileError(
-            path, f"truncated or invalid JSON ({e}); the export was probably cut short"
-        ) from e
+        raise TraceFileError(path, describe(data, e.pos, e.msg)) from e
     del data
     if not isinstance(obj, dict) or not isinstance(obj.get("traceEvents"), list):
         raise NotATraceError(

@@ -43,7 +43,11 @@ def _gunzip(data: bytes, path: Path) -> bytes:
         pass
     try:
         return gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as e:
+    except EOFError as e:  # the stream stops before its end marker: the file ends early
+        raise TraceFileError(
+            path, f"truncated gzip ({e}); the file was cut short: copy or export it again"
+        ) from e
+    except (OSError, zlib.error) as e:
         raise TraceFileError(
             path, f"corrupt gzip ({e}); copy the file again or re-export the trace"
         ) from e
