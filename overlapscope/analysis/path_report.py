@@ -32,13 +32,40 @@ _PHASE_WORDS = {
 }
 
 
-def link_name(rank: int, kind: str, unit: object, phase: object) -> str:
-    """``rank 3's forward of blocks.7``, ``rank 0's exposed reduce-scatter of blocks.1``."""
-    what = _PHASE_WORDS.get(phase, phase) if isinstance(phase, str) else kind
-    if kind == "comm":
-        what = f"exposed {what}" if isinstance(phase, str) else "exposed communication"
+def _work(kind: str, unit: object, phase: object) -> str:
+    """``backward all-gather of blocks.1``: the phase's words and the unit (the kind's name
+    where the link has no phase)."""
+    what = _PHASE_WORDS.get(phase, phase) if isinstance(phase, str) else None
     of = f" of {unit}" if isinstance(unit, str) else ""
-    return f"rank {rank}'s {what}{of}"
+    return f"{what or kind}{of}"
+
+
+def link_name(rank: int, kind: str, unit: object, phase: object) -> str:
+    """What a link of the path is, for each kind: ``rank 3's forward of blocks.7``, ``rank
+    0's exposed reduce-scatter of blocks.1``, ``rank 1's wait for the backward all-gather
+    of blocks.2``, ``rank 2's idle time (nothing traced)``."""
+    if kind == "comm":
+        what = _work("communication", unit, phase)
+        return f"rank {rank}'s exposed {what}"
+    if kind == "wait":
+        has_work = isinstance(phase, str) or isinstance(unit, str)
+        on = f"the {_work('communication', unit, phase)}" if has_work else "communication"
+        return f"rank {rank}'s wait for {on}"
+    if kind == "idle":
+        return f"rank {rank}'s idle time (nothing traced)"
+    return f"rank {rank}'s {_work(kind, unit, phase)}"
+
+
+def _shortened(link: pd.Series) -> str:
+    """The link a what-if shortens, as the paragraph names it: a matched collective is
+    shortened on every rank (critical_path._savings), any other link on its own rank."""
+    rank, kind, step = int(link["rank"]), str(link["kind"]), int(link["step"])
+    seq = link.get("seq")
+    if kind == "comm" and pd.notna(seq) and int(seq) >= 0:
+        what = _work("collective", link["unit"], link["phase"])
+        return f"the {what} (group {link['group']}, step {step}, seq {int(seq)}) on every rank"
+    name = link_name(rank, kind, link["unit"], link["phase"])
+    return f"{name} (step {step}, {float(link['dur_us']):,.0f} µs)"
 
 
 def path_groups(path: CriticalPath) -> pd.DataFrame:
@@ -108,16 +135,9 @@ def path_paragraph(path: CriticalPath) -> str:
     best = path.links.dropna(subset=["saving_us"])
     if not best.empty:
         b = best.loc[best["saving_us"].idxmax()]
-        name = link_name(int(b["rank"]), str(b["kind"]), b["unit"], b["phase"])
-        what = (
-            f"{name} (step {int(b['step'])}, {float(b['dur_us']):,.0f} µs)"
-            if b["kind"] != "comm"
-            else f"that collective (group {b['group']}, step {int(b['step'])}, seq "
-            f"{int(b['seq'])}) on every rank"
-        )
         text += (
-            f" Shortening {what} by {SHORTEN:.0%} saves {float(b['saving_us']):,.0f} µs of the "
-            "step (replayed)."
+            f" Shortening {_shortened(b)} by {SHORTEN:.0%} saves "
+            f"{float(b['saving_us']):,.0f} µs of the step (replayed)."
         )
     return text
 
