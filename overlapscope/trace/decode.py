@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import zlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,16 +26,20 @@ import pandas as pd
 
 from overlapscope.errors import UserError
 from overlapscope.trace.comm_args import COMM_FIELDS, add_comm_rows, comm_frame, is_comm_name
-from overlapscope.trace.events import bad_events
+from overlapscope.trace.events import NO_PHASE, NOT_AN_OBJECT, bad_events
 from overlapscope.trace.fields import (
     BY_PHASE,
     EVENTS,
+    HEADER_FIELDS,
     OUTLINE,
+    PHASES,
     TRACE,
     Args,
     Complete,
     Event,
     Metadata,
+    Outline,
+    Trace,
     orjson_number,
 )
 from overlapscope.trace.json_error import describe
@@ -54,11 +58,18 @@ class NotATraceError(TraceFileError):
     """A readable JSON document that is not a Kineto trace (e.g. another tool's file)."""
 
 
-def _int_column(values: list[Any]) -> np.ndarray:
+def _int_column(values: list[Any], odd: list[np.ndarray] | None = None) -> np.ndarray:
+    """The values as int64 ids; ``odd`` (when given) gets, per value, whether it is neither
+    an integer (within 64 bits: beyond, orjson reads a float) nor a string."""
     try:
-        return np.asarray(values, dtype=np.int64)
+        column = np.asarray(values, dtype=np.int64)
+        if odd is not None:  # (a bool or a float converts too)
+            odd.append(_odd(values, int))
+        return column
     except (TypeError, ValueError, OverflowError):
         values = [orjson_number(v) for v in values]
+        if odd is not None:
+            odd.append(_odd(values, int, str))
         num = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
         out = num.to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
         bad = ~np.isfinite(out)
@@ -101,6 +112,7 @@ class Columns:
     comm: pd.DataFrame  # indexed by position within the complete events
     thread_names: dict[int, str]
     bad: np.ndarray  # int8 per event: 0 valid, else 1 + index into BAD_REASONS
+    others: dict[str, int]  # entries left out before they were complete events, by reason
 
 
 class _Strings:
@@ -199,6 +211,18 @@ def _of_phase(events: list[Any], by_phase: bool, cls: type[Complete | Metadata])
 _NUMERIC = ("tid", "stream", "correlation", "ts", "dur", "bad")
 
 
+def _strings(column: _Strings, values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """The slice's codes in ``column``, and which values are not strings (a missing key
+    among them; coded as "": the event is left out, trace.events.bad_events)."""
+    codes = column.add(values, keep_odd=False)
+    if codes is not None:  # all strings: nothing was left out (no pass to find out)
+        return codes, np.zeros(len(values), dtype=bool)
+    odd = _odd(values, str)
+    codes = column.add([v if type(v) is str else "" for v in values])
+    assert codes is not None  # every value is a string now
+    return codes, odd
+
+
 class EventColumns:
     """Builds the :class:`Columns` of a document from its events, one slice of the events
     array at a time (:meth:`add`) or all at once."""
@@ -212,6 +236,7 @@ class EventColumns:
         self.tensor_bytes: dict[tuple[bytes, bytes], int] = {}
         self.thread_names: dict[int, str] = {}
         self.num_events = 0
+        self.others: Counter[str] = Counter()  # entries that are no complete event, by reason
 
     def add_slice(self, text: bytearray, lo: int, hi: int) -> None:
         """Add the run of events ``text[lo + 1 : hi - 1]`` cut from an events array
@@ -235,34 +260,31 @@ class EventColumns:
         """Add decoded events: :class:`Event` s, or (``by_phase``) the classes of
         :data:`BY_PHASE`, told apart by their type (half the CPU of reading ``ph``)."""
         complete = _of_phase(events, by_phase, Complete)
-        codes, odd_names = self._names([e.name for e in complete])
+        if not by_phase:  # (BY_PHASE decodes only events of the format's phases)
+            self.others[NO_PHASE] += sum(
+                type(e.ph) is not str or e.ph not in PHASES for e in events
+            )
+        codes, odd_names = _strings(self.names, [e.name for e in complete])
         fields, odd_args, ids = _args([e.args for e in complete])
         self._add_comm(codes, fields)
         ts = _float_column([e.ts for e in complete])
         dur = _float_column([e.dur for e in complete])
-        self.cats.add([e.cat for e in complete])
+        _, odd_cats = _strings(self.cats, [e.cat for e in complete])
+        odd_tids: list[np.ndarray] = []
+        tids = _int_column([e.tid for e in complete], odd_tids)
+        odd = (odd_names, odd_cats, odd_tids[0], odd_args)
         if len(complete) < len(events):  # (a pass over the events: only where some are not)
             self.thread_names.update(_thread_names(_of_phase(events, by_phase, Metadata)))
         for key, column in (
-            ("tid", _int_column([e.tid for e in complete])),
+            ("tid", tids),
             ("stream", _int_column(ids[0])),
             ("correlation", _int_column(ids[1])),
             ("ts", ts),
             ("dur", dur),
-            ("bad", bad_events(odd_names, odd_args, ts, dur)),
+            ("bad", bad_events(odd, ts, dur)),
         ):
             self.numeric[key].append(column)
         self.num_events += len(complete)
-
-    def _names(self, names: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-        """The slice's name codes, and which names are not strings (coded as "")."""
-        codes = self.names.add(names, keep_odd=False)
-        if codes is not None:  # all strings: nothing was left out (no pass to find out)
-            return codes, np.zeros(len(names), dtype=bool)
-        odd = _odd(names, str)
-        codes = self.names.add([n if type(n) is str else "" for n in names])
-        assert codes is not None  # every name is a string now
-        return codes, odd
 
     def _add_comm(self, codes: np.ndarray, fields: list[Any]) -> None:
         new = list(itertools.islice(self.names.index, len(self.comm_name), None))
@@ -285,6 +307,7 @@ class EventColumns:
             comm=comm_frame(self.comm_rows, idx),
             thread_names=self.thread_names,
             bad=num["bad"].astype(np.int8),
+            others=dict(self.others),
         )
 
 
@@ -293,8 +316,9 @@ class EventColumns:
 _REFUSED = (msgspec.DecodeError, OverflowError, orjson.JSONDecodeError)
 
 
-def _columns(events: list[Event]) -> Columns:
+def _columns(events: list[Event], not_objects: int = 0) -> Columns:
     build = EventColumns()
+    build.others[NOT_AN_OBJECT] += not_objects
     build.add(events)
     return build.finish()
 
@@ -318,10 +342,12 @@ def _batched(events: list[msgspec.Raw]) -> Columns:
     return build.finish()
 
 
-def _top(distributed: msgspec.Raw, base: msgspec.Raw) -> dict[str, Any]:
+def _top(doc: Trace | Outline) -> dict[str, Any]:
+    """The header fields the document holds (:data:`HEADER_FIELDS`), as orjson reads them."""
     return {
-        "distributedInfo": orjson.loads(bytes(distributed)),
-        "baseTimeNanoseconds": orjson.loads(bytes(base)),
+        key: orjson.loads(bytes(raw))
+        for key, attr in HEADER_FIELDS.items()
+        if (raw := getattr(doc, attr)) is not msgspec.UNSET
     }
 
 
@@ -339,11 +365,14 @@ def _strict(data: bytes | bytearray, path: Path) -> tuple[dict[str, Any], Column
             "not a Kineto trace (no 'traceEvents' list); pass files written by "
             "torch.profiler's export_chrome_trace",
         )
-    if not all(isinstance(e, dict) for e in obj["traceEvents"]):
-        raise TraceFileError(path, "malformed trace: 'traceEvents' holds non-object entries")
+    events = obj["traceEvents"]
+    objects = [e for e in events if isinstance(e, dict)]  # the rest: counted, left out
+    not_objects = len(events) - len(objects)
+    if not_objects:
+        obj["traceEvents"] = objects
     doc = TRACE.decode(orjson.dumps(obj))
-    del obj
-    return _top(doc.distributedInfo, doc.baseTimeNanoseconds), _columns(doc.traceEvents)
+    del obj, events, objects
+    return _top(doc), _columns(doc.traceEvents, not_objects)
 
 
 def decode(data: bytes | bytearray, path: Path) -> tuple[dict[str, Any], Columns]:
@@ -353,9 +382,8 @@ def decode(data: bytes | bytearray, path: Path) -> tuple[dict[str, Any], Columns
     try:
         if len(data) < 2 * BATCH_BYTES:
             doc = TRACE.decode(data)
-            return _top(doc.distributedInfo, doc.baseTimeNanoseconds), _columns(doc.traceEvents)
+            return _top(doc), _columns(doc.traceEvents)
         outline = OUTLINE.decode(data)
-        top = _top(outline.distributedInfo, outline.baseTimeNanoseconds)
-        return top, _batched(outline.traceEvents)
+        return _top(outline), _batched(outline.traceEvents)
     except _REFUSED:
         return _strict(data, path)

@@ -16,6 +16,8 @@ from typing import Any, ClassVar, Union
 
 import msgspec
 
+from overlapscope.trace.files import RUN_STAMP_KEY
+
 # A JSON null, for the tensor lists an event does not carry.
 NULL = msgspec.Raw(b"null")
 
@@ -44,16 +46,16 @@ EMPTY_ARGS = Args()
 
 
 class Event(msgspec.Struct, gc=False):
-    """One entry of ``traceEvents``; a missing field gets the default a ``dict.get`` would
-    give the column builders. The fields are declared in the order Kineto writes the keys
+    """One entry of ``traceEvents``; a missing field is None, as a ``dict.get`` would give
+    it to the column builders (which count it: trace.events.BAD_REASONS). The fields are declared in the order Kineto writes the keys
     (``ph, cat, name, pid, tid, ts, dur, args``): msgspec tries the field after the last
     one matched first, so keys in that order are found at once (decoding 5% faster on a
     33 MB GPU trace than in another order, measured)."""
 
     ph: Any = None
-    cat: Any = ""
+    cat: Any = None
     name: Any = None
-    tid: Any = 0
+    tid: Any = None
     ts: Any = None
     dur: Any = None
     # An object, or any other JSON value (left out later as "args that are not an object").
@@ -68,9 +70,9 @@ class Complete(msgspec.Struct, tag_field="ph", tag="X", gc=False):
     class's, not stored)."""
 
     ph: ClassVar[str] = "X"
-    cat: Any = ""
+    cat: Any = None
     name: Any = None
-    tid: Any = 0
+    tid: Any = None
     ts: Any = None
     dur: Any = None
     args: _ArgsValue = None
@@ -89,19 +91,34 @@ class Metadata(msgspec.Struct, tag_field="ph", tag="M", gc=False):
 # The other phases of the trace event format: events the analysis does not read (flows,
 # instants, counters ...), decoded to an empty object each, none of their values built.
 OTHER_PHASES = tuple("BEiICbnestfPNODVvRc()")  # (each one character)
+PHASES = frozenset({"X", "M", *OTHER_PHASES})  # every phase of the format
 _OTHERS = tuple(
     msgspec.defstruct(f"Phase{i}", [], tag_field="ph", tag=ph, gc=False, namespace={"ph": ph})
     for i, ph in enumerate(OTHER_PHASES)
 )
 
 
+# A header field the document does not hold (told apart from one that is null).
+_Header = msgspec.Raw | msgspec.UnsetType
+# Each header field the analysis reads: its key in the document, its attribute below.
+HEADER_FIELDS = {
+    "distributedInfo": "distributedInfo",
+    "baseTimeNanoseconds": "baseTimeNanoseconds",
+    "deviceProperties": "deviceProperties",
+    RUN_STAMP_KEY: "run_stamp",
+}
+
+
 class Trace(msgspec.Struct, gc=False):
-    """The document: its events and the two top-level fields the analysis reads."""
+    """The document: its events and the top-level fields the analysis reads (typed by
+    :mod:`overlapscope.trace.header`)."""
 
     traceEvents: list[Event]  # Kineto's key names
     # Raw: decoded with orjson, as the rest of the top level is in the sliced path.
-    distributedInfo: msgspec.Raw = NULL
-    baseTimeNanoseconds: msgspec.Raw = NULL
+    distributedInfo: _Header = msgspec.UNSET
+    baseTimeNanoseconds: _Header = msgspec.UNSET
+    deviceProperties: _Header = msgspec.UNSET
+    run_stamp: _Header = msgspec.field(default=msgspec.UNSET, name=RUN_STAMP_KEY)
 
 
 class Outline(msgspec.Struct, gc=False):
@@ -109,8 +126,10 @@ class Outline(msgspec.Struct, gc=False):
     that they can be decoded a batch at a time."""
 
     traceEvents: list[msgspec.Raw]
-    distributedInfo: msgspec.Raw = NULL
-    baseTimeNanoseconds: msgspec.Raw = NULL
+    distributedInfo: _Header = msgspec.UNSET
+    baseTimeNanoseconds: _Header = msgspec.UNSET
+    deviceProperties: _Header = msgspec.UNSET
+    run_stamp: _Header = msgspec.field(default=msgspec.UNSET, name=RUN_STAMP_KEY)
 
 
 TRACE = msgspec.json.Decoder(Trace)

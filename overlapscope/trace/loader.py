@@ -341,7 +341,8 @@ def _assemble(parsed: list[_Parsed], warnings: list[str]) -> tuple[pd.DataFrame,
         frames.append(ev)
         if p.raw.dropped:
             warnings.append(f"{p.raw.dropped} ignored in {p.raw.path.name}")
-        warnings.extend(f"rank {rank} ({p.raw.path.name}): {w}" for w in p.table.warnings)
+        for w in (*p.raw.header_warnings, *p.table.warnings):
+            warnings.append(f"rank {rank} ({p.raw.path.name}): {w}")
         infos.append(
             RankInfo(
                 rank=rank,

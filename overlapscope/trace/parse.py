@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from overlapscope.trace.decode import NotATraceError, TraceFileError
-from overlapscope.trace.events import bad_summary, host_category
+from overlapscope.trace.events import NO_STREAM, bad_summary, gpu_activity, host_category
+from overlapscope.trace.header import MAX_WORLD_SIZE, RunStamp, read_header
 from overlapscope.trace.reader import read_document
 
 __all__ = ["MAX_WORLD_SIZE", "NotATraceError", "RawTrace", "TraceFileError", "read_trace"]
@@ -35,31 +35,8 @@ class RawTrace:
     thread_names: dict[int, str] = field(default_factory=dict)
     first_ts_us: float = 0.0  # the file's own ts of the event at ts_us == 0
     dropped: str = ""  # "3 events with a negative dur, ..." left out; "" when none
-
-
-MAX_WORLD_SIZE = 1 << 20  # a larger rank or world size is a corrupt field, not a run
-
-
-def _distributed(path: Path, obj: dict[str, Any]) -> tuple[int | None, int | None, str | None]:
-    info = obj.get("distributedInfo")
-    if info is None:
-        return None, None, None
-    rank = info.get("rank") if isinstance(info, dict) else None
-    if isinstance(rank, bool) or not isinstance(rank, int):
-        raise TraceFileError(path, "distributedInfo has no integer 'rank'; not a torch trace")
-    ws = info.get("world_size")
-    if isinstance(ws, bool) or not isinstance(ws, int):
-        ws = None
-    if not 0 <= rank < (ws if ws is not None else MAX_WORLD_SIZE) or not (
-        ws is None or 1 <= ws <= MAX_WORLD_SIZE
-    ):
-        raise TraceFileError(
-            path,
-            f"distributedInfo field 'rank' {rank} / 'world_size' {ws} out of range "
-            f"(0 <= rank < world_size <= {MAX_WORLD_SIZE}); the trace is corrupt: re-export it",
-        )
-    backend = info.get("backend")
-    return rank, ws, str(backend) if backend is not None else None
+    stamp: RunStamp | None = None  # the run stamp of an ``overlapscope run`` trace
+    header_warnings: tuple[str, ...] = ()  # header fields left out (trace.header)
 
 
 def read_trace(path: Path) -> RawTrace:
@@ -67,15 +44,22 @@ def read_trace(path: Path) -> RawTrace:
     file and the problem when it cannot be used."""
     obj, cols = read_document(path)
     if len(cols.ts) == 0:
+        left = bad_summary(cols.bad, cols.others)
         raise TraceFileError(
-            path, "empty trace: no complete ('X') events; was the profiler active for a step?"
+            path,
+            "empty trace: no complete ('X') events"
+            + (f" (left out: {left})" if left else "")
+            + "; was the profiler active for a step?",
         )
-    rank, world_size, backend = _distributed(path, obj)
+    header = read_header(path, obj)
     ts = cols.ts
+    # GPU activity needs its stream (a kernel without one would be taken for host work)
+    cols.bad[(cols.bad == 0) & (cols.stream < 0) & gpu_activity(cols.cat)] = NO_STREAM
     keep = cols.bad == 0
     if not keep.any():
         raise TraceFileError(
-            path, f"malformed trace: no usable complete event ({bad_summary(cols.bad)})"
+            path,
+            f"malformed trace: no usable complete event ({bad_summary(cols.bad, cols.others)})",
         )
     dur = np.where(keep, cols.dur, 0.0)
     comm = cols.comm
@@ -85,8 +69,7 @@ def read_trace(path: Path) -> RawTrace:
         comm = comm.loc[comm.index.isin(kept_idx)]
         comm.index = pd.Index(remap.loc[comm.index].to_numpy(), dtype=np.int64)
     first_ts = float(ts[keep].min())
-    base = obj.get("baseTimeNanoseconds")
-    base_ns = int(base) if isinstance(base, int) and not isinstance(base, bool) else None
+    base_ns = header.base_time_ns
     origin_ns = (base_ns or 0) + round(first_ts * 1000.0)
     rows = slice(None) if keep.all() else keep  # (no copy of each column when all are kept)
     frame = pd.DataFrame(
@@ -104,14 +87,16 @@ def read_trace(path: Path) -> RawTrace:
     )
     return RawTrace(
         path=path,
-        rank=rank,
-        world_size=world_size,
-        backend=backend,
+        rank=header.rank,
+        world_size=header.world_size,
+        backend=header.backend,
         base_time_ns=base_ns,
         origin_ns=origin_ns,
         events=frame,
         comm_args=comm,
         thread_names=cols.thread_names,
         first_ts_us=first_ts,
-        dropped=bad_summary(cols.bad),
+        dropped=bad_summary(cols.bad, cols.others),
+        stamp=header.stamp,
+        header_warnings=header.warnings,
     )

@@ -68,8 +68,11 @@ def test_numbers_beyond_64_bits_read_as_floats_as_orjson_reads_them(tmp_path: Pa
         doc["baseTimeNanoseconds"] = value
         docs.append(read_trace(dump(tmp_path / f"{type(value).__name__}.json", doc)))
     same(*docs)
-    assert "1.1805916207174113e+21" in docs[0].events["cat"].astype(str).tolist()
-    assert docs[0].base_time_ns is None  # a float: not a base time
+    # a float (2**70 as orjson reads it) is no thread id, category or base time: each counted
+    assert "1 event with a missing or non-string cat" in docs[0].dropped
+    assert "1 event with a missing tid, or one neither an integer" in docs[0].dropped
+    assert docs[0].base_time_ns is None
+    assert "baseTimeNanoseconds is a number (1.1805916207174113e+21)" in docs[0].header_warnings[0]
 
 
 def test_an_integer_beyond_the_float_range_is_invalid_json_in_a_field_used(tmp_path: Path) -> None:
@@ -102,7 +105,7 @@ def test_odd_values_give_the_same_table_sliced_or_whole(tmp_path: Path, monkeypa
     assert "event" in whole.dropped
     for col in ("name", "cat"):  # sorted, as pandas infers the categories of the values
         cats = list(whole.events[col].cat.categories)
-        assert cats == sorted(cats) and len(cats) > 5
+        assert cats == sorted(cats) and len(cats) >= 5
     monkeypatch.setattr(reader, "CHUNK_BYTES", 200)
     monkeypatch.setattr(reader, "BLOCK_BYTES", 128)
     p = tmp_path / "kineto.json"
@@ -181,9 +184,10 @@ def test_a_large_compact_document_decoded_in_batches_gives_the_same_table(
     monkeypatch.setattr(decode, "BATCH_BYTES", 300)
     same(read_trace(path), whole)
     assert len(batches) > 5 and sum(batches) == len(doc["traceEvents"])
-    doc["traceEvents"].insert(3, 7)
-    with pytest.raises(TraceFileError, match="non-object entries"):
-        read_trace(dump(tmp_path / "odd.json", doc))
+    doc["traceEvents"].insert(3, 7)  # not an event: counted and left out
+    odd = read_trace(dump(tmp_path / "odd.json", doc))
+    assert "1 event with a value that is not a JSON object" in odd.dropped
+    pd.testing.assert_frame_equal(odd.events, whole.events)
     doc = {"traceEvents": [], "padding": "x" * 1000}
     with pytest.raises(TraceFileError, match="no complete"):
         read_trace(dump(tmp_path / "empty.json", doc))

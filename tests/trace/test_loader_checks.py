@@ -45,7 +45,7 @@ def test_bad_events_are_counted_named_and_left_out(tmp_path):
         "2 events with a negative dur",
         "1 event with a missing or non-numeric dur",
         "1 event with a missing or non-numeric ts",
-        "1 event with a name that is not a string",
+        "1 event with a missing or non-string name",
         "1 event with args that are not an object",
         "1 event with an out-of-range ts or dur",
     ):
