@@ -26,9 +26,17 @@ import pandas as pd
 
 from overlapscope.errors import UserError
 from overlapscope.trace.comm_args import COMM_FIELDS, add_comm_rows, comm_frame, is_comm_name
-from overlapscope.trace.events import NO_PHASE, NOT_AN_OBJECT, bad_events
+from overlapscope.trace.events import (
+    BAD_MEMORY,
+    MAX_TS_US,
+    MEMORY_EVENT,
+    NO_PHASE,
+    NOT_AN_OBJECT,
+    bad_events,
+)
 from overlapscope.trace.fields import (
     BY_PHASE,
+    EMPTY_ARGS,
     EVENTS,
     HEADER_FIELDS,
     OUTLINE,
@@ -37,6 +45,7 @@ from overlapscope.trace.fields import (
     Args,
     Complete,
     Event,
+    Instant,
     Metadata,
     Outline,
     Trace,
@@ -113,6 +122,8 @@ class Columns:
     thread_names: dict[int, str]
     bad: np.ndarray  # int8 per event: 0 valid, else 1 + index into BAD_REASONS
     others: dict[str, int]  # entries left out before they were complete events, by reason
+    memory_ts: np.ndarray  # the host allocator's [memory] events: their ts (file's clock)
+    memory_bytes: np.ndarray  # and its Total Allocated after each, int64
 
 
 class _Strings:
@@ -200,7 +211,9 @@ def _args(fields: list[Any]) -> tuple[list[Any], np.ndarray, tuple[list[Any], li
         return fields, odd, _ids(fields)
 
 
-def _of_phase(events: list[Any], by_phase: bool, cls: type[Complete | Metadata]) -> list[Any]:
+def _of_phase(
+    events: list[Any], by_phase: bool, cls: type[Complete | Metadata | Instant]
+) -> list[Any]:
     """The events of ``cls``'s phase: by their type when decoded by :data:`BY_PHASE`, else
     by their ``ph``."""
     if by_phase:
@@ -237,6 +250,8 @@ class EventColumns:
         self.thread_names: dict[int, str] = {}
         self.num_events = 0
         self.others: Counter[str] = Counter()  # entries that are no complete event, by reason
+        self.memory_ts: list[np.ndarray] = []
+        self.memory_bytes: list[np.ndarray] = []
 
     def add_slice(self, text: bytearray, lo: int, hi: int) -> None:
         """Add the run of events ``text[lo + 1 : hi - 1]`` cut from an events array
@@ -275,6 +290,7 @@ class EventColumns:
         odd = (odd_names, odd_cats, odd_tids[0], odd_args)
         if len(complete) < len(events):  # (a pass over the events: only where some are not)
             self.thread_names.update(_thread_names(_of_phase(events, by_phase, Metadata)))
+            self._add_memory(_of_phase(events, by_phase, Instant))
         for key, column in (
             ("tid", tids),
             ("stream", _int_column(ids[0])),
@@ -285,6 +301,23 @@ class EventColumns:
         ):
             self.numeric[key].append(column)
         self.num_events += len(complete)
+
+    def _add_memory(self, instants: list[Any]) -> None:
+        """The host allocator's total after each ``[memory]`` event (Device Type 0, CPU);
+        one without a numeric ts or an integer Total Allocated is counted, left out."""
+        mem = [e for e in instants if e.name == MEMORY_EVENT]
+        if not mem:
+            return
+        args = [e.args if type(e.args) is Args else EMPTY_ARGS for e in mem]
+        total = [a.total_allocated for a in args]
+        ts = _float_column([e.ts for e in mem])
+        with np.errstate(invalid="ignore"):
+            bad = _odd(total, int) | ~(np.abs(ts) <= MAX_TS_US)
+        self.others[BAD_MEMORY] += int(bad.sum())
+        device = _int_column([a.device_type for a in args])
+        keep = ~bad & (device == 0)
+        self.memory_ts.append(ts[keep])
+        self.memory_bytes.append(_float_column(total)[keep].astype(np.int64))
 
     def _add_comm(self, codes: np.ndarray, fields: list[Any]) -> None:
         new = list(itertools.islice(self.names.index, len(self.comm_name), None))
@@ -308,6 +341,10 @@ class EventColumns:
             thread_names=self.thread_names,
             bad=num["bad"].astype(np.int8),
             others=dict(self.others),
+            memory_ts=np.concatenate(self.memory_ts) if self.memory_ts else np.empty(0),
+            memory_bytes=(
+                np.concatenate(self.memory_bytes) if self.memory_bytes else np.empty(0, np.int64)
+            ),
         )
 
 

@@ -28,6 +28,9 @@ NO_STREAM = len(BAD_REASONS)  # the last reason's code: parse.read_trace sets it
 # Entries of traceEvents that are not complete events and are left out, counted alike.
 NO_PHASE = "a missing or unknown ph"
 NOT_AN_OBJECT = "a value that is not a JSON object"
+# The profiler's allocator records (instants), and why one is left out.
+MEMORY_EVENT = "[memory]"
+BAD_MEMORY = f"the name {MEMORY_EVENT} but no numeric ts or integer Total Allocated"
 MAX_TS_US = 1e16  # ~300 years after 1970 in µs
 MAX_DUR_US = 1e12  # ~11 days
 # Categories of GPU activity: Kineto puts the stream in its args.

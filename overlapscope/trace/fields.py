@@ -40,6 +40,9 @@ class Args(msgspec.Struct, gc=False):
     # the few events that may be collectives (comm_args), so they stay raw JSON here.
     dims: msgspec.Raw = msgspec.field(default=NULL, name="Input Dims")
     types: msgspec.Raw = msgspec.field(default=NULL, name="Input type")
+    # a [memory] instant event's: the allocator's total after it, on which device
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    device_type: Any = msgspec.field(default=0, name="Device Type")
 
 
 EMPTY_ARGS = Args()
@@ -47,7 +50,8 @@ EMPTY_ARGS = Args()
 
 class Event(msgspec.Struct, gc=False):
     """One entry of ``traceEvents``; a missing field is None, as a ``dict.get`` would give
-    it to the column builders (which count it: trace.events.BAD_REASONS). The fields are declared in the order Kineto writes the keys
+    it to the column builders (which count it: trace.events.BAD_REASONS). The fields are
+    declared in the order Kineto writes the keys
     (``ph, cat, name, pid, tid, ts, dur, args``): msgspec tries the field after the last
     one matched first, so keys in that order are found at once (decoding 5% faster on a
     33 MB GPU trace than in another order, measured)."""
@@ -88,10 +92,20 @@ class Metadata(msgspec.Struct, tag_field="ph", tag="M", gc=False):
     args: _ArgsValue = None
 
 
+class Instant(msgspec.Struct, tag_field="ph", tag="i", gc=False):
+    """An :class:`Event` of phase ``"i"`` as :data:`BY_PHASE` decodes it: the profiler's
+    ``[memory]`` events are instants (the allocator's total in their args)."""
+
+    ph: ClassVar[str] = "i"
+    name: Any = None
+    ts: Any = None
+    args: _ArgsValue = None
+
+
 # The other phases of the trace event format: events the analysis does not read (flows,
-# instants, counters ...), decoded to an empty object each, none of their values built.
-OTHER_PHASES = tuple("BEiICbnestfPNODVvRc()")  # (each one character)
-PHASES = frozenset({"X", "M", *OTHER_PHASES})  # every phase of the format
+# counters ...), decoded to an empty object each, none of their values built.
+OTHER_PHASES = tuple("BEICbnestfPNODVvRc()")  # (each one character)
+PHASES = frozenset({"X", "M", "i", *OTHER_PHASES})  # every phase of the format
 _OTHERS = tuple(
     msgspec.defstruct(f"Phase{i}", [], tag_field="ph", tag=ph, gc=False, namespace={"ph": ph})
     for i, ph in enumerate(OTHER_PHASES)
@@ -138,7 +152,7 @@ EVENTS = msgspec.json.Decoder(list[Event])
 # Events by their phase (a tagged union on ``ph``): what a GPU trace's flow events cost to
 # decode (a third of its events) is their keys' scan alone. Refuses a phase outside the
 # format's, a missing or repeated ``ph``: such a slice is decoded by :data:`EVENTS`.
-_BY_PHASE = (Complete, Metadata, *_OTHERS)
+_BY_PHASE = (Complete, Metadata, Instant, *_OTHERS)
 BY_PHASE = msgspec.json.Decoder(list[Union[_BY_PHASE]])  # type: ignore[valid-type]  # noqa: UP007
 
 

@@ -72,6 +72,9 @@ class RunTraces:
     completed_run: bool  # an overlapscope run directory with run.json and no *.partial
     warnings: tuple[str, ...]
     sources: tuple[Path, ...]
+    # the host allocator's total after each [memory] event: rank, ts_us (the events'
+    # clock), bytes; empty where the traces record none (trace.decode reads them)
+    memory: pd.DataFrame = dataclasses.field(default_factory=lambda: _memory_table([]))
 
     @property
     def has_gpu(self) -> bool:
@@ -202,7 +205,22 @@ def load_run(
         completed_run=completed,
         warnings=tuple(warnings),
         sources=tuple(files),
+        memory=_memory_table(parsed),
     )
+
+
+def _memory_table(parsed: list[_Parsed]) -> pd.DataFrame:
+    """Every rank's [memory] totals on the run's clock (as :func:`_assemble` shifts events)."""
+    epoch = min((p.raw.origin_ns for p in parsed), default=0)
+    rank: list[np.ndarray] = [np.empty(0, np.int32)]
+    ts_us: list[np.ndarray] = [np.empty(0)]
+    total: list[np.ndarray] = [np.empty(0, np.int64)]
+    for p in parsed:
+        rank.append(np.full(len(p.raw.memory_us), int(p.raw.rank or 0), dtype=np.int32))
+        ts_us.append(p.raw.memory_us + (p.raw.origin_ns - epoch) / 1000.0)
+        total.append(p.raw.memory_bytes.astype(np.int64))
+    columns = {"rank": rank, "ts_us": ts_us, "bytes": total}
+    return pd.DataFrame({k: np.concatenate(v) for k, v in columns.items()})
 
 
 def _parse_usable(

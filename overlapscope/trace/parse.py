@@ -36,6 +36,10 @@ class RawTrace:
     first_ts_us: float = 0.0  # the file's own ts of the event at ts_us == 0
     dropped: str = ""  # "3 events with a negative dur, ..." left out; "" when none
     stamp: RunStamp | None = None  # the run stamp of an ``overlapscope run`` trace
+    # the host allocator's total (int64 bytes) after each [memory] event, at memory_us
+    # (the clock of ts_us)
+    memory_us: np.ndarray = field(default_factory=lambda: np.empty(0))
+    memory_bytes: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     header_warnings: tuple[str, ...] = ()  # header fields left out (trace.header)
 
 
@@ -98,5 +102,7 @@ def read_trace(path: Path) -> RawTrace:
         first_ts_us=first_ts,
         dropped=bad_summary(cols.bad, cols.others),
         stamp=header.stamp,
+        memory_us=cols.memory_ts - first_ts,
+        memory_bytes=cols.memory_bytes,
         header_warnings=header.warnings,
     )
