@@ -22,6 +22,7 @@ import pandas as pd
 
 from overlapscope.errors import UserError
 from overlapscope.manifest import RunManifest
+from overlapscope.trace import same_run
 from overlapscope.trace.discover import ALLOW_FLAG, find_trace_files
 from overlapscope.trace.parse import (
     MAX_WORLD_SIZE,
@@ -192,6 +193,7 @@ def load_run(
     parsed = _parse_usable(parse, files, world_hint, progress, path_list, strict, warnings)
     parsed = _resolve_ranks(parsed, warnings, strict, rank_from_names)
     check_one_run([p.raw for p in parsed])
+    parsed = _one_job(parsed, meta, bool(dirs), strict, warnings)
     world = _world(parsed, world_hint, dirs, strict, warnings)
     if len({p.raw.base_time_ns is None for p in parsed}) > 1:
         warnings.append("some traces lack baseTimeNanoseconds: cross-rank alignment is approximate")
@@ -257,6 +259,28 @@ def _parse_usable(
     return parsed
 
 
+def _one_job(
+    parsed: list[_Parsed],
+    meta: RunManifest | None,
+    in_dir: bool,
+    strict: bool,
+    warnings: list[str],
+) -> list[_Parsed]:
+    """The traces that can be ranks of one job (:mod:`overlapscope.trace.same_run`): one
+    that cannot stops the command, naming it, unless ``strict`` is off: then it is left
+    out with a warning (its rank is then missing)."""
+    our_run = in_dir and meta is not None and bool(meta.traces)
+    verdict = same_run.check([p.raw for p in parsed], meta, our_run)
+    warnings.extend(verdict.warnings)
+    if verdict.foreign and (strict or len(verdict.foreign) == len(parsed)):
+        i, why = min(verdict.foreign.items())
+        raise UserError(
+            f"{parsed[i].raw.path}: {why}; or pass {ALLOW_FLAG} to analyse the other ranks"
+        )
+    warnings.extend(f"left out {parsed[i].raw.path}: {why}" for i, why in verdict.foreign.items())
+    return [p for i, p in enumerate(parsed) if i not in verdict.foreign]
+
+
 def _world(
     parsed: list[_Parsed], world_hint: int, dirs: list[Path], strict: bool, warnings: list[str]
 ) -> int:
@@ -282,7 +306,7 @@ def _world(
     return world
 
 
-def _named_ranks(parsed: list[_Parsed]) -> list[_Parsed]:
+def _named_ranks(parsed: list[_Parsed], warnings: list[str]) -> list[_Parsed]:
     out = []
     for p in parsed:
         rank = rank_from_name(p.raw.path)
@@ -296,6 +320,11 @@ def _named_ranks(parsed: list[_Parsed]) -> list[_Parsed]:
                 f"{p.raw.path}: {RANK_FROM_NAME_FLAG}: the file name carries no rank "
                 "(rank-<N>); rename the file, or leave out the flag"
             )
+        if p.raw.rank not in (None, rank):
+            warnings.append(
+                f"{p.raw.path.name}: {RANK_FROM_NAME_FLAG}: rank {rank} taken from the name; "
+                f"its distributedInfo says rank {p.raw.rank}"
+            )
         out.append(_Parsed(dataclasses.replace(p.raw, rank=rank), p.table))
     return out
 
@@ -304,7 +333,7 @@ def _resolve_ranks(
     parsed: list[_Parsed], warnings: list[str], strict: bool, from_names: bool
 ) -> list[_Parsed]:
     if from_names:
-        parsed = _named_ranks(parsed)
+        parsed = _named_ranks(parsed, warnings)
     no_info = [p for p in parsed if p.raw.rank is None]
     with_info = [p for p in parsed if p.raw.rank is not None]
     if no_info:

@@ -14,6 +14,7 @@ import pandas as pd
 
 from overlapscope.trace.decode import NotATraceError, TraceFileError
 from overlapscope.trace.events import NO_STREAM, bad_summary, gpu_activity, host_category
+from overlapscope.trace.fingerprint import Fingerprint, fingerprint
 from overlapscope.trace.header import MAX_WORLD_SIZE, RunStamp, read_header
 from overlapscope.trace.reader import read_document
 
@@ -36,6 +37,7 @@ class RawTrace:
     first_ts_us: float = 0.0  # the file's own ts of the event at ts_us == 0
     dropped: str = ""  # "3 events with a negative dur, ..." left out; "" when none
     stamp: RunStamp | None = None  # the run stamp of an ``overlapscope run`` trace
+    fingerprint: Fingerprint = field(default_factory=Fingerprint)  # its job, for same_run
     # the host allocator's total (int64 bytes) after each [memory] event, at memory_us
     # (the clock of ts_us)
     memory_us: np.ndarray = field(default_factory=lambda: np.empty(0))
@@ -89,6 +91,7 @@ def read_trace(path: Path) -> RawTrace:
         },
         copy=False,  # the columns as they are: stacking them into 2-D blocks copied them all
     )
+    fp = fingerprint(frame, comm, origin_ns, timed=base_ns is not None)
     return RawTrace(
         path=path,
         rank=header.rank,
@@ -102,6 +105,7 @@ def read_trace(path: Path) -> RawTrace:
         first_ts_us=first_ts,
         dropped=bad_summary(cols.bad, cols.others),
         stamp=header.stamp,
+        fingerprint=fp,
         memory_us=cols.memory_ts - first_ts,
         memory_bytes=cols.memory_bytes,
         header_warnings=header.warnings,

@@ -125,7 +125,7 @@ def test_traces_without_distributed_info_take_ranks_from_names(tmp_path):
 def test_ranks_whose_clocks_start_hours_apart_are_two_runs(tmp_path):
     write(tmp_path / "rank-0.json", trace(0, 2, GOOD))
     write(tmp_path / "rank-1.json", trace(1, 2, GOOD, base_ns=BASE_NS + 5 * 3600 * 10**9))
-    with pytest.raises(UserError, match=r"mixed runs: rank-1\.json starts 5\.0 h after rank-0"):
+    with pytest.raises(UserError, match=r"rank-1\.json: step 1 starts 5\.0 h after rank-0\.json"):
         load_run([tmp_path / "rank-0.json", tmp_path / "rank-1.json"])
 
 
