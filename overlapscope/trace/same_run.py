@@ -179,6 +179,19 @@ def _clusters(values: list[tuple[int, int]], gap: float) -> list[list[int]]:
     return out
 
 
+def _overlapping(spans: list[tuple[int, int, int]]) -> list[list[int]]:
+    """Trace indices grouped by spans (``(start, end, index)``) that overlap within
+    :data:`CLOCK_SLACK_NS`."""
+    out: list[list[int]] = []
+    reach = 0
+    for start, end, i in sorted(spans):
+        if not out or start > reach + CLOCK_SLACK_NS:
+            out.append([])
+        out[-1].append(i)
+        reach = max(reach, end) if len(out[-1]) > 1 else end
+    return out
+
+
 def _times(raws: Sequence[RawTrace], idx: list[int]) -> Foreign:
     """Check 4: a common step starts at about the same wall-clock time on every rank (the
     traces' spans, where they have no step in common)."""
@@ -194,8 +207,8 @@ def _times(raws: Sequence[RawTrace], idx: list[int]) -> Foreign:
         groups = _clusters([(fps[i].steps[step][0], i) for i in having], gap)
         what = f"step {step} starts"
         at = {i: fps[i].steps[step][0] for i in having}
-    else:
-        groups = _clusters([(fps[i].span_ns[0], i) for i in idx], CLOCK_SLACK_NS)
+    else:  # no step in common: the spans must overlap (within the slack)
+        groups = _overlapping([(*fps[i].span_ns, i) for i in idx])
         what, at = "its events start", {i: fps[i].span_ns[0] for i in idx}
         lengths = [0]
     if len(groups) < 2:
