@@ -89,12 +89,14 @@ def _int_column(values: list[Any], odd: list[np.ndarray] | None = None) -> np.nd
 
 
 def _float_column(values: list[Any]) -> np.ndarray:
-    try:
+    """The values as float64; one that is not a JSON number (a string such as "1e3", a
+    bool, null, a list) is NaN: the event is then counted and left out, never read as a
+    number it does not hold."""
+    odd = _odd(values, int, float)
+    if not odd.any():
         return np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(
-            dtype=np.float64, na_value=np.nan
-        )
+    return np.asarray([np.nan if o else v for v, o in zip(values, odd.tolist(), strict=True)],
+                      dtype=np.float64)  # fmt: skip
 
 
 def _category(values: list[Any]) -> pd.Categorical:
