@@ -28,6 +28,7 @@ from overlapscope.errors import UserError
 from overlapscope.trace.comm_args import COMM_FIELDS, add_comm_rows, comm_frame, is_comm_name
 from overlapscope.trace.events import (
     BAD_MEMORY,
+    BAD_THREAD_NAME,
     MAX_TS_US,
     MEMORY_EVENT,
     NO_PHASE,
@@ -175,14 +176,17 @@ class _Strings:
         return pd.Categorical.from_codes(codes, categories=[cats[i] for i in order])
 
 
-def _thread_names(metadata: list[Any]) -> dict[int, str]:
-    """Thread names from the metadata (``ph: "M"``) events."""
+def _thread_names(metadata: list[Any], others: Counter[str]) -> dict[int, str]:
+    """Thread names from the metadata (``ph: "M"``) events; a ``thread_name`` record without
+    an integer tid and a non-empty string ``args.name`` is counted in ``others``."""
     names: dict[int, str] = {}
     for e in metadata:
         if e.name == "thread_name":
-            a, tid = e.args, orjson_number(e.tid)
-            if isinstance(a, Args) and isinstance(tid, int):
-                names[tid] = str(orjson_number(a.name))
+            name = e.args.name if type(e.args) is Args else None
+            if type(orjson_number(e.tid)) is int and type(name) is str and name:
+                names[e.tid] = name
+            else:
+                others[BAD_THREAD_NAME] += 1
     return names
 
 
@@ -291,7 +295,9 @@ class EventColumns:
         tids = _int_column([e.tid for e in complete], odd_tids)
         odd = (odd_names, odd_cats, odd_tids[0], odd_args)
         if len(complete) < len(events):  # (a pass over the events: only where some are not)
-            self.thread_names.update(_thread_names(_of_phase(events, by_phase, Metadata)))
+            self.thread_names.update(
+                _thread_names(_of_phase(events, by_phase, Metadata), self.others)
+            )
             self._add_memory(_of_phase(events, by_phase, Instant))
         for key, column in (
             ("tid", tids),

@@ -31,6 +31,7 @@ NOT_AN_OBJECT = "a value that is not a JSON object"
 # The profiler's allocator records (instants), and why one is left out.
 MEMORY_EVENT = "[memory]"
 BAD_MEMORY = f"the name {MEMORY_EVENT} but no numeric ts or integer Total Allocated"
+BAD_THREAD_NAME = "the name thread_name but no integer tid or string args.name"
 MAX_TS_US = 1e16  # ~300 years after 1970 in µs
 MAX_DUR_US = 1e12  # ~11 days
 # Categories of GPU activity: Kineto puts the stream in its args.

@@ -7,7 +7,8 @@ The rules are those docs/RELIABILITY.md states: a complete (``X``) event needs `
 ``name`` strings, a ``tid`` that is an integer or a string, a finite ``ts`` (|ts| <= 1e16 µs)
 and ``dur`` (0 <= dur <= 1e12 µs), ``args`` an object where present (with a ``stream`` for GPU
 activity); every event a ``ph`` of the trace event format; a ``[memory]`` instant a numeric
-``ts`` and an integer ``Total Allocated``; the header fields typed and in range.
+``ts`` and an integer ``Total Allocated``; a ``thread_name`` record an integer ``tid`` and a
+string ``args.name``; the header fields typed and in range.
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ def event_problem(e: object) -> str | None:
         return "ph missing or unknown"
     if ph == "X":
         return _complete(e)
+    if ph == "M" and e.get("name") == "thread_name":
+        name = e["args"].get("name") if isinstance(e.get("args"), dict) else None
+        if not (_int(e.get("tid")) and isinstance(name, str) and name):
+            return "thread_name record: tid or args.name"
     if ph == "i" and e.get("name") == "[memory]":
         args = e.get("args")
         total = args.get("Total Allocated") if isinstance(args, dict) else None

@@ -141,3 +141,28 @@ def test_non_object_entries_of_trace_events_are_counted(tmp_path: Path):
     run = load_run(write(tmp_path / "r.json", trace(0, 1, [*GOOD, 7, "x", [1]])))
     assert "3 events with a value that is not a JSON object ignored in r.json" in run.warnings
     assert len(run.events) == len(GOOD)
+
+
+@pytest.mark.parametrize("value", ["1e3", True, "12"], ids=repr)
+def test_a_ts_or_dur_that_is_not_a_json_number_is_counted_not_read(tmp_path, value):
+    """A string that spells a number, or a bool, is not read as that number."""
+    broken = [{**x("ovs/fwd/u0", 30, 5), "ts": value}, {**x("ovs/fwd/u0", 40, 5), "dur": value}]
+    run = load_run(write(tmp_path / "r.json", trace(0, 1, [*GOOD, *broken])))
+    line = next(w for w in run.warnings if w.endswith("ignored in r.json"))
+    assert "1 event with a missing or non-numeric ts" in line
+    assert "1 event with a missing or non-numeric dur" in line
+    assert len(run.events) == len(GOOD)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [{"tid": "1", "args": {"name": "python"}}, {"tid": 1, "args": [1]}, {"tid": 1, "args": {}}],
+    ids=["tid-string", "args-list", "no-name"],
+)
+def test_a_malformed_thread_name_record_is_counted(tmp_path, record):
+    meta = {"ph": "M", "name": "thread_name", "pid": 10, **record}
+    run = load_run(write(tmp_path / "r.json", trace(0, 1, [*GOOD, meta])))
+    assert (
+        "1 event with the name thread_name but no integer tid or string args.name ignored in r.json"
+        in run.warnings
+    )
