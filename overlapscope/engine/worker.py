@@ -30,6 +30,7 @@ from overlapscope.engine.workloads import build_model, global_batch, local_rows
 from overlapscope.manifest import SCHEMA_VERSION, RunManifest, UnitSize, write_manifest
 from overlapscope.trace.capture import RankProfiler, trace_name, versions
 from overlapscope.trace.files import RUN_ID_ENV
+from overlapscope.trace.header import RUN_ID_RE
 
 FAIL_ENV = "OVERLAPSCOPE_FAIL_AT"  # "RANK:STEP": raise at that step (tests of failure paths)
 
@@ -63,6 +64,8 @@ def train(cfg: RunConfig, run_dir: Path) -> None:
     model, units = build_model(cfg.model, cfg.seed)
     sharded = ShardedModel(model.to(device), units, cfg.engine, device=device)
     run_id = os.environ.get(RUN_ID_ENV)  # the launcher's (engine/launch.py)
+    if run_id is not None and not RUN_ID_RE.match(run_id):
+        raise RuntimeError(f"{RUN_ID_ENV}={run_id[:40]!r}: not a run id (8-64 hex digits)")
     with RankProfiler(run_dir, rank, cfg.window, cuda, run_id) as prof:
         losses, step_us = _train_steps(cfg, sharded, device, prof, rank, world)
     _finish(cfg, run_dir, sharded, losses, step_us, prof.peak_mem_bytes, run_id)

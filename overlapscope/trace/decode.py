@@ -13,8 +13,7 @@ floats where a column is built.
 from __future__ import annotations
 
 import itertools
-import zlib
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,13 @@ import orjson
 import pandas as pd
 
 from overlapscope.errors import UserError
+from overlapscope.trace.columns import (
+    Strings,
+    float_column,
+    int_column,
+    odd_types,
+    strings,
+)
 from overlapscope.trace.comm_args import COMM_FIELDS, add_comm_rows, comm_frame, is_comm_name
 from overlapscope.trace.events import (
     BAD_MEMORY,
@@ -68,48 +74,6 @@ class NotATraceError(TraceFileError):
     """A readable JSON document that is not a Kineto trace (e.g. another tool's file)."""
 
 
-def _int_column(values: list[Any], odd: list[np.ndarray] | None = None) -> np.ndarray:
-    """The values as int64 ids; ``odd`` (when given) gets, per value, whether it is neither
-    an integer (within 64 bits: beyond, orjson reads a float) nor a string."""
-    try:
-        column = np.asarray(values, dtype=np.int64)
-        if odd is not None:  # (a bool or a float converts too)
-            odd.append(_odd(values, int))
-        return column
-    except (TypeError, ValueError, OverflowError):
-        values = [orjson_number(v) for v in values]
-        if odd is not None:
-            odd.append(_odd(values, int, str))
-        num = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
-        out = num.to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
-        bad = ~np.isfinite(out)
-        # Non-numeric ids (e.g. tid "PyTorch Profiler") get stable negative ids.
-        out[bad] = [-2.0 - zlib.crc32(str(values[i]).encode()) for i in np.flatnonzero(bad)]
-        with np.errstate(invalid="ignore"):  # a float beyond int64 (1e308): garbage, not a warning
-            return out.astype(np.int64)
-
-
-def _float_column(values: list[Any]) -> np.ndarray:
-    """The values as float64; one that is not a JSON number (a string such as "1e3", a
-    bool, null, a list) is NaN: the event is then counted and left out, never read as a
-    number it does not hold."""
-    odd = _odd(values, int, float)
-    if not odd.any():
-        return np.asarray(values, dtype=np.float64)
-    return np.asarray([np.nan if o else v for v, o in zip(values, odd.tolist(), strict=True)],
-                      dtype=np.float64)  # fmt: skip
-
-
-def _category(values: list[Any]) -> pd.Categorical:
-    try:
-        cat = pd.Categorical(values)
-    except TypeError:  # unhashable values (a list where a string belongs)
-        return pd.Categorical([str(orjson_number(v)) for v in values])
-    if any(not isinstance(c, str) for c in cat.categories):
-        cat = pd.Categorical([str(orjson_number(v)) for v in values])
-    return cat
-
-
 @dataclass(frozen=True, slots=True)
 class Columns:
     """The complete (``ph: "X"``) events of a document as columns."""
@@ -129,53 +93,6 @@ class Columns:
     memory_bytes: np.ndarray  # and its Total Allocated after each, int64
 
 
-class _Strings:
-    """One string column built a slice at a time: each value's code in order of first
-    appearance, the categories sorted at the end, as pandas makes them of the whole column
-    (which it does itself, :func:`_category`, when some value is not a string)."""
-
-    def __init__(self) -> None:
-        # A value met for the first time gets the next code: the dict's length, given by
-        # the dict itself (no Python call per row; half the CPU of a pass to find the new
-        # values and another to look every row up, measured).
-        self.index: defaultdict[Any, int] = defaultdict()
-        self.index.default_factory = self.index.__len__
-        self.parts: list[np.ndarray | list[Any]] = []  # codes, or a slice's odd values
-
-    def add(self, values: list[Any], keep_odd: bool = True) -> np.ndarray | None:
-        """The slice's codes (None when some value is not a string: the slice is then kept
-        as it is, or, ``keep_odd`` False, not added)."""
-        index, known = self.index, len(self.index)
-        try:
-            codes = np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
-        except TypeError:  # an unhashable value (a list where a string belongs)
-            codes = None
-        # Every value that is not a string is a new key here (the known ones are strings,
-        # which equal nothing else): such a slice is kept as it is, its new keys dropped.
-        if codes is None or not all(type(v) is str for v in itertools.islice(index, known, None)):
-            while len(index) > known:
-                index.popitem()
-            if keep_odd:
-                self.parts.append(values)
-            return None
-        self.parts.append(codes)
-        return codes
-
-    def categorical(self) -> pd.Categorical:
-        cats = list(self.index)
-        if any(isinstance(p, list) for p in self.parts):
-            found = np.asarray(cats, dtype=object)
-            values: list[Any] = []
-            for p in self.parts:
-                values += p if isinstance(p, list) else found[p].tolist()
-            return _category(values)
-        order = sorted(range(len(cats)), key=cats.__getitem__)
-        rank = np.empty(len(cats), dtype=np.int64)
-        rank[order] = np.arange(len(cats))
-        codes = rank[np.concatenate(self.parts)] if self.parts else np.empty(0, np.int64)
-        return pd.Categorical.from_codes(codes, categories=[cats[i] for i in order])
-
-
 def _thread_names(metadata: list[Any], others: Counter[str]) -> dict[int, str]:
     """Thread names from the metadata (``ph: "M"``) events; a ``thread_name`` record without
     an integer tid and a non-empty string ``args.name`` is counted in ``others``."""
@@ -188,14 +105,6 @@ def _thread_names(metadata: list[Any], others: Counter[str]) -> dict[int, str]:
             else:
                 others[BAD_THREAD_NAME] += 1
     return names
-
-
-def _odd(values: list[Any], *usual: type) -> np.ndarray:
-    """Per value: its type is none of ``usual`` (all False, found in one pass in C, for a
-    well-formed trace)."""
-    if set(map(type, values)) <= set(usual):
-        return np.zeros(len(values), dtype=bool)
-    return np.fromiter((type(v) not in usual for v in values), dtype=bool, count=len(values))
 
 
 def _ids(fields: list[Any]) -> tuple[list[Any], list[Any]]:
@@ -212,7 +121,7 @@ def _args(fields: list[Any]) -> tuple[list[Any], np.ndarray, tuple[list[Any], li
     try:  # (any value but an Args or None has no attribute: no pass to find them first)
         return fields, np.zeros(len(fields), dtype=bool), _ids(fields)
     except AttributeError:  # args that are not an object: left out as None
-        odd = _odd(fields, Args, type(None))
+        odd = odd_types(fields, Args, type(None))
         fields = [a if type(a) is Args else None for a in fields]
         return fields, odd, _ids(fields)
 
@@ -230,24 +139,12 @@ def _of_phase(
 _NUMERIC = ("tid", "stream", "correlation", "ts", "dur", "bad")
 
 
-def _strings(column: _Strings, values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """The slice's codes in ``column``, and which values are not strings (a missing key
-    among them; coded as "": the event is left out, trace.events.bad_events)."""
-    codes = column.add(values, keep_odd=False)
-    if codes is not None:  # all strings: nothing was left out (no pass to find out)
-        return codes, np.zeros(len(values), dtype=bool)
-    odd = _odd(values, str)
-    codes = column.add([v if type(v) is str else "" for v in values])
-    assert codes is not None  # every value is a string now
-    return codes, odd
-
-
 class EventColumns:
     """Builds the :class:`Columns` of a document from its events, one slice of the events
     array at a time (:meth:`add`) or all at once."""
 
     def __init__(self) -> None:
-        self.names, self.cats = _Strings(), _Strings()
+        self.names, self.cats = Strings(), Strings()
         self.numeric: dict[str, list[np.ndarray]] = {k: [] for k in _NUMERIC}
         self.comm_name: list[bool] = []  # per name code: may carry collective arguments
         self.comm_idx: list[np.ndarray] = []
@@ -285,14 +182,14 @@ class EventColumns:
             self.others[NO_PHASE] += sum(
                 type(e.ph) is not str or e.ph not in PHASES for e in events
             )
-        codes, odd_names = _strings(self.names, [e.name for e in complete])
+        codes, odd_names = strings(self.names, [e.name for e in complete])
         fields, odd_args, ids = _args([e.args for e in complete])
         self._add_comm(codes, fields)
-        ts = _float_column([e.ts for e in complete])
-        dur = _float_column([e.dur for e in complete])
-        _, odd_cats = _strings(self.cats, [e.cat for e in complete])
+        ts = float_column([e.ts for e in complete])
+        dur = float_column([e.dur for e in complete])
+        _, odd_cats = strings(self.cats, [e.cat for e in complete])
         odd_tids: list[np.ndarray] = []
-        tids = _int_column([e.tid for e in complete], odd_tids)
+        tids = int_column([e.tid for e in complete], odd_tids)
         odd = (odd_names, odd_cats, odd_tids[0], odd_args)
         if len(complete) < len(events):  # (a pass over the events: only where some are not)
             self.thread_names.update(
@@ -301,8 +198,8 @@ class EventColumns:
             self._add_memory(_of_phase(events, by_phase, Instant))
         for key, column in (
             ("tid", tids),
-            ("stream", _int_column(ids[0])),
-            ("correlation", _int_column(ids[1])),
+            ("stream", int_column(ids[0])),
+            ("correlation", int_column(ids[1])),
             ("ts", ts),
             ("dur", dur),
             ("bad", bad_events(odd, ts, dur)),
@@ -318,14 +215,14 @@ class EventColumns:
             return
         args = [e.args if type(e.args) is Args else EMPTY_ARGS for e in mem]
         total = [a.total_allocated for a in args]
-        ts = _float_column([e.ts for e in mem])
+        ts = float_column([e.ts for e in mem])
         with np.errstate(invalid="ignore"):
-            bad = _odd(total, int) | ~(np.abs(ts) <= MAX_TS_US)
+            bad = odd_types(total, int) | ~(np.abs(ts) <= MAX_TS_US)
         self.others[BAD_MEMORY] += int(bad.sum())
-        device = _int_column([a.device_type for a in args])
+        device = int_column([a.device_type for a in args])
         keep = ~bad & (device == 0)
         self.memory_ts.append(ts[keep])
-        self.memory_bytes.append(_float_column(total)[keep].astype(np.int64))
+        self.memory_bytes.append(float_column(total)[keep].astype(np.int64))
 
     def _add_comm(self, codes: np.ndarray, fields: list[Any]) -> None:
         new = list(itertools.islice(self.names.index, len(self.comm_name), None))

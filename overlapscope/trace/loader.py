@@ -29,6 +29,7 @@ from overlapscope.trace.parse import (
     NotATraceError,
     RawTrace,
     TraceFileError,
+    memory_table,
     read_trace,
 )
 from overlapscope.trace.ranks import (
@@ -75,7 +76,7 @@ class RunTraces:
     sources: tuple[Path, ...]
     # the host allocator's total after each [memory] event: rank, ts_us (the events'
     # clock), bytes; empty where the traces record none (trace.decode reads them)
-    memory: pd.DataFrame = dataclasses.field(default_factory=lambda: _memory_table([]))
+    memory: pd.DataFrame = dataclasses.field(default_factory=lambda: memory_table([]))
 
     @property
     def has_gpu(self) -> bool:
@@ -193,12 +194,14 @@ def load_run(
     parsed = _parse_usable(parse, files, world_hint, progress, path_list, strict, warnings)
     parsed = _resolve_ranks(parsed, warnings, strict, rank_from_names)
     check_one_run([p.raw for p in parsed])
-    parsed = _one_job(parsed, meta, bool(dirs), strict, warnings)
+    our_run = bool(dirs) and meta is not None and bool(meta.traces)
+    kept = same_run.one_job([p.raw for p in parsed], meta, our_run, strict, warnings)
+    parsed = [parsed[i] for i in kept]
     world = _world(parsed, world_hint, dirs, strict, warnings)
     if len({p.raw.base_time_ns is None for p in parsed}) > 1:
         warnings.append("some traces lack baseTimeNanoseconds: cross-rank alignment is approximate")
 
-    events, infos = _assemble(parsed, warnings)
+    events, infos, memory = _assemble(parsed, warnings)
     return RunTraces(
         events=events,
         ranks=tuple(infos),
@@ -207,22 +210,8 @@ def load_run(
         completed_run=completed,
         warnings=tuple(warnings),
         sources=tuple(files),
-        memory=_memory_table(parsed),
+        memory=memory,
     )
-
-
-def _memory_table(parsed: list[_Parsed]) -> pd.DataFrame:
-    """Every rank's [memory] totals on the run's clock (as :func:`_assemble` shifts events)."""
-    epoch = min((p.raw.origin_ns for p in parsed), default=0)
-    rank: list[np.ndarray] = [np.empty(0, np.int32)]
-    ts_us: list[np.ndarray] = [np.empty(0)]
-    total: list[np.ndarray] = [np.empty(0, np.int64)]
-    for p in parsed:
-        rank.append(np.full(len(p.raw.memory_us), int(p.raw.rank or 0), dtype=np.int32))
-        ts_us.append(p.raw.memory_us + (p.raw.origin_ns - epoch) / 1000.0)
-        total.append(p.raw.memory_bytes.astype(np.int64))
-    columns = {"rank": rank, "ts_us": ts_us, "bytes": total}
-    return pd.DataFrame({k: np.concatenate(v) for k, v in columns.items()})
 
 
 def _parse_usable(
@@ -257,28 +246,6 @@ def _parse_usable(
     warnings.extend(f"skipped {e}" for e in errors)
 
     return parsed
-
-
-def _one_job(
-    parsed: list[_Parsed],
-    meta: RunManifest | None,
-    in_dir: bool,
-    strict: bool,
-    warnings: list[str],
-) -> list[_Parsed]:
-    """The traces that can be ranks of one job (:mod:`overlapscope.trace.same_run`): one
-    that cannot stops the command, naming it, unless ``strict`` is off: then it is left
-    out with a warning (its rank is then missing)."""
-    our_run = in_dir and meta is not None and bool(meta.traces)
-    verdict = same_run.check([p.raw for p in parsed], meta, our_run)
-    warnings.extend(verdict.warnings)
-    if verdict.foreign and (strict or len(verdict.foreign) == len(parsed)):
-        i, why = min(verdict.foreign.items())
-        raise UserError(
-            f"{parsed[i].raw.path}: {why}; or pass {ALLOW_FLAG} to analyse the other ranks"
-        )
-    warnings.extend(f"left out {parsed[i].raw.path}: {why}" for i, why in verdict.foreign.items())
-    return [p for i, p in enumerate(parsed) if i not in verdict.foreign]
 
 
 def _world(
@@ -375,10 +342,15 @@ def _with_rank(raw: RawTrace, rank: int) -> RawTrace:
     return dataclasses.replace(raw, rank=rank, world_size=1)
 
 
-def _assemble(parsed: list[_Parsed], warnings: list[str]) -> tuple[pd.DataFrame, list[RankInfo]]:
+def _assemble(
+    parsed: list[_Parsed], warnings: list[str]
+) -> tuple[pd.DataFrame, list[RankInfo], pd.DataFrame]:
+    """The run's event table, its ranks and its memory table: every rank shifted onto the
+    run's clock (0: the earliest event)."""
     epoch = min(p.raw.origin_ns for p in parsed)
     frames: list[pd.DataFrame] = []
     infos: list[RankInfo] = []
+    memory: list[tuple[int, np.ndarray, np.ndarray]] = []
     for p in sorted(parsed, key=lambda q: int(q.raw.rank or 0)):
         rank = int(p.raw.rank or 0)
         shift_us = (p.raw.origin_ns - epoch) / 1000.0
@@ -386,6 +358,7 @@ def _assemble(parsed: list[_Parsed], warnings: list[str]) -> tuple[pd.DataFrame,
         ev = ev.assign(ts_us=ev["ts_us"] + shift_us, end_us=ev["end_us"] + shift_us)
         ev.insert(0, "rank", np.int32(rank))
         frames.append(ev)
+        memory.append((rank, p.raw.memory_us + shift_us, p.raw.memory_bytes))
         if p.raw.dropped:
             warnings.append(f"{p.raw.dropped} ignored in {p.raw.path.name}")
         for w in (*p.raw.header_warnings, *p.table.warnings):
@@ -405,8 +378,7 @@ def _assemble(parsed: list[_Parsed], warnings: list[str]) -> tuple[pd.DataFrame,
                 raw_ts_offset_us=p.raw.first_ts_us - shift_us,
             )
         )
-    events = _concat_categorical(frames)
-    return events, infos
+    return _concat_categorical(frames), infos, memory_table(memory)
 
 
 def _concat_categorical(frames: list[pd.DataFrame]) -> pd.DataFrame:

@@ -6,19 +6,27 @@ checks the run-level fields and leaves out unusable events. Collective arguments
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from overlapscope.trace.decode import NotATraceError, TraceFileError
+from overlapscope.trace.decode import Columns, NotATraceError, TraceFileError
 from overlapscope.trace.events import NO_STREAM, bad_summary, gpu_activity, host_category
 from overlapscope.trace.fingerprint import Fingerprint, fingerprint
 from overlapscope.trace.header import MAX_WORLD_SIZE, RunStamp, read_header
 from overlapscope.trace.reader import read_document
 
-__all__ = ["MAX_WORLD_SIZE", "NotATraceError", "RawTrace", "TraceFileError", "read_trace"]
+__all__ = [
+    "MAX_WORLD_SIZE",
+    "NotATraceError",
+    "RawTrace",
+    "TraceFileError",
+    "memory_table",
+    "read_trace",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +52,14 @@ class RawTrace:
     memory_bytes: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     header_warnings: tuple[str, ...] = ()  # header fields left out (trace.header)
 
+    def without_memory(self) -> RawTrace:
+        """This trace without its memory curve (what a ``--dask`` client needs of it)."""
+        return dataclasses.replace(self, memory_us=self.memory_us[:0],
+                                   memory_bytes=self.memory_bytes[:0])  # fmt: skip
 
-def read_trace(path: Path) -> RawTrace:
-    """Decode one ``.json`` / ``.json.gz`` Kineto trace; raise :class:`TraceFileError` with the
-    file and the problem when it cannot be used."""
-    obj, cols = read_document(path)
+
+def _usable(path: Path, cols: Columns) -> np.ndarray:
+    """Which complete events are kept; raises when there is none to keep."""
     if len(cols.ts) == 0:
         left = bad_summary(cols.bad, cols.others)
         raise TraceFileError(
@@ -57,16 +68,24 @@ def read_trace(path: Path) -> RawTrace:
             + (f" (left out: {left})" if left else "")
             + "; was the profiler active for a step?",
         )
-    header = read_header(path, obj)
-    ts = cols.ts
     # GPU activity needs its stream (a kernel without one would be taken for host work)
     cols.bad[(cols.bad == 0) & (cols.stream < 0) & gpu_activity(cols.cat)] = NO_STREAM
-    keep = cols.bad == 0
+    keep: np.ndarray = cols.bad == 0
     if not keep.any():
         raise TraceFileError(
             path,
             f"malformed trace: no usable complete event ({bad_summary(cols.bad, cols.others)})",
         )
+    return keep
+
+
+def read_trace(path: Path) -> RawTrace:
+    """Decode one ``.json`` / ``.json.gz`` Kineto trace; raise :class:`TraceFileError` with the
+    file and the problem when it cannot be used."""
+    obj, cols = read_document(path)
+    keep = _usable(path, cols)
+    header = read_header(path, obj)
+    ts = cols.ts
     dur = np.where(keep, cols.dur, 0.0)
     comm = cols.comm
     if not keep.all():
@@ -110,3 +129,14 @@ def read_trace(path: Path) -> RawTrace:
         memory_bytes=cols.memory_bytes,
         header_warnings=header.warnings,
     )
+
+
+def memory_table(parts: list[tuple[int, np.ndarray, np.ndarray]]) -> pd.DataFrame:
+    """The ``[memory]`` totals of several ranks as one table (``RunTraces.memory``), from
+    (rank, ts_us on the run's clock, bytes) per rank."""
+    rank = [np.full(len(ts), r, dtype=np.int32) for r, ts, _ in parts]
+    return pd.DataFrame({
+        "rank": np.concatenate([np.empty(0, np.int32), *rank]),
+        "ts_us": np.concatenate([np.empty(0), *(ts for _, ts, _ in parts)]),
+        "bytes": np.concatenate([np.empty(0, np.int64), *(b for _, _, b in parts)]),
+    })  # fmt: skip

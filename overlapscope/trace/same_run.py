@@ -30,7 +30,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from overlapscope.errors import UserError
 from overlapscope.manifest import RUN_JSON, RunManifest
+from overlapscope.trace.discover import ALLOW_FLAG
 from overlapscope.trace.files import RUN_STAMP_KEY
 from overlapscope.trace.parse import RawTrace
 from overlapscope.trace.ranks import rank_from_name, rank_ranges
@@ -286,3 +288,22 @@ def check(raws: Sequence[RawTrace], manifest: RunManifest | None, our_run: bool)
         out.foreign.update(found.foreign)
         out.warnings.extend(found.warnings)
     return out
+
+
+def one_job(
+    raws: Sequence[RawTrace],
+    manifest: RunManifest | None,
+    our_run: bool,
+    strict: bool,
+    warnings: list[str],
+) -> list[int]:
+    """The indices of ``raws`` that can be ranks of one job (:func:`check`): one that cannot
+    stops the command in one line naming it, unless ``strict`` is off: then it is left out
+    with a warning (its rank is then missing). Appends the check's warnings."""
+    verdict = check(raws, manifest, our_run)
+    warnings.extend(verdict.warnings)
+    if verdict.foreign and (strict or len(verdict.foreign) == len(raws)):
+        i, why = min(verdict.foreign.items())
+        raise UserError(f"{raws[i].path}: {why}; or pass {ALLOW_FLAG} to analyse the other ranks")
+    warnings.extend(f"left out {raws[i].path}: {why}" for i, why in verdict.foreign.items())
+    return [i for i in range(len(raws)) if i not in verdict.foreign]

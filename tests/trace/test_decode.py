@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import overlapscope.trace.columns as columns
 import overlapscope.trace.decode as decode
 import overlapscope.trace.reader as reader
 from overlapscope.trace.parse import RawTrace, TraceFileError, read_trace
@@ -299,7 +300,7 @@ def test_category_equality_from_codes_is_the_strings(values) -> None:
     assert np.array_equal(_equals(column.astype(object), "cpu_op"), want)
 
 
-class _FormerStrings(decode._Strings):
+class _FormerStrings(columns.Strings):
     """The former ``add``: the slice's distinct values found first, then every row looked
     up (the reference for the codes given as the values are met)."""
 
@@ -329,7 +330,7 @@ def test_string_columns_are_the_former_codes_and_categoricals(seed: int) -> None
     rng = random.Random(seed)
     pool = ["b", "a", "nccl", "", "aten::mm", "c"]
     odd = [1, True, 1.0, None, [1], 2.5, "x"]
-    got, want = decode._Strings(), _FormerStrings()
+    got, want = columns.Strings(), _FormerStrings()
     for _ in range(rng.randint(0, 6)):
         values = [rng.choice(pool) for _ in range(rng.randint(0, 8))]
         if rng.random() < 0.3:
