@@ -183,3 +183,33 @@ def test_every_reader_ends_a_damaged_trace_the_same_way(case, damaged, dask_addr
     elif expected == "warning":  # the loader's line, in every one of them
         for command, (_, lines) in outcomes.items():
             assert [w for w in lines if says in w], (command, lines)
+
+
+# Modules outside overlapscope/trace/ that may touch trace documents, and why: they write
+# traces (or copy them for benchmarks), they do not read one for an analysis.
+NOT_READERS = {
+    "overlapscope/trace/capture.py": "the profiler's own export, before it is written",
+    "overlapscope/sim/export.py": "writes the predicted timeline",
+    "overlapscope/cluster/synth.py": "re-ranked copies of a run for benchmarks and tests",
+}
+_TRACE_TOKENS = (
+    "traceEvents", "gzip.decompress", "gzip.open", "igzip", "read_trace(", "read_document(",
+    "trace.decode import", "trace.reader import",
+)  # fmt: skip
+
+
+def test_no_reader_of_traces_outside_the_loader() -> None:
+    """Any future command reads traces through ``load_run`` too: no module but the trace
+    package (and the writers above) reads a trace document or calls the decoder."""
+    found = []
+    for root in ("overlapscope", "dashboards"):
+        for path in sorted((REPO / root).rglob("*.py")):
+            rel = str(path.relative_to(REPO))
+            if rel.startswith("overlapscope/trace/") and rel not in NOT_READERS:
+                continue
+            text = path.read_text()
+            if rel not in NOT_READERS and any(t in text for t in _TRACE_TOKENS):
+                found.append(rel)
+    assert not found, f"trace readers outside overlapscope/trace (use load_run): {found}"
+    for rel in NOT_READERS:
+        assert (REPO / rel).is_file(), rel
