@@ -145,3 +145,13 @@ def test_two_torch_fsdp_runs_mixed_are_refused(fsdp2_run, second_fsdp2_run, tmp_
     assert "step 1 starts" in line and "recorded at another time" in line
     loaded = load_run(mixed, allow_missing_ranks=True)
     assert [r.rank for r in loaded.ranks] == [0]
+
+
+@pytest.mark.multirank
+def test_rerank_copies_of_a_stamped_run_leave_the_stamp_out(two_runs, tmp_path):
+    """Benchmarks' many-rank copies (cluster/synth.py) are no ranks of the stamped run."""
+    from overlapscope.cluster.synth import rerank_copies
+
+    rerank_copies(two_runs["a"], 4, tmp_path / "r4")
+    assert RUN_STAMP_KEY not in _header(tmp_path / "r4" / trace_name(3))
+    assert [r.rank for r in load_run(tmp_path / "r4").ranks] == [0, 1, 2, 3]
