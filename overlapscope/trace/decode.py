@@ -43,16 +43,18 @@ from overlapscope.trace.events import (
 )
 from overlapscope.trace.fields import (
     BY_PHASE,
-    EMPTY_ARGS,
     EVENTS,
     HEADER_FIELDS,
+    NO_MEMORY,
     OUTLINE,
     PHASES,
     TRACE,
     Args,
     Complete,
     Event,
+    EventArgs,
     Instant,
+    MemoryArgs,
     Metadata,
     Outline,
     Trace,
@@ -99,7 +101,7 @@ def _thread_names(metadata: list[Any], others: Counter[str]) -> dict[int, str]:
     names: dict[int, str] = {}
     for e in metadata:
         if e.name == "thread_name":
-            name = e.args.name if type(e.args) is Args else None
+            name = e.args.name if isinstance(e.args, Args) else None
             if type(orjson_number(e.tid)) is int and type(name) is str and name:
                 names[e.tid] = name
             else:
@@ -121,8 +123,8 @@ def _args(fields: list[Any]) -> tuple[list[Any], np.ndarray, tuple[list[Any], li
     try:  # (any value but an Args or None has no attribute: no pass to find them first)
         return fields, np.zeros(len(fields), dtype=bool), _ids(fields)
     except AttributeError:  # args that are not an object: left out as None
-        odd = odd_types(fields, Args, type(None))
-        fields = [a if type(a) is Args else None for a in fields]
+        odd = odd_types(fields, Args, EventArgs, type(None))
+        fields = [a if isinstance(a, Args) else None for a in fields]
         return fields, odd, _ids(fields)
 
 
@@ -185,12 +187,14 @@ class EventColumns:
         codes, odd_names = strings(self.names, [e.name for e in complete])
         fields, odd_args, ids = _args([e.args for e in complete])
         self._add_comm(codes, fields)
-        ts = float_column([e.ts for e in complete])
-        dur = float_column([e.dur for e in complete])
+        # (decoded by phase, the keys' types are msgspec's checked ones: no pass over them)
+        ts = float_column([e.ts for e in complete], checked=by_phase)
+        dur = float_column([e.dur for e in complete], checked=by_phase)
         _, odd_cats = strings(self.cats, [e.cat for e in complete])
         odd_tids: list[np.ndarray] = []
-        tids = int_column([e.tid for e in complete], odd_tids)
-        odd = (odd_names, odd_cats, odd_tids[0], odd_args)
+        tids = int_column([e.tid for e in complete], None if by_phase else odd_tids)
+        none = np.zeros(len(complete), dtype=bool)
+        odd = (odd_names, odd_cats, odd_tids[0] if odd_tids else none, odd_args)
         if len(complete) < len(events):  # (a pass over the events: only where some are not)
             self.thread_names.update(
                 _thread_names(_of_phase(events, by_phase, Metadata), self.others)
@@ -213,7 +217,7 @@ class EventColumns:
         mem = [e for e in instants if e.name == MEMORY_EVENT]
         if not mem:
             return
-        args = [e.args if type(e.args) is Args else EMPTY_ARGS for e in mem]
+        args = [e.args if isinstance(e.args, (MemoryArgs, EventArgs)) else NO_MEMORY for e in mem]
         total = [a.total_allocated for a in args]
         ts = float_column([e.ts for e in mem])
         with np.errstate(invalid="ignore"):

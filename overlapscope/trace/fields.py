@@ -40,12 +40,26 @@ class Args(msgspec.Struct, gc=False):
     # the few events that may be collectives (comm_args), so they stay raw JSON here.
     dims: msgspec.Raw = msgspec.field(default=NULL, name="Input Dims")
     types: msgspec.Raw = msgspec.field(default=NULL, name="Input type")
-    # a [memory] instant event's: the allocator's total after it, on which device
+
+
+class MemoryArgs(msgspec.Struct, gc=False):
+    """A ``[memory]`` instant event's ``args``: the allocator's total after it, on which
+    device (of an :class:`Instant`: a struct of these two alone, no other field to fill)."""
+
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    device_type: Any = msgspec.field(default=0, name="Device Type")
+
+
+class EventArgs(Args, gc=False):
+    """The ``args`` of an :class:`Event` (a slice decoded one event at a time): any phase's,
+    the memory fields included."""
+
     total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
     device_type: Any = msgspec.field(default=0, name="Device Type")
 
 
 EMPTY_ARGS = Args()
+NO_MEMORY = MemoryArgs()
 
 
 class Event(msgspec.Struct, gc=False):
@@ -63,7 +77,7 @@ class Event(msgspec.Struct, gc=False):
     ts: Any = None
     dur: Any = None
     # An object, or any other JSON value (left out later as "args that are not an object").
-    args: Args | list[Any] | str | int | float | bool | None = None
+    args: EventArgs | list[Any] | str | int | float | bool | None = None
 
 
 _ArgsValue = Args | list[Any] | str | int | float | bool | None
@@ -71,14 +85,17 @@ _ArgsValue = Args | list[Any] | str | int | float | bool | None
 
 class Complete(msgspec.Struct, tag_field="ph", tag="X", gc=False):
     """An :class:`Event` of phase ``"X"`` as :data:`BY_PHASE` decodes it (``ph`` is the
-    class's, not stored)."""
+    class's, not stored). Its keys are required and typed, checked by msgspec while it
+    decodes: a slice holding an event without one, or with one of another type (``"ts":
+    "1e3"``, ``"tid": null``), is decoded again as :class:`Event` s, whose values the column
+    builders check one by one (and count the odd ones, trace.events.BAD_REASONS)."""
 
     ph: ClassVar[str] = "X"
-    cat: Any = None
-    name: Any = None
-    tid: Any = None
-    ts: Any = None
-    dur: Any = None
+    cat: str
+    name: str
+    tid: int | str
+    ts: float
+    dur: float
     args: _ArgsValue = None
 
 
@@ -99,7 +116,7 @@ class Instant(msgspec.Struct, tag_field="ph", tag="i", gc=False):
     ph: ClassVar[str] = "i"
     name: Any = None
     ts: Any = None
-    args: _ArgsValue = None
+    args: MemoryArgs | list[Any] | str | int | float | bool | None = None
 
 
 # The other phases of the trace event format: events the analysis does not read (flows,

@@ -51,6 +51,14 @@ def _steps(events: pd.DataFrame, origin_ns: int) -> dict[int, tuple[int, int]]:
     return out
 
 
+def _not_p2p(kinds: np.ndarray) -> np.ndarray:
+    """Per row: its collective (a ``Collective name`` or an event name) is not a send/recv;
+    classified once per distinct text."""
+    codes, uniq = pd.factorize(kinds)
+    p2p = [collective_kind(str(u)) is CollectiveKind.SEND_RECV for u in uniq]
+    return ~np.asarray([*p2p, False], dtype=bool)[codes]
+
+
 def _collectives(
     events: pd.DataFrame, comm: pd.DataFrame, steps: dict[int, tuple[int, int]], origin_ns: int
 ) -> dict[tuple[int, str], tuple[int, int, int]]:
@@ -60,27 +68,37 @@ def _collectives(
     if comm.empty or not steps:
         return {}
     idx = comm.index.to_numpy()
-    seq = np.nan_to_num(comm["seq_arg"].to_numpy(dtype=np.float64), nan=-1.0)
-    group = comm["pg_name"].to_numpy(dtype=object)
-    kinds = comm["coll_name"].to_numpy(dtype=object)
-    names = events["name"].to_numpy(dtype=object)[idx]
-    host = ~events["on_gpu"].to_numpy()[idx]
     order = sorted(steps.items(), key=lambda kv: kv[1][0])
     starts = np.asarray([s for _, (s, _) in order], dtype=np.int64)
+    ends = np.asarray([e for _, (_, e) in order], dtype=np.int64)
     ts_ns = origin_ns + np.round(events["ts_us"].to_numpy()[idx] * 1000.0).astype(np.int64)
     at = np.searchsorted(starts, ts_ns, side="right") - 1
-    out: dict[tuple[int, str], tuple[int, int, int]] = {}
-    for i in np.flatnonzero(host & (at >= 0)).tolist():
-        step, (_, end) = order[at[i]]
-        kind = kinds[i] if isinstance(kinds[i], str) else str(names[i])
-        if ts_ns[i] >= end or collective_kind(kind) is CollectiveKind.SEND_RECV:
-            continue
-        key = (step, str(group[i]) if isinstance(group[i], str) else UNNAMED_GROUP)
-        n, low, high = out.get(key, (0, -1, -1))
-        s = int(seq[i]) if seq[i] >= 0 else -1
-        low = s if low < 0 else min(low, s) if s >= 0 else low
-        out[key] = (n + 1, low, max(high, s))
-    return out
+    inside = (at >= 0) & (ts_ns < ends[np.maximum(at, 0)]) & ~events["on_gpu"].to_numpy()[idx]
+    names = comm["coll_name"].to_numpy(dtype=object)
+    name = events["name"].cat  # (the names of the comm rows only, not of every event)
+    own = np.asarray(name.categories, dtype=object)[name.codes.to_numpy()[idx]]
+    kinds = np.where(pd.isna(names), own, names)
+    rows = np.flatnonzero(inside)
+    rows = rows[_not_p2p(kinds[rows])]
+    if not len(rows):
+        return {}
+    gcode, groups = pd.factorize(comm["pg_name"].to_numpy(dtype=object)[rows])
+    names_of = [str(g) if isinstance(g, str) else UNNAMED_GROUP for g in groups]
+    names_of.append(UNNAMED_GROUP)  # (code -1: no group argument)
+    key = at[rows] * len(names_of) + np.where(gcode < 0, len(names_of) - 1, gcode)
+    seq = np.nan_to_num(comm["seq_arg"].to_numpy(dtype=np.float64)[rows], nan=-1.0)
+    uniq, inverse, count = np.unique(key, return_inverse=True, return_counts=True)
+    low = np.full(len(uniq), np.inf)
+    high = np.full(len(uniq), -1.0)
+    numbered = seq >= 0
+    np.minimum.at(low, inverse[numbered], seq[numbered])
+    np.maximum.at(high, inverse[numbered], seq[numbered])
+    return {
+        (order[k // len(names_of)][0], names_of[k % len(names_of)]):
+            (int(n), -1 if lo == np.inf else int(lo), int(hi))
+        for k, n, lo, hi in zip(uniq.tolist(), count.tolist(), low.tolist(), high.tolist(),
+                                strict=True)
+    }  # fmt: skip
 
 
 def fingerprint(
