@@ -9,8 +9,8 @@ memory is the largest summed resident
 set of that process and its children (our loader's worker processes), sampled from /proc
 every 20 ms. CPU time (user + sys, children included) is reported too: on a shared
 machine it is the steadier measure. HTA's side is ``TraceAnalysis(trace_files={rank: path}, trace_dir=...)`` plus
-``get_comm_comp_overlap(visualize=False)``; ours is the ``overlapscope analyze`` command
-(load, analyse, JSON report). Results are printed as JSON.
+``get_comm_comp_overlap(visualize=False)``; ours is the ``overlapscope analyze --no-cache``
+command (every rank parsed and reduced, the JSON report; nothing read back from a cache). Results are printed as JSON.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ GENERATE = [
 OURS = """
 import sys
 from overlapscope.cli import main
-sys.exit(main(["analyze", sys.argv[1], "--json", "/dev/null", "--no-progress"]))
+sys.exit(main(["analyze", sys.argv[1], "--json", "/dev/null", "--no-progress", "--no-cache"]))
 """
 
 HTA = """

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from overlapscope.engine.config import ModelConfig
+from overlapscope.config import ModelConfig
 from overlapscope.engine.workloads import Block
 from overlapscope.manifest import read_manifest
 

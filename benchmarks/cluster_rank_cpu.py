@@ -3,7 +3,7 @@
     python benchmarks/cluster_rank_cpu.py FILE... [--repeat 3] [--profile] [--warm]
 
 Ours is the two tasks a Dask worker runs per rank file for ``analyze --dask``
-(``overlapscope.cluster.tasks``: ``parse_to_cache``, the loader's per-file parse and
+(``overlapscope.pipeline.tasks``: ``parse_to_cache``, the loader's per-file parse and
 recognition and the events' write, then ``reduce_rank``, the rank's tables;
 ``reduce_cpu_s`` is the best run's total minus the best parse; ``task_peak_above_idle_mb``:
 the peak resident set of both tasks above the process once imported, in a plain process,
@@ -44,18 +44,17 @@ def cpu_s():
 SETUP = """
 import sys
 from pathlib import Path
-from overlapscope.cluster.cache import RankCache, analysis_digest, entry_key, parser_digest
-from overlapscope.cluster.client import LazyClient
-from overlapscope.cluster.run import plan
-from overlapscope.cluster.tasks import parse_to_cache, reduce_rank, timeline_rank
+from overlapscope.cache import Cache, code_digest, entry_key
+from overlapscope.pipeline.executor import LocalExecutor
+from overlapscope.pipeline.plan import Inputs, plan
+from overlapscope.pipeline.tasks import on_demand_rank, parse_to_cache, reduce_rank
 import pyarrow, pandas
 path, root = Path(sys.argv[1]), sys.argv[2]
 def parse():
-    parse_to_cache(str(path), 0, root, entry_key(path, 0), parser_digest())
+    parse_to_cache(str(path), 0, root, entry_key(path, 0), code_digest())
 def reduce():
-    with LazyClient("unused: the parse is cached") as client:
-        _, _, jobs = plan([path], client, RankCache(Path(root)), allow_missing_ranks=True)
-    return lambda: reduce_rank(jobs[0], root, analysis_digest()), jobs[0]
+    _, _, jobs = plan(Inputs((path,), allow_missing_ranks=True), LocalExecutor(), Cache(Path(root)))  # (the parse is cached)
+    return lambda: reduce_rank(jobs[0], root, code_digest()), jobs[0]
 """
 
 OURS = (
@@ -83,7 +82,7 @@ task()
 t3 = cpu_s()
 # the peak resident set of both tasks above the process once imported (MB)
 peak = status_mb("VmHWM") - idle
-timeline_rank(job, root, analysis_digest())
+on_demand_rank(job, root, code_digest())
 print(peak, t1 - t0, t3 - t2, cpu_s() - t3)
 """
 )

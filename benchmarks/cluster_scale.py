@@ -99,7 +99,7 @@ def measure(run: Path, num_workers: int, tmp: Path) -> dict[str, object]:
 
         # Idle means ready to work: the parser and Parquet writer imported on every worker.
         with Client(procs.address) as client:
-            client.run(lambda: __import__("overlapscope.cluster.run") and __import__("pyarrow"))
+            client.run(lambda: __import__("overlapscope.pipeline.run") and __import__("pyarrow"))
         workers = [p.pid for p in procs.workers]
         first = analyze_once(procs.address, run, tmp / "cache", workers)
         cached = analyze_once(procs.address, run, tmp / "cache", workers)

@@ -27,19 +27,19 @@ TASKS = """
 import contextlib, json, sys, tempfile
 from pathlib import Path
 import pandas, pyarrow, pyarrow.parquet
-import overlapscope.cluster.run
-from overlapscope.cluster import tasks
-from overlapscope.cluster.cache import entry_key, parser_digest
+import overlapscope.pipeline.run
+from overlapscope.pipeline import memory, tasks
+from overlapscope.cache import code_digest, entry_key
 def mb(field):
     for line in open("/proc/self/status"):
         if line.startswith(field):
             return int(line.split()[1]) / 1024
 if sys.argv[2] == "kept":
-    tasks.released = contextlib.nullcontext
+    tasks.released = memory.released = contextlib.nullcontext
 out = {"release": sys.argv[2], "idle_mb": mb("VmRSS"), "after": []}
 with tempfile.TemporaryDirectory() as d:
     for f in sorted(Path(sys.argv[1]).glob("rank-*.json*")):
-        tasks.parse_to_cache(str(f), 0, d, entry_key(f, 0), parser_digest())
+        tasks.parse_to_cache(str(f), 0, d, entry_key(f, 0), code_digest())
         out["after"].append({"file": f.name, "rss_mb": mb("VmRSS"), "peak_mb": mb("VmHWM")})
 print(json.dumps(out))
 """

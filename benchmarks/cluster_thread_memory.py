@@ -24,10 +24,10 @@ from typing import Any
 import pandas  # noqa: F401  (imported before the idle size is taken, as in a worker)
 import pyarrow  # noqa: F401
 
-from overlapscope.cluster.cache import RankCache, analysis_digest, entry_key, parser_digest
-from overlapscope.cluster.client import LazyClient
-from overlapscope.cluster.run import plan
-from overlapscope.cluster.tasks import parse_to_cache, reduce_rank
+from overlapscope.cache import Cache, code_digest, entry_key
+from overlapscope.pipeline.executor import LocalExecutor
+from overlapscope.pipeline.plan import Inputs, plan
+from overlapscope.pipeline.tasks import parse_to_cache, reduce_rank
 
 
 def _mb(field: str) -> float:
@@ -59,12 +59,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as root:
         for f in files:
             measured(
-                "parse", f.name, parse_to_cache, str(f), 0, root, entry_key(f, 0), parser_digest()
+                "parse", f.name, parse_to_cache, str(f), 0, root, entry_key(f, 0), code_digest()
             )
-        with LazyClient("unused: the parses are cached") as client:
-            _, _, jobs = plan(files, client, RankCache(Path(root)), allow_missing_ranks=True)
+        inputs = Inputs(tuple(files), allow_missing_ranks=True)  # (the parses are cached)
+        _, _, jobs = plan(inputs, LocalExecutor(), Cache(Path(root)))
         for job in jobs:
-            measured("reduce", job.info.path.name, reduce_rank, job, root, analysis_digest())
+            measured("reduce", job.info.path.name, reduce_rank, job, root, code_digest())
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 
 Each mode in a fresh process (``--one MODE``), as ``overlapscope dashboard`` would do it:
 
-* ``dask``: ``RunRegistry(dask=DaskTarget(ADDRESS, DIR))``: open the run (its summaries, from
+* ``dask``: ``RunRegistry(target=Target(ADDRESS, DIR))``: open the run (its summaries, from
   the cache when ``analyze --dask`` or an earlier run made them: run it once first), then the
   Timeline view of each profiled step with the default ranks (the step's critical path, at
   most 8), read from the cache;
@@ -33,11 +33,11 @@ def one(mode: str, run: Path, cache: Path, address: str) -> dict[str, float]:
     """Open ``run`` in a registry of ``mode`` and draw each step's timeline."""
     from dashboards import views
     from dashboards.data import RunRegistry, discover_runs
-    from overlapscope.cluster.run import DaskTarget
+    from overlapscope.pipeline.run import Target
 
     runs = discover_runs([run])
-    dask = DaskTarget(address, cache) if mode == "dask" else None
-    registry = RunRegistry(runs, use_disk_cache=False, dask=dask)
+    target = Target(address, cache) if mode == "dask" else None
+    registry = RunRegistry(runs, use_disk_cache=False, target=target)
     key = runs[0].key
     t0 = time.perf_counter()
     loaded = registry.load(key)

@@ -26,10 +26,12 @@ import json, pickle, resource, sys, tempfile
 import msgspec
 from pathlib import Path
 import pandas, pyarrow
-from overlapscope.cluster import tasks
-from overlapscope.cluster.cache import RankCache, entry_key, parser_digest, write_events, write_table
-from overlapscope.cluster.client import LazyClient
-from overlapscope.cluster.run import plan
+from overlapscope.analysis.registry import rank_tables
+from overlapscope.cache import Cache, code_digest, entry_key
+from overlapscope.pipeline import memory, tasks
+from overlapscope.pipeline.executor import LocalExecutor
+from overlapscope.pipeline.plan import Inputs, plan
+from overlapscope.table_files import write_events, write_table
 from overlapscope.trace import decode, fields
 from overlapscope.trace.loader import RunTraces
 from overlapscope.trace.parse import read_trace
@@ -64,7 +66,7 @@ def timed(self, text, lo, hi):
     self.add(decoded)
 decode.EventColumns.add_slice = timed
 path = Path(sys.argv[1])
-tasks.released().__enter__()  # the tasks' allocator settings for every phase
+memory.released().__enter__()  # the tasks' allocator settings for every phase
 with tempfile.TemporaryDirectory() as d:
     raw = phase("read_trace", lambda: read_trace(path))
     out["read_trace"]["msgspec_decode_cpu_s"] = spent[0]
@@ -73,20 +75,19 @@ with tempfile.TemporaryDirectory() as d:
     events = table.events.reset_index(drop=True)
     phase("write_events", lambda: write_events(Path(d) / "events", events))
     del table, events
-    tasks.parse_to_cache(str(path), 0, d, entry_key(path, 0), parser_digest())
-    with LazyClient("unused: the parse is cached") as client:
-        _, _, jobs = plan([path], client, RankCache(Path(d)), allow_missing_ranks=True)
+    tasks.parse_to_cache(str(path), 0, d, entry_key(path, 0), code_digest())
+    _, _, jobs = plan(Inputs((path,), allow_missing_ranks=True), LocalExecutor(), Cache(Path(d)))
     job = jobs[0]
-    ev = phase("reduce_read", lambda: tasks.rank_events(job, RankCache(Path(d))))
+    ev = phase("reduce_read", lambda: tasks.rank_events(job, Cache(Path(d))))
     run = RunTraces(
         events=ev, ranks=(job.info,), world_size=job.world_size, manifest=job.manifest,
         completed_run=job.completed_run, warnings=(), sources=(job.info.path,),
     )
-    tables = phase("reduce_tables", lambda: tasks.rank_tables(run))
+    tables = phase("reduce_tables", lambda: rank_tables(run))
     def write():
-        for name in tasks.BIG_TABLES:
+        for name in (*tasks.EVENTS_FIGURES, *tasks.ON_DEMAND_FIGURES):
             write_table(Path(d) / "out" / f"{name}.arrow", tables[name])
-        pickle.dumps({name: tables[name] for name in tasks.SMALL_TABLES})
+        pickle.dumps({name: tables[name] for name in tasks.SUMMARY_FIGURES})
     phase("reduce_write", write)
 print(json.dumps(out))
 """

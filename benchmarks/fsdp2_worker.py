@@ -27,7 +27,7 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
-from overlapscope.engine.recipe import RunConfig
+from overlapscope.config import RunConfig
 from overlapscope.engine.workloads import build_model, global_batch, local_rows
 from overlapscope.trace.capture import RankProfiler
 

@@ -41,16 +41,17 @@ def _best_ms(fn: Callable[[], Any], repeat: int) -> float:
 
 def _parts(path: Path, root: Path) -> dict[str, Callable[[], Any]]:
     from overlapscope.analysis import levers, metrics, units
-    from overlapscope.cluster import tasks
-    from overlapscope.cluster.cache import RankCache, entry_key, parser_digest, write_table
-    from overlapscope.cluster.client import LazyClient
-    from overlapscope.cluster.run import plan
+    from overlapscope.analysis.registry import rank_tables
+    from overlapscope.cache import Cache, code_digest, entry_key
+    from overlapscope.pipeline import memory, tasks
+    from overlapscope.pipeline.executor import LocalExecutor
+    from overlapscope.pipeline.plan import Inputs, plan
+    from overlapscope.table_files import write_table
     from overlapscope.trace.loader import RunTraces
 
-    tasks.parse_to_cache(str(path), 0, str(root), entry_key(path, 0), parser_digest())
-    cache = RankCache(root)
-    with LazyClient("unused: the parse is cached") as client:
-        _, _, jobs = plan([path], client, cache, allow_missing_ranks=True)
+    tasks.parse_to_cache(str(path), 0, str(root), entry_key(path, 0), code_digest())
+    cache = Cache(root)
+    _, _, jobs = plan(Inputs((path,), allow_missing_ranks=True), LocalExecutor(), cache)
     job = jobs[0]
     events = tasks.rank_events(job, cache)
     run = RunTraces(events, (job.info,), job.world_size, job.manifest, job.completed_run, (), ())
@@ -61,11 +62,11 @@ def _parts(path: Path, root: Path) -> dict[str, Callable[[], Any]]:
     steps = metrics.step_table(rows, every, sets)
     ranks = metrics.rank_table(rows, every, steps, sets)
     exposure = metrics.comm_exposure(rows, every)
-    tables = tasks.rank_tables(run)
-    tasks.released().__enter__()  # the task's allocator settings
+    tables = rank_tables(run)
+    memory.released().__enter__()  # the task's allocator settings
 
     def write() -> None:
-        for name in tasks.BIG_TABLES:
+        for name in (*tasks.EVENTS_FIGURES, *tasks.ON_DEMAND_FIGURES):
             write_table(root / "out" / f"{name}.arrow", tables[name])
 
     return {
@@ -79,7 +80,7 @@ def _parts(path: Path, root: Path) -> dict[str, Callable[[], Any]]:
         "lever_table": lambda: levers.lever_table(rows, every),
         "exposed_intervals": lambda: metrics.exposed_intervals(rows, every, steps, sets),
         "timeline_table": lambda: metrics.timeline_table(rows, every, exposure),
-        "rank_tables": lambda: tasks.rank_tables(run),
+        "rank_tables": lambda: rank_tables(run),
         "write_tables": write,
     }
 

@@ -13,21 +13,24 @@ from dashboards.layout import build_layout
 from dashboards.values import value_checks
 
 if TYPE_CHECKING:
-    from overlapscope.cluster.run import DaskTarget
+    from overlapscope.pipeline.run import Target
 
 TITLE = "overlapscope dashboard"
 
 
 def create_app(
-    runs: Sequence[RunSource], *, use_disk_cache: bool = True, dask: DaskTarget | None = None
+    runs: Sequence[RunSource], *, use_disk_cache: bool = True, target: Target | None = None
 ) -> Dash:
     """A Dash app showing ``runs``; the browser can only pick among their keys.
 
-    Nothing is loaded here: each run is analysed on first view (or ``warm``), then cached.
-    ``dask``: each run is analysed as ``analyze --dask`` does, and its timeline read a step
-    and a few ranks at a time from that cache (dashboards/big_run.py).
+    Nothing is loaded here: each run is analysed on first view (or ``warm``), then cached
+    (in ``target``'s cache). ``target`` with ``dask``: each run is analysed as ``analyze
+    --dask`` does, and its timeline read a step and a few ranks at a time from that cache
+    (dashboards/big_run.py).
     """
-    registry = RunRegistry(runs, use_disk_cache=use_disk_cache, dask=dask)
+    registry = RunRegistry(
+        runs, use_disk_cache=use_disk_cache, **({"target": target} if target else {})
+    )
     app = Dash(
         __name__,
         title=TITLE,

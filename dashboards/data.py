@@ -5,11 +5,12 @@ Run discovery lives in :mod:`dashboards.runs`; its names are re-exported here.
 The browser only ever sends a run *key* (``RunSource.key``); keys are assigned here, from the
 runs the app was started with, and an unknown key is refused (``UnknownRunError``).
 
-Analysis is computed once per run content and cached twice: in memory, and on disk as a pickle
-under ``$OVERLAPSCOPE_CACHE_DIR`` (default ``$XDG_CACHE_HOME/overlapscope`` or
-``~/.cache/overlapscope``), in ``dashboard/<key>.pkl``, where the key hashes the analysis
-schema version, this module's cache version and each input file's (path, size, mtime). Nothing
-is written into run directories.
+Analysis is computed once per run content and cached twice: in memory, and on disk in the one
+cache (:mod:`overlapscope.cache`: ``--cache DIR``, ``$OVERLAPSCOPE_CACHE`` or
+``~/.cache/overlapscope``) as ``dashboard-<key>.pkl``, where the key hashes the analysis
+schema version, this module's cache version, the installed package's code and each input
+file's (path, size, mtime). Nothing is written into run directories. A run opened with
+``--dask`` is analysed as ``analyze --dask`` does, through the same cache.
 
 What-if calibrations (``RunRegistry.calibration``) are kept in memory only, for the
 ``CALIBRATION_CACHE_SIZE`` runs used last, keyed by the same fingerprint; a run that cannot be
@@ -18,11 +19,9 @@ calibrated is remembered too, as its ``CalibrationError``.
 
 from __future__ import annotations
 
-import functools
+import contextlib
+import dataclasses
 import hashlib
-import os
-import pickle
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -38,19 +37,18 @@ from dashboards.runs import (
     read_manifest,
     workload_fields,
 )
-from overlapscope import analysis as analysis_pkg
-from overlapscope import trace as trace_pkg
 from overlapscope.analysis.api import SCHEMA_VERSION, RunAnalysis, analyze
+from overlapscope.cache import Cache, code_digest, read_entry, write_entry
 from overlapscope.errors import UserError
 from overlapscope.manifest import RunManifest
+from overlapscope.pipeline.run import Target, opened
 from overlapscope.sim import Calibration
 from overlapscope.sim.calibrate import SimInputs, sim_inputs
 from overlapscope.sim.predict import calibrate_loaded
 from overlapscope.trace.loader import load_run
 
 if TYPE_CHECKING:
-    from overlapscope.cluster.run import DaskTarget
-    from overlapscope.cluster.timeline import RankTimelines
+    from overlapscope.pipeline.timeline import RankTimelines
 
 __all__ = [
     "CalibrationError",
@@ -60,7 +58,6 @@ __all__ = [
     "RunSource",
     "UnknownRunError",
     "analyse_run",
-    "cache_dir",
     "default_pair",
     "discover_runs",
     "fingerprint",
@@ -69,7 +66,7 @@ __all__ = [
 ]
 
 # Bump when what is pickled changes shape.
-CACHE_VERSION = 3  # 2: clocks and the critical path; 3: what-if SimInputs cached too
+CACHE_VERSION = 4  # 2: clocks and the critical path; 3: what-if SimInputs; 4: one cache
 # What-if calibrations kept in memory (a few MB each: per-step compute and transfer tables).
 CALIBRATION_CACHE_SIZE = 8
 
@@ -120,23 +117,11 @@ def input_files(path: Path) -> list[Path]:
     return files
 
 
-@functools.cache
-def code_version() -> str:
-    """Hash of the loader's and analysis' source files (name, size, mtime): a cached
-    analysis from other code is recomputed even where ``SCHEMA_VERSION`` did not change."""
-    h = hashlib.sha256()
-    for pkg in (analysis_pkg, trace_pkg):
-        for f in sorted(Path(pkg.__file__ or "").parent.glob("*.py")):
-            st = f.stat()
-            h.update(f"{f.name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-    return h.hexdigest()[:16]
-
-
 def fingerprint(path: Path) -> str:
-    """Hash of the analysis schema and code, cache version and each input's (path, size,
-    mtime)."""
+    """Hash of the analysis schema, this cache's version, the code, and each input's (path,
+    size, mtime)."""
     h = hashlib.sha256(
-        f"{SCHEMA_VERSION}:{CACHE_VERSION}:{code_version()}:{path.resolve()}".encode()
+        f"{SCHEMA_VERSION}:{CACHE_VERSION}:{code_digest()}:{path.resolve()}".encode()
     )
     for f in input_files(path):
         try:
@@ -147,59 +132,34 @@ def fingerprint(path: Path) -> str:
     return h.hexdigest()[:32]
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("OVERLAPSCOPE_CACHE_DIR")
-    if base:
-        return Path(base) / "dashboard"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    root = Path(xdg) if xdg else Path.home() / ".cache"
-    return root / "overlapscope" / "dashboard"
-
-
 _Cached = tuple[RunAnalysis, RunManifest | None, SimInputs]
 
 
 def _read_cache(file: Path) -> _Cached | None:
-    try:
-        with file.open("rb") as fh:
-            obj = pickle.load(fh)
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
-        return None
+    obj = read_entry(file)
     if not (isinstance(obj, tuple) and len(obj) == 3 and isinstance(obj[0], RunAnalysis)):
         return None
     return obj[0], obj[1], obj[2]
 
 
 def _write_cache(file: Path, value: _Cached) -> None:
-    """Atomic write; a cache that cannot be written only costs a recomputation."""
-    try:
-        file.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, file)
-    except OSError:
-        pass
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    """A cache that cannot be written only costs a recomputation."""
+    with contextlib.suppress(OSError):
+        write_entry(file, value)
 
 
-def analyse_run(
-    path: Path, *, use_disk: bool = True
-) -> tuple[RunAnalysis, RunManifest | None, str]:
-    """(analysis, run.json, fingerprint) of one run, from the disk cache when it is current."""
-    analysis, meta, _, key = _analyse(path, use_disk)
+def analyse_run(path: Path, cache: Cache | None) -> tuple[RunAnalysis, RunManifest | None, str]:
+    """(analysis, run.json, fingerprint) of one run, from ``cache`` when it holds it
+    (None: no disk cache)."""
+    analysis, meta, _, key = _analyse(path, cache)
     return analysis, meta, key
 
 
-def _analyse(path: Path, use_disk: bool) -> tuple[RunAnalysis, RunManifest | None, SimInputs, str]:  # fmt: skip
+def _analyse(path: Path, cache: Cache | None) -> tuple[RunAnalysis, RunManifest | None, SimInputs, str]:  # fmt: skip
     """The run parsed once: its analysis, run.json and the what-if calibration's inputs."""
     key = fingerprint(path)
-    file = cache_dir() / f"{key}.pkl"
-    if use_disk and (hit := _read_cache(file)) is not None:
+    file = cache.entry("dashboard", key) if cache is not None else None
+    if file is not None and (hit := _read_cache(file)) is not None:
         return hit[0], hit[1], hit[2], key
     try:
         run = load_run(path, progress=False)
@@ -210,26 +170,25 @@ def _analyse(path: Path, use_disk: bool) -> tuple[RunAnalysis, RunManifest | Non
     except Exception as e:  # a trace that breaks the parser must not take the app down
         raise RunLoadError(f"{path}: failed to load: {type(e).__name__}: {e}") from e
     meta = run.manifest
-    if use_disk:
+    if file is not None:
         _write_cache(file, (analysis, meta, inputs))
     return analysis, meta, inputs, key
 
 
-def analyse_on_dask(src: RunSource, target: DaskTarget) -> LoadedRun:
-    """The run analysed as ``overlapscope analyze --dask`` does (its summaries cached in
-    ``target``'s cache), without its events: they stay in the cache, read per step."""
-    from overlapscope.cluster.run import analyze_with_tables
-    from overlapscope.cluster.timeline import RankTimelines
+def analyse_on_dask(src: RunSource, target: Target, cache: Cache) -> LoadedRun:
+    """The run analysed as ``overlapscope analyze --dask`` does (its figures cached in
+    ``cache``), without its events: they stay in the cache, read per step."""
+    from overlapscope.pipeline.plan import Inputs
+    from overlapscope.pipeline.run import analyze_stored
+    from overlapscope.pipeline.timeline import RankTimelines
 
     try:
-        done = analyze_with_tables(
-            [src.path], target, (False, False, True, False), timeline_files=True
-        )
+        done = analyze_stored(Inputs((src.path,)), target, cache, timeline_files=True)
     except UserError as e:
         raise RunLoadError(str(e)) from e
     except Exception as e:  # a trace that breaks the parser must not take the app down
         raise RunLoadError(f"{src.path}: failed to load: {type(e).__name__}: {e}") from e
-    timelines = RankTimelines.of(target.cache().root, done)
+    timelines = RankTimelines.of(cache.root, done)
     manifest = read_manifest(src.path) if src.path.is_dir() else None
     return LoadedRun(src, done.analysis, manifest, timelines=timelines)
 
@@ -271,15 +230,24 @@ class RunRegistry:
         runs: Iterable[RunSource],
         *,
         use_disk_cache: bool = True,
-        dask: DaskTarget | None = None,
+        target: Target | None = None,
     ) -> None:
+        """``target``: with ``dask`` set, runs are analysed on Dask (``analyze --dask``), their
+        events left in the cache; its cache (``--cache``, ``--no-cache``) is the registry's,
+        open while it lives. ``use_disk_cache=False``: a temporary one for Dask, none else."""
         self._runs: dict[str, RunSource] = {}
         for r in runs:
             if r.key in self._runs:
                 raise ValueError(f"duplicate run key {r.key!r}")
             self._runs[r.key] = r
-        self._use_disk = use_disk_cache
-        self.dask = dask  # runs analysed on Dask, their events left in its cache
+        target = target or Target()
+        self.dask = target if target.dask is not None else None
+        if not use_disk_cache:
+            target = dataclasses.replace(target, no_cache=True)
+        self._cache_stack = contextlib.ExitStack()  # (its temporary cache, if any: till exit)
+        self._cache: Cache | None = None
+        if self.dask is not None or not target.no_cache:
+            self._cache = self._cache_stack.enter_context(opened(target))
         self._memory: dict[str, tuple[str, LoadedRun]] = {}
         self._calibrations: OrderedDict[str, tuple[str, Calibration | CalibrationError]] = (
             OrderedDict()
@@ -306,7 +274,7 @@ class RunRegistry:
                 return hit[1]
         if self.dask is not None:
             return self._load_on_dask(src, fp)
-        analysis, meta, inputs, fp = _analyse(src.path, self._use_disk)
+        analysis, meta, inputs, fp = _analyse(src.path, self._cache)
         loaded = LoadedRun(source=src, analysis=analysis, manifest=meta, sim_inputs=inputs)
         with self._lock:
             self._memory[src.key] = (fp, loaded)
@@ -321,7 +289,8 @@ class RunRegistry:
                 hit = self._memory.get(src.key)
             if hit is not None and hit[0] == fp:
                 return hit[1]
-            loaded = analyse_on_dask(src, self.dask)
+            assert self._cache is not None  # (a Dask registry always has one)
+            loaded = analyse_on_dask(src, self.dask, self._cache)
             with self._lock:
                 self._memory[src.key] = (fp, loaded)
             return loaded

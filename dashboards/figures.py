@@ -25,7 +25,6 @@ MAX_BARS = 4000
 MERGE_PIXELS = 1500
 FONT = {"family": "Inter, Helvetica, Arial, sans-serif", "size": 13}
 EXPOSED_PHASE = "exposed"
-COMM_PHASES: tuple[str, ...] = ("ag_fwd", "ag_bwd", "rs", "ar")
 
 
 def base_layout(

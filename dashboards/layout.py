@@ -12,7 +12,7 @@ from dashboards.big_run import MAX_SHOWN_RANKS, PICKER_HIDDEN
 from dashboards.data import RunRegistry, default_pair
 from dashboards.views import default_target, run_options
 from dashboards.whatif import LIMIT_CHOICES, LIMIT_OFF, NETWORK_LABELS, NetworkMode
-from overlapscope.sim import Policy
+from overlapscope.config import Policy
 
 TAB_LABELS: dict[str, str] = {
     ids.TAB_OVERVIEW: "Overview",

@@ -10,8 +10,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dashboards import palette
-from dashboards.figures import COMM_PHASES, base_layout, empty_figure
+from dashboards.figures import base_layout, empty_figure
 from dashboards.tables import unit_sort_key
+from overlapscope.phases import COMM_PHASES, values
 
 
 def units_figure(panels: Sequence[tuple[str, pd.DataFrame]]) -> go.Figure:
@@ -28,11 +29,11 @@ def units_figure(panels: Sequence[tuple[str, pd.DataFrame]]) -> go.Figure:
     shown: set[str] = set()
     for col, (_, units) in enumerate(panels, start=1):
         u = units.assign(phase=units["phase"].astype(str), unit=units["unit"].astype(str))
-        u = u[u["phase"].isin(COMM_PHASES)]
+        u = u[u["phase"].isin(values(COMM_PHASES))]
         per_rank = u.groupby(["rank", "unit", "phase"], as_index=False)["exposed_per_step_us"].sum()
         mean = per_rank.groupby(["unit", "phase"], as_index=False)["exposed_per_step_us"].mean()
         order = sorted(mean["unit"].unique(), key=unit_sort_key)
-        for phase in COMM_PHASES:
+        for phase in values(COMM_PHASES):
             rows = mean[mean["phase"] == phase].set_index("unit").reindex(order)
             if rows["exposed_per_step_us"].isna().all():
                 continue

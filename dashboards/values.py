@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection
 from dashboards import ids
 from dashboards.big_run import MAX_SHOWN_RANKS
 from dashboards.whatif import LIMIT_CHOICES, LIMIT_OFF, NetworkMode
-from overlapscope.sim.schedule import Policy
+from overlapscope.config import Policy
 
 Check = Callable[[object], bool]
 _RANGE_KEY = re.compile(r"^[xy]axis\d*\.range(\[[01]\])?$")

@@ -24,11 +24,11 @@ from overlapscope.analysis.metrics import (
     step_table,
     timeline_table,
 )
-from overlapscope.config import RunConfig
+from overlapscope.config import Policy, RunConfig
 from overlapscope.errors import UserError
-from overlapscope.sim import Measured, Policy, Scenario
+from overlapscope.sim import Measured, Scenario
 from overlapscope.sim.events import replay_run
-from overlapscope.sim.schedule import Replay
+from overlapscope.sim.replay import Replay
 
 LIMIT_OFF = "off"
 LIMIT_CHOICES: tuple[int, ...] = (1, 2, 3)

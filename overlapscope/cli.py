@@ -1,9 +1,11 @@
 """The ``overlapscope`` command: a thin dispatcher over ``overlapscope.commands.<name>``.
 
-Each command module defines ``add_parser(subparsers) -> argparse.ArgumentParser`` and
-``run(args) -> int``. Errors meant for the user are raised as :class:`UserError` and printed
-as one line (``overlapscope: error: ...``) with exit status 2; ``--traceback`` shows the
-full traceback of any failure.
+Only the command named on the command line is imported (:mod:`overlapscope.commands`):
+``overlapscope --help`` imports none, and each command what it needs. Each command module
+defines ``add_parser(subparsers) -> argparse.ArgumentParser`` and ``run(args) -> int``.
+Errors meant for the user are raised as :class:`UserError` and printed as one line
+(``overlapscope: error: ...``) with exit status 2; ``--traceback`` shows the full traceback
+of any failure.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import NoReturn
 
+from overlapscope.commands import COMMANDS
 from overlapscope.errors import Interrupted, UserError
 from overlapscope.outputs import check_apart
 
@@ -33,28 +36,25 @@ OUTPUT_FLAGS = {
 }
 FILE_DESTS = ("json", "markdown")
 
-# command name -> module under overlapscope.commands
-COMMANDS: dict[str, str] = {
-    "run": "run",
-    "analyze": "analyze",
-    "diagnose": "diagnose",
-    "dashboard": "dashboard",
-    "sweep": "sweep",
-    "bench-collectives": "bench_collectives",
-    "whatif": "whatif",
-}
+
+def _command_module(name: str) -> object | None:
+    """The module of command ``name``; None when it is not part of this build."""
+    module = f"overlapscope.commands.{COMMANDS[name].module}"
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name != module:
+            raise
+        return None
 
 
-def _available() -> dict[str, object]:
-    mods: dict[str, object] = {}
-    for name, mod in COMMANDS.items():
-        try:
-            mods[name] = importlib.import_module(f"overlapscope.commands.{mod}")
-        except ModuleNotFoundError as e:
-            # A command whose module is not part of this build is simply not offered.
-            if e.name != f"overlapscope.commands.{mod}":
-                raise
-    return mods
+def _named(argv: Sequence[str] | None) -> str | None:
+    """The command ``argv`` names: its first word that is not an option of ``overlapscope``
+    itself (None: ``overlapscope --help``, or a word that is no command)."""
+    for word in sys.argv[1:] if argv is None else argv:
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -64,7 +64,11 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:
+def build_parser(
+    argv: Sequence[str] | None = (), *, every: bool = True
+) -> tuple[argparse.ArgumentParser, dict[str, object]]:
+    """The parser, with the full parser of every command (``every``), or only of the one
+    ``argv`` names: the others are listed with their help line, their modules not imported."""
     parser = OneLineParser(
         prog="overlapscope",
         description="Profile, analyse and visualise communication/compute overlap in "
@@ -73,9 +77,15 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:
     parser.add_argument("--traceback", action="store_true", help="show full tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    mods = _available()
-    for mod in mods.values():
-        mod.add_parser(sub)  # type: ignore[attr-defined]
+    named = _named(argv)
+    mods: dict[str, object] = {}
+    for name, command in COMMANDS.items():
+        mod = _command_module(name) if every or name == named else None
+        if mod is not None:
+            mods[name] = mod
+            mod.add_parser(sub)  # type: ignore[attr-defined]
+        elif not every:
+            sub.add_parser(name, help=command.help, add_help=False)
     return parser, mods
 
 
@@ -104,7 +114,7 @@ def _signals_interrupt() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser, _ = build_parser()
+    parser, _ = build_parser(argv, every=False)
     args = parser.parse_args(argv)
     _signals_interrupt()
     try:

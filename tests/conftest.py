@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,6 +88,17 @@ def make_runs(base: Path, common: list[str], variants: dict[str, list[str]]) -> 
         assert proc.returncode == 0, proc.stderr
         out[name] = _RUNS[key] = run
     return out
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Every analysis of the suite (in this process and the commands it starts) caches in a
+    folder of its own, never the user's cache."""
+    with pytest.MonkeyPatch.context() as m:
+        root = tmp_path_factory.mktemp("cache")
+        m.setenv("OVERLAPSCOPE_CACHE", str(root))
+        m.delenv("OVERLAPSCOPE_CACHE_DIR", raising=False)
+        yield root
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,10 @@
-"""The analysis facade: ``analyze(run) -> RunAnalysis``.
+"""The analysis facade: what an analysis gives (:class:`RunAnalysis`), the cross-rank step
+that makes it (:func:`combine`) and ``analyze(run) -> RunAnalysis`` for a loaded run.
+
+Every executor runs the same analysis (``analysis/registry.py``): the per-rank map, then
+:func:`combine`. :func:`analyze` runs the map in this process on a run already loaded (the
+dashboard, the what-if, tests); ``overlapscope analyze`` runs it through the per-rank cache on
+a local pool or on Dask (``overlapscope/pipeline``), and ends with :func:`combine` too.
 
 :class:`RunAnalysis` holds every table the CLI and the dashboard show; nothing downstream
 re-derives a metric. ``to_json_dict()`` gives the versioned JSON document described in
@@ -9,30 +15,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from overlapscope.analysis.bound import bound_summary, bound_table
-from overlapscope.analysis.clocks import align_run, shared_host
-from overlapscope.analysis.collectives import collective_tables
+from overlapscope.analysis.bound import bound_summary
+from overlapscope.analysis.clocks import Clocks, align_run, shared_host
 from overlapscope.analysis.critical_path import CriticalPath, critical_path
 from overlapscope.analysis.findings import Finding, find
 from overlapscope.analysis.hta_report import HtaReport, HtaStatus, round_like_hta, run_hta
-from overlapscope.analysis.levers import lever_table
-from overlapscope.analysis.metrics import (
-    comm_exposure,
-    counted_mask,
-    exposed_intervals,
-    lane_sets,
-    rank_table,
-    step_table,
-    timeline_table,
-)
 from overlapscope.analysis.path_report import path_findings
 from overlapscope.analysis.path_report import to_json as clocks_path_json
-from overlapscope.analysis.units import compute_by_unit, unit_table
+from overlapscope.analysis.registry import PATH, RANK_FIGURES, rank_tables, run_tables
 from overlapscope.trace.loader import RunTraces
 
 SCHEMA_VERSION = 2
@@ -79,6 +76,8 @@ class RunAnalysis:
     clocks_applied: bool = False
     clocks_shared_host: str | None = None  # every rank on this host: one clock (clocks.py)
     path: CriticalPath | None = None  # critical path per step (analysis/critical_path.py)
+    # the registered figures without a field of their own, by name (analysis/registry.py)
+    tables: Mapping[str, pd.DataFrame] = dataclasses.field(default_factory=dict)
 
     def exposed_intervals(self, rank: int) -> pd.DataFrame:
         """Exposed-communication intervals of one rank: ``start_us, end_us, dur_us``."""
@@ -114,6 +113,7 @@ class RunAnalysis:
             **clocks_path_json(
                 self.clocks, self.clocks_applied, self.path, self.clocks_shared_host
             ),
+            **({"tables": {k: _records(v) for k, v in self.tables.items()}} if self.tables else {}),
         }
 
 
@@ -137,7 +137,7 @@ def run_summary(run: RunTraces) -> RunSummary:
         world_size=run.world_size,
         ranks=tuple(r.rank for r in run.ranks),
         has_gpu=run.has_gpu,
-        frameworks={r.rank: r.framework.value for r in run.ranks},
+        frameworks={r.rank: r.framework for r in run.ranks},
         completed_run=run.completed_run,
         sources=tuple(str(p) for p in run.sources),
         run_config=run.manifest.config_dict() if run.manifest else None,
@@ -157,46 +157,78 @@ def ranked_findings(
     return tuple(sorted([*findings, *path_findings(path, step_us)], key=lambda f: -f.stake_us))
 
 
+# The fields of RunAnalysis a figure of that name fills; the others go to ``tables``.
+_FIELDS = frozenset(f.name for f in dataclasses.fields(RunAnalysis))
+# The per-rank figures reported (the others are read by cross-rank figures only).
+_REPORTED = frozenset(f.name for f in RANK_FIGURES if f.output)
+
+
+def combine(
+    run: RunTraces, per_rank: Mapping[str, pd.DataFrame], clocks: Clocks, path: CriticalPath
+) -> RunAnalysis:
+    """The cross-rank step of every executor: the analysis from the per-rank figures of every
+    rank (each concatenated in rank order; the timeline may be left empty). ``run``: the
+    loaded run (its events are not read), its warnings those of the loader and the clocks."""
+    tables = run_tables(per_rank, run)
+    ranks, units, collectives = tables["ranks"], tables["units"], tables["collectives"]
+    reported = {
+        k: v for k, v in tables.items() if k in _REPORTED or (k not in per_rank and k != PATH)
+    }
+    return RunAnalysis(
+        summary=run_summary(run),
+        **{k: v for k, v in reported.items() if k in _FIELDS},
+        bound_summary=bound_summary(tables["bound"]),
+        findings=ranked_findings(run, ranks, units, collectives, path),
+        counted_steps={r.rank: r.steps for r in run.ranks},
+        warnings=run.warnings,
+        clocks=clocks.offsets,
+        clocks_applied=clocks.applied,
+        clocks_shared_host=clocks.shared_host,
+        path=path,
+        tables={k: v for k, v in reported.items() if k not in _FIELDS},
+    )
+
+
+def rank_runs(run: RunTraces) -> Iterator[RunTraces]:
+    """Each rank of a loaded run as a one-rank run (its rows as the loader made them)."""
+    rank = run.events["rank"].to_numpy()
+    for info in run.ranks:
+        rows = np.flatnonzero(rank == info.rank)
+        contiguous = len(rows) and rows[-1] - rows[0] + 1 == len(rows)
+        events = run.events.iloc[rows[0] : rows[-1] + 1] if contiguous else run.events.iloc[rows]
+        yield dataclasses.replace(
+            run,
+            events=events.reset_index(drop=True),
+            ranks=(info,),
+            warnings=(),
+            sources=(info.path,),
+        )
+
+
+def concat_ranks(parts: Sequence[Mapping[str, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
+    """Each per-rank figure of every rank, concatenated in rank order."""
+    return {name: pd.concat([p[name] for p in parts], ignore_index=True) for name in parts[0]}
+
+
 def analyze(
     run: RunTraces, *, hta: bool = False, hta_rounding: bool = False, align_clocks: bool = True
 ) -> RunAnalysis:
-    """Analyse a loaded run. ``hta=True`` also runs HTA (slow, offline only);
-    ``hta_rounding=True`` rounds GPU events to whole µs first, as HTA 0.5.0 does, to compare
-    with its figures (see :func:`round_like_hta`). ``align_clocks``: put every rank on one
-    clock first (analysis/clocks.py)."""
+    """Analyse a loaded run: the per-rank map in this process, then :func:`combine`.
+    ``hta=True`` also runs HTA (slow, offline only); ``hta_rounding=True`` rounds GPU
+    events to whole µs first, as HTA 0.5.0 does, to compare with its figures (see
+    :func:`round_like_hta`). ``align_clocks``: put every rank on one clock first
+    (analysis/clocks.py)."""
     if hta_rounding:
         run = round_like_hta(run)
     host = shared_host(run.manifest)
-    run, clocks = align_run(run, align_clocks)
-    path = critical_path(run.events)
-    counted = counted_mask(run)
-    sets = lane_sets(run, counted)
-    steps = step_table(run, counted, sets)
-    ranks = rank_table(run, counted, steps, sets)
-    exposure = comm_exposure(run, counted)
-    units = unit_table(run, counted, exposure, ranks)
-    comm = run.events.loc[exposure.index].assign(exposed_us=exposure.to_numpy())
-    collectives, collective_ranks = collective_tables(comm, run.world_size)
-    bound = bound_table(units, compute_by_unit(run, counted), ranks)
-    result = RunAnalysis(
-        summary=run_summary(run),
-        ranks=ranks,
-        steps=steps,
-        units=units,
-        collectives=collectives,
-        collective_ranks=collective_ranks,
-        bound=bound,
-        bound_summary=bound_summary(bound),
-        findings=ranked_findings(run, ranks, units, collectives, path),
-        timeline=timeline_table(run, counted, exposure),
-        exposed=exposed_intervals(run, counted, steps, sets),
-        levers=lever_table(run, counted),
-        counted_steps={r.rank: r.steps for r in run.ranks},
-        warnings=run.warnings,
-        clocks=clocks,
-        clocks_applied=align_clocks,
-        clocks_shared_host=host,
-        path=path,
+    run, offsets = align_run(run, align_clocks)
+    per_rank = concat_ranks([rank_tables(r) for r in rank_runs(run)])
+    path = critical_path(per_rank[PATH])
+    result = combine(
+        dataclasses.replace(run, events=run.events.iloc[:0]),
+        per_rank,
+        Clocks(offsets, align_clocks, host),
+        path,
     )
     if hta:
         result = result.with_hta(run_hta(run))

@@ -30,6 +30,7 @@ warning line. The reference is the rank that matches the most collectives (ties:
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -38,8 +39,8 @@ import pandas as pd
 from overlapscope.analysis.segments import column_in, column_values
 from overlapscope.arrays import FloatArray
 from overlapscope.manifest import RunManifest
+from overlapscope.phases import CollectiveKind, Lane
 from overlapscope.trace.loader import RunTraces
-from overlapscope.trace.schema import CollectiveKind, EventLane
 
 KEY = ["group", "step", "seq"]
 # Collectives whose end is synchronous across ranks: each rank needs every other rank's data.
@@ -86,7 +87,7 @@ def _sync_rows(events: pd.DataFrame) -> npt.NDArray[np.int64]:
     """Positions of the transfers of synchronising collectives that carry a group and a seq
     (compared on the categorical codes: no string comparison over the whole table)."""
     seq = events["seq"].to_numpy()
-    rows = np.flatnonzero(column_in(events["lane"], [EventLane.COMM.value]) & (seq >= 0))
+    rows = np.flatnonzero(column_in(events["lane"], [Lane.COMM.value]) & (seq >= 0))
     keep = column_in(events["kind"], SYNC_KINDS, rows)
     keep &= pd.notna(column_values(events["group"], rows))
     return rows[keep]
@@ -296,6 +297,16 @@ def align(
     aligned_events["ts_us"] = events["ts_us"].to_numpy() - shift
     aligned_events["end_us"] = events["end_us"].to_numpy() - shift
     return aligned_events, offsets, warnings
+
+
+@dataclass(frozen=True, slots=True)
+class Clocks:
+    """The clock estimate as an analysis keeps it: the offsets table, whether they were
+    applied, and the one host every rank ran on (if so)."""
+
+    offsets: pd.DataFrame
+    applied: bool
+    shared_host: str | None
 
 
 def shared_host(manifest: RunManifest | None) -> str | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from overlapscope.trace.schema import CollectiveKind
+from overlapscope.phases import CollectiveKind
 
 KEY = ["group", "step", "seq"]
 COLLECTIVE_COLUMNS = [

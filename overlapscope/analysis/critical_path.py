@@ -24,7 +24,7 @@ replayed step's change, not 10% of the link.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +42,7 @@ from overlapscope.analysis.graph import (
     replay_ends,
 )
 from overlapscope.analysis.segments import SEGMENT_KINDS, column_in
-from overlapscope.trace.schema import EventLane
+from overlapscope.phases import Lane
 
 OTHER_LANE = len(SEGMENT_KINDS) - 1  # lane code of every lane but compute, comm and wait
 SHORTEN = 0.10
@@ -131,8 +131,8 @@ def step_graphs(
 
 def critical_path(events: pd.DataFrame) -> CriticalPath:
     """The critical path of every step seen on at least two ranks (pure)."""
-    lanes = [EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value]
-    used = column_in(events["lane"], [*lanes, EventLane.STEP.value])
+    lanes = [Lane.COMPUTE.value, Lane.COMM.value, Lane.WAIT.value]
+    used = column_in(events["lane"], [*lanes, Lane.STEP.value])
     used &= events["step"].to_numpy() >= 0
     rows = Events.of(events, np.flatnonzero(used))
     w_rank, w_start, w_end, w_step = _windows(rows)
@@ -259,3 +259,15 @@ def _step_record(graph: StepGraph, links: dict[str, np.ndarray], step: int) -> d
         "num_links": len(durs),
         "num_hops": int((ranks[1:] != ranks[:-1]).sum()),
     }
+
+
+def join_paths(parts: Sequence[CriticalPath]) -> CriticalPath:
+    """Per-step critical paths (steps in order) as :func:`critical_path` gives the run's."""
+    found = [p for p in parts if len(p.steps)]
+    if not found:
+        return CriticalPath.empty()
+    links = pd.DataFrame(
+        {c: np.concatenate([p.links[c].to_numpy() for p in found]) for c in LINK_COLUMNS}
+    )
+    records = [r for p in found for r in p.steps.to_dict("records")]
+    return CriticalPath(links, pd.DataFrame.from_records(records, columns=STEP_COLUMNS))

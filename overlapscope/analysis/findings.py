@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.manifest import RunManifest
-from overlapscope.trace.names import Phase
+from overlapscope.phases import Phase
 
 # A finding needs at least this share of the mean step time at stake.
 MIN_STAKE_FRACTION = 0.01

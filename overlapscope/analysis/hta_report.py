@@ -39,6 +39,8 @@ class HtaReport:
     temporal: pd.DataFrame | None = None  # rank, idle_time_us, compute_time_us, non_compute_time_us
     idle: pd.DataFrame | None = None  # rank, stream, idle_category, idle_time_us
     counted_steps: dict[int, list[int]] = field(default_factory=dict)
+    # per rank: what HTA's rounding counts negatively (hta_negative_us), when it rounds
+    negative: pd.DataFrame | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"status": self.status}
@@ -105,6 +107,7 @@ def run_hta(run: RunTraces, *, include_last_profiler_step: bool = True) -> HtaRe
         temporal=temporal,
         idle=idle,
         counted_steps=steps,
+        negative=hta_negative_us(run) if rounding else None,
     )
 
 
@@ -153,3 +156,43 @@ def round_like_hta(run: RunTraces) -> RunTraces:
     new_end = np.where(gpu, np.maximum(np.floor(end + offset) - offset, new_ts), end)
     events = ev.assign(ts_us=new_ts, end_us=new_end, dur_us=new_end - new_ts)
     return dataclasses.replace(run, events=events)
+
+
+def _hta_union_us(starts: np.ndarray, ends: np.ndarray) -> float:
+    """The length of a union as HTA 0.5.0's ``merge_kernel_intervals`` measures it: intervals
+    sorted by start, merged while they overlap, each group's ``max end - start`` summed. An
+    event its rounding leaves with end < start (sub-µs: start rounded up, end down) that no
+    other event covers is a group of negative length: HTA subtracts it."""
+    if len(starts) == 0:
+        return 0.0
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    first = np.flatnonzero(np.r_[True, s[1:] > reach[:-1]])
+    return float((np.maximum.reduceat(e, first) - s[first]).sum())
+
+
+def hta_negative_us(run: RunTraces) -> pd.DataFrame:
+    """Per rank: the µs HTA 0.5.0's temporal breakdown counts *negatively* (``compute_us``:
+    in its compute time; ``busy_us``: in its compute + non-compute time), for sub-µs GPU
+    events whose rounding leaves them with end < start while nothing else covers them. Our
+    rounding (:func:`round_like_hta`) keeps such events at zero length, so HTA's figures are
+    ours plus these (observed on torch 2.11 traces, whose timestamps carry nanoseconds)."""
+    from overlapscope.analysis.metrics import counted_mask
+    from overlapscope.analysis.partition import union
+
+    ev = run.events[counted_mask(run).to_numpy() & run.events["on_gpu"].to_numpy()]
+    offset = ev["rank"].map({r.rank: r.raw_ts_offset_us for r in run.ranks}).to_numpy()
+    ts = np.ceil(ev["ts_us"].to_numpy() + offset) - offset
+    end = np.floor(ev["end_us"].to_numpy() + offset) - offset
+    compute = (ev["lane"] == "compute").to_numpy()
+    rank = ev["rank"].to_numpy()
+    rows = []
+    for r in sorted({i.rank for i in run.ranks}):
+        mine = rank == r
+        parts = {}
+        for name, mask in (("compute_us", mine & compute), ("busy_us", mine)):
+            ours = union(ts[mask], end[mask]).total
+            parts[name] = _hta_union_us(ts[mask], end[mask]) - ours
+        rows.append({"rank": r, **parts})
+    return pd.DataFrame(rows, columns=["rank", "compute_us", "busy_us"])

@@ -18,9 +18,8 @@ import pandas as pd
 
 from overlapscope.analysis.intervals import covered, union
 from overlapscope.analysis.metrics import by_rank, counted_rows
+from overlapscope.phases import Lane, Phase
 from overlapscope.trace.loader import RunTraces
-from overlapscope.trace.names import Phase
-from overlapscope.trace.schema import EventLane
 
 LEVER_PHASES = (Phase.RECOMPUTE.value, Phase.H2D.value, Phase.D2H.value)
 LEVER_COLUMNS = [
@@ -46,8 +45,8 @@ def lever_table(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
         if lev.empty:
             continue
         starts, ends = rows["ts_us"].to_numpy(), rows["end_us"].to_numpy()
-        comp = (rows["lane"] == EventLane.COMPUTE.value).to_numpy()
-        comm = (rows["lane"] == EventLane.COMM.value).to_numpy()
+        comp = (rows["lane"] == Lane.COMPUTE.value).to_numpy()
+        comm = (rows["lane"] == Lane.COMM.value).to_numpy()
         compute_set = union(starts[comp], ends[comp])
         comm_set = union(starts[comm], ends[comm])
         ts, end, dur = (lev[c].to_numpy() for c in ("ts_us", "end_us", "dur_us"))

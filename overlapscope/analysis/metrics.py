@@ -35,18 +35,18 @@ from overlapscope.analysis.intervals import (
     union,
 )
 from overlapscope.analysis.partition import LaneSets, Parts, partition, step_windows
+from overlapscope.phases import Lane
 from overlapscope.trace.loader import RankInfo, RunTraces
 from overlapscope.trace.recognize import ComputeSource
-from overlapscope.trace.schema import EventLane
 
 # A GPU compute gap that ends this soon after a collective ends is waiting for it (HTA calls
 # gaps under 30 µs "kernel wait": launch latency).
 WAIT_END_TOLERANCE_US = 30.0
 TIMELINE_LANES = (
-    EventLane.COMPUTE.value,
-    EventLane.COMM.value,
-    EventLane.WAIT.value,
-    EventLane.MEMORY.value,
+    Lane.COMPUTE.value,
+    Lane.COMM.value,
+    Lane.WAIT.value,
+    Lane.MEMORY.value,
 )
 
 
@@ -226,7 +226,7 @@ def rank_table(
             rec[f"{f}{TOTAL}"] = total
             rec[f"{f}{PER_STEP}"] = total / n if n else float("nan")
         rec["overlap_pct"] = 100.0 * hidden / comm if comm > 0 else float("nan")
-        rec["framework"] = info.framework.value
+        rec["framework"] = info.framework
         rec["compute_source"] = info.compute_source.value
         records.append(rec)
     return pd.DataFrame.from_records(records, columns=RANK_COLUMNS)
@@ -237,8 +237,8 @@ def comm_exposure(run: RunTraces, counted: pd.Series) -> pd.Series:
     the rank's compute), indexed like the event table."""
     ev = counted_rows(run, counted)
     lane = ev["lane"]
-    is_comm = (lane == EventLane.COMM.value).to_numpy()
-    is_comp = (lane == EventLane.COMPUTE.value).to_numpy()
+    is_comm = (lane == Lane.COMM.value).to_numpy()
+    is_comp = (lane == Lane.COMPUTE.value).to_numpy()
     # The columns read, as arrays: no copy of every column of the compute and comm rows.
     rank, ts, end = (ev[c].to_numpy() for c in ("rank", "ts_us", "end_us"))
     comm_rank, exposed = rank[is_comm], np.zeros(int(is_comm.sum()), dtype=np.float64)

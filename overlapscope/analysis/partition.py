@@ -15,6 +15,11 @@ the rank has any; the training threads on CPU-only runs) is cut into::
 Each part is computed as an interval set, and ``idle`` as the step minus the others, so the
 five add up to the step to the last bit of float precision.
 
+On GPU ranks the communication is the GPU's collective kernels (and NCCL's copies) plus the
+collectives that run on the host (gloo, the engine's staged transfers): HTA sees only the
+former, so where a rank has host collectives HTA's idle is our idle plus what of them is
+exposed.
+
 The steps themselves (:func:`step_windows`): on GPU ranks a step starts at its first kernel
 (kernels belong to the step whose CPU range launched them, as HTA assigns them) and lasts
 until the next step's first kernel; the last step ends at the last kernel of the counted
@@ -34,9 +39,8 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.analysis.intervals import Intervals, clip, split, subtract, union, union_of
-from overlapscope.trace.names import Phase
+from overlapscope.phases import Lane, Phase
 from overlapscope.trace.recognize import ComputeSource
-from overlapscope.trace.schema import EventLane
 
 
 def _codes(column: pd.Series) -> Callable[[str], int]:
@@ -76,7 +80,7 @@ class LaneSets:
         # arrays of strings cost more than the rest of this function (measured).
         all_lane = rows["lane"].cat.codes.to_numpy()
         code = _codes(rows["lane"])
-        wait = all_lane == code(EventLane.WAIT.value)
+        wait = all_lane == code(Lane.WAIT.value)
         limiter = (
             rows["phase"].cat.codes.to_numpy() == _codes(rows["phase"])(Phase.LIMITER.value)
         ) & wait
@@ -87,18 +91,25 @@ class LaneSets:
         s = rs if on_device is None else rs[on_device]
         e = re_ if on_device is None else re_[on_device]
 
-        def pick(*lanes: EventLane) -> Intervals:
+        def pick(*lanes: Lane) -> Intervals:
             mask = any_of(lane, [code(x.value) for x in lanes])
             return union(s[mask], e[mask])
 
+        comm = pick(Lane.COMM)
         if source is ComputeSource.GPU_KERNELS:
-            other = pick(EventLane.OTHER)
+            other = pick(Lane.OTHER)
+            # Collectives that run on the host (gloo, also with CUDA tensors: the engine's
+            # staged transfers) are the GPU's communication too: it waits for them.
+            assert on_device is not None
+            host = ~on_device & (all_lane == code(Lane.COMM.value))
+            if host.any():
+                comm = union_of(comm, union(rs[host], re_[host]))
         else:
-            other = pick(EventLane.WAIT, EventLane.ISSUE)
+            other = pick(Lane.WAIT, Lane.ISSUE)
         return LaneSets(
-            compute=pick(EventLane.COMPUTE),
-            comm=pick(EventLane.COMM),
-            memory=pick(EventLane.MEMORY),
+            compute=pick(Lane.COMPUTE),
+            comm=comm,
+            memory=pick(Lane.MEMORY),
             other=other,
             wait=union(rs[waiting], re_[waiting]),
             limiter=union(rs[limiter], re_[limiter]),
@@ -206,7 +217,7 @@ def step_windows(
         gpu = rows["on_gpu"].to_numpy() & (step >= 0)
         ts, end = rows["ts_us"].to_numpy()[gpu], rows["end_us"].to_numpy()[gpu]
         return gpu_step_windows(step[gpu], ts, end, list(steps))
-    marks = _columns(rows, (rows["lane"] == EventLane.STEP.value).to_numpy()).groupby("step")
+    marks = _columns(rows, (rows["lane"] == Lane.STEP.value).to_numpy()).groupby("step")
     win = pd.DataFrame({"start_us": marks["ts_us"].min(), "end_us": marks["end_us"].max()})
     return win.reindex(list(steps)).dropna().reset_index()
 

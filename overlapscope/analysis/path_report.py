@@ -15,21 +15,13 @@ import pandas as pd
 from overlapscope.analysis.clocks import SHARED_HOST_MIN_OFFSET_US
 from overlapscope.analysis.critical_path import SHORTEN, CriticalPath
 from overlapscope.analysis.findings import Finding, FindingKind
+from overlapscope.phases import Phase
 
 # A path finding needs its work on the path in at least this share of the steps.
 MIN_STEP_SHARE = 0.5
 MIN_STAKE_FRACTION = 0.01
 GROUP = ["rank", "kind", "unit", "phase"]
-_PHASE_WORDS = {
-    "fwd": "forward",
-    "bwd": "backward",
-    "recompute": "recompute",
-    "optim": "optimizer step",
-    "ag_fwd": "forward all-gather",
-    "ag_bwd": "backward all-gather",
-    "rs": "reduce-scatter",
-    "ar": "all-reduce",
-}
+_PHASE_WORDS = {p.value: p.words for p in Phase}
 
 
 def _work(kind: str, unit: object, phase: object) -> str:

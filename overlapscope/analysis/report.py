@@ -223,4 +223,12 @@ def hta_lines(a: RunAnalysis) -> list[str]:
             )
         steps = hta.counted_steps.get(rank, [])
         lines.append(f"  rank {rank} (HTA steps {steps}): " + ", ".join(parts))
+    negative = {} if hta.negative is None else hta.negative.set_index("rank").to_dict("index")
+    for rank, n in sorted(negative.items()):
+        if n["busy_us"] or n["compute_us"]:
+            lines.append(
+                f"  rank {rank}: HTA's rounding leaves sub-µs events alone with end < start and "
+                f"counts them negatively: compute {n['compute_us']:+,.0f} µs, compute + "
+                f"non-compute {n['busy_us']:+,.0f} µs (ours: zero length)"
+            )
     return lines

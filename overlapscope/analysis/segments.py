@@ -21,10 +21,10 @@ import numpy.typing as npt
 import pandas as pd
 
 from overlapscope.arrays import FloatArray, IntArray
-from overlapscope.trace.schema import EventLane
+from overlapscope.phases import Lane
 
 SEGMENT_KINDS = ("compute", "comm", "wait", "idle")
-_LANES = (EventLane.COMPUTE.value, EventLane.COMM.value, EventLane.WAIT.value)
+_LANES = (Lane.COMPUTE.value, Lane.COMM.value, Lane.WAIT.value)
 
 
 def _categorical(column: pd.Series) -> pd.Categorical | None:

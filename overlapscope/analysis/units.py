@@ -17,10 +17,9 @@ import pandas as pd
 
 from overlapscope.analysis.intervals import subtract, union
 from overlapscope.analysis.metrics import counted_rows, distinct_ranks
+from overlapscope.phases import Lane, Phase
 from overlapscope.trace.loader import RunTraces
-from overlapscope.trace.names import Phase
 from overlapscope.trace.recognize import ComputeSource
-from overlapscope.trace.schema import EventLane
 
 UNIT_COLUMNS = [
     "rank",
@@ -78,7 +77,7 @@ def _waits(ev: pd.DataFrame) -> dict[tuple[int, str, str], float]:
     """``(rank, unit, phase awaited) -> wait_total_us``: the ``ovs/<phase>.wait/<unit>``
     ranges by the phase they wait on (ranges without a unit or an awaited phase left out).
     The labels of the wait rows only are read (most rows of a GPU trace are not waits)."""
-    waits = np.flatnonzero((ev["lane"] == EventLane.WAIT.value).to_numpy())
+    waits = np.flatnonzero((ev["lane"] == Lane.WAIT.value).to_numpy())
     if not len(waits):
         return {}
     phase, phases = _labels(ev["phase"].iloc[waits])
@@ -168,7 +167,7 @@ def compute_by_unit(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
     ev = counted_rows(run, counted)
     gpu_ranks = [i.rank for i in run.ranks if i.compute_source is ComputeSource.GPU_KERNELS]
     rank = ev["rank"].to_numpy()
-    keep = (ev["lane"] == EventLane.COMPUTE.value).to_numpy() & (
+    keep = (ev["lane"] == Lane.COMPUTE.value).to_numpy() & (
         ev["on_gpu"].to_numpy() | ~np.isin(rank, gpu_ranks)
     )
     codes, names = _labels(ev["unit"])

@@ -1,5 +1,6 @@
-"""Per-rank work on a Dask cluster, with the parsed ranks cached (``--dask``, ``--cache``).
+"""Dask for ``--dask``: the executor that runs an analysis' tasks on a Dask cluster
+(``client``), and large runs made from real ones for its tests and benchmarks (``synth``).
 
 Needs the ``cluster`` extra (``pip install 'overlapscope[cluster]'``); nothing here imports
-Dask until a run is loaded with ``--dask``.
+Dask until a round of tasks runs on it.
 """

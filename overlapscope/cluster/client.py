@@ -1,4 +1,5 @@
-"""The Dask side of ``--dask``: connecting, and running a round of tasks to the end.
+"""The Dask side of ``--dask``: :class:`DaskExecutor` connects and runs a round of tasks to
+the end (the executor protocol of ``overlapscope/pipeline/executor.py``).
 
 Dask is imported here only, and only once a task must run: a re-analysis served by the
 cache needs neither the cluster nor the ``cluster`` extra.
@@ -28,7 +29,7 @@ NOT_SHARED = (
 INSTALL_HINT = "pip install 'overlapscope[cluster]'"
 # The workers' Arrow buffers from the system allocator, not pyarrow's default mimalloc, which
 # kept ~35 MB more resident at the two tasks' peak on a 33 MB rank file, ~25 MB on a 56 MB one
-# (measured: docs/BENCHMARKS.md). Workers started by hand get it from the tasks (tasks.released).
+# (measured: docs/BENCHMARKS.md). Workers started by hand get it from the tasks (memory.released).
 WORKER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
 # Dask's statistical profiler samples every worker thread's stack every few ms: on two 56 MB
 # ranks it cost the worker ~0.2 s of CPU (0.9 -> 1.1-1.5 s) and made its peak vary from 120
@@ -84,7 +85,7 @@ def profiling() -> bool:
 def warn_profiling(client: Client, address: str) -> None:
     """One line on stderr when workers of ``address`` run Dask's profiler, which costs the
     per-rank tasks CPU and makes a worker's peak memory vary up to twice what it is without
-    (docs/BENCHMARKS.md, worker memory)."""
+    (docs/BENCHMARKS.md, "Many ranks on Dask")."""
     try:
         on = client.run(profiling)
     except Exception:  # a worker without this overlapscope: its tasks say so
@@ -118,6 +119,36 @@ class LazyClient:
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
+
+
+class DaskExecutor:
+    """The tasks of an analysis on the Dask cluster at ``address`` (or a new local one for
+    ``local``), connected at the first round; closed on exit (a context manager)."""
+
+    where = "on the Dask cluster"
+
+    def __init__(self, address: str) -> None:
+        self._client = LazyClient(address)
+
+    def run(
+        self,
+        fn: Callable[..., Any],
+        args: Sequence[tuple[Any, ...]],
+        names: Sequence[str],
+        stored: Callable[[str], bool],
+        *,
+        heavy: bool = False,
+        progress: str | None = None,
+    ) -> dict[str, str]:
+        """(``heavy`` and ``progress`` are for local executors: Dask spreads every round
+        over its workers, and its own dashboard shows progress.)"""
+        return run_tasks(self._client.get(), fn, args, names, stored)
+
+    def __enter__(self) -> DaskExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._client.__exit__(*exc)
 
 
 def run_tasks(

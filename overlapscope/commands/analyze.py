@@ -5,23 +5,26 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import orjson
-
-from overlapscope.analysis.api import RunAnalysis, analyze
-from overlapscope.analysis.path_report import report_text
-from overlapscope.analysis.report import markdown, text
-from overlapscope.commands.flags import add_dask_args, dask_target
+from overlapscope.commands import COMMANDS
+from overlapscope.commands.flags import add_dask_args, target
 from overlapscope.errors import UserError
 from overlapscope.outputs import check_dir, check_file, write_file
-from overlapscope.trace.loader import ALLOW_FLAG, load_run
+from overlapscope.trace.discover import ALLOW_FLAG
 from overlapscope.trace.ranks import RANK_FROM_NAME_FLAG
+
+if TYPE_CHECKING:
+    from overlapscope.analysis.api import RunAnalysis
+
+# The analysis is imported when the command runs (pandas and the rest): ``--help`` and a
+# wrong flag cost only the parser.
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "analyze",
-        help="exposed communication, overlap %%, NCCL wait and bandwidth from traces",
+        help=COMMANDS["analyze"].help,
         description="Analyse a run directory or Kineto trace files (.json / .json.gz).",
     )
     add_input_args(p)
@@ -67,32 +70,32 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
 
 
 def load_and_analyze(args: argparse.Namespace) -> RunAnalysis:
-    target = dask_target(args)
-    if target is not None:
-        if getattr(args, "hta", False):
-            raise UserError("--hta runs HTA on the whole traces locally; leave it out with --dask")
-        from overlapscope.cluster.run import analyze_on_dask
+    """The analysis ``args`` ask for: through the per-rank cache on this machine or on Dask,
+    or (``--hta``, which reads the whole traces) on the run loaded here."""
+    from overlapscope.analysis.api import analyze
+    from overlapscope.pipeline.plan import Inputs
+    from overlapscope.pipeline.run import analyze_paths
+    from overlapscope.trace.loader import load_run
 
-        return analyze_on_dask(
-            args.paths,
-            target.address,
-            cache_dir=target.cache_dir,
-            allow_missing_ranks=args.allow_missing_ranks,
-            rank_from_names=getattr(args, "rank_from_name", False),
-            align_clocks=not getattr(args, "no_align", False),
-            timeline=getattr(args, "csv", None) is not None,
-        )
-    run_traces = load_run(
-        args.paths,
-        progress=False if args.no_progress else None,
+    inputs = Inputs(
+        tuple(args.paths),
         allow_missing_ranks=args.allow_missing_ranks,
         rank_from_names=getattr(args, "rank_from_name", False),
-    )
-    return analyze(
-        run_traces,
-        hta=getattr(args, "hta", False),
         align_clocks=not getattr(args, "no_align", False),
+        progress=False if args.no_progress else None,
     )
+    if getattr(args, "hta", False):
+        if args.dask:
+            raise UserError("--hta runs HTA on the whole traces locally; leave it out with --dask")
+        run = load_run(
+            list(inputs.paths),
+            progress=inputs.progress,
+            allow_missing_ranks=inputs.allow_missing_ranks,
+            rank_from_names=inputs.rank_from_names,
+        )
+        return analyze(run, hta=True, align_clocks=inputs.align_clocks)
+    timeline = getattr(args, "csv", None) is not None
+    return analyze_paths(inputs, target(args), timeline=timeline)
 
 
 def write_csv(result: RunAnalysis, out: Path) -> None:
@@ -115,6 +118,7 @@ def write_csv(result: RunAnalysis, out: Path) -> None:
     if result.path is not None:
         tables["critical_path_steps"] = result.path.steps
         tables["critical_path_links"] = result.path.links
+    tables.update(result.tables)  # the registered figures without a field of their own
     for name, df in tables.items():
         write_file(out / f"{name}.csv", df.to_csv(index=False), "--csv")
 
@@ -129,6 +133,16 @@ def run(args: argparse.Namespace) -> int:
     if args.csv:
         check_dir(args.csv, "--csv")
     result = load_and_analyze(args)
+    _write(args, result, to_stdout)
+    return 0
+
+
+def _write(args: argparse.Namespace, result: RunAnalysis, to_stdout: bool) -> None:
+    import orjson
+
+    from overlapscope.analysis.path_report import report_text
+    from overlapscope.analysis.report import markdown, text
+
     if args.json:
         doc = orjson.dumps(
             result.to_json_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
@@ -147,4 +161,3 @@ def run(args: argparse.Namespace) -> int:
     )
     # With --json - the report goes to stderr so stdout stays valid JSON.
     (sys.stderr if to_stdout else sys.stdout).write(report)
-    return 0

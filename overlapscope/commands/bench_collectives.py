@@ -1,8 +1,8 @@
 """``overlapscope bench-collectives``: all-gather / reduce-scatter bus bandwidth over the lab.
 
 Starts ``--nproc`` ranks in the slow-network lab (``overlapscope.lab``), each running
-``overlapscope.lab.bench_worker``, and prints one row per (collective, size): median time,
-algbw, busbw (nccl-tests definitions, see ``overlapscope.lab.bench``) and busbw / link rate.
+``overlapscope.bench.worker``, and prints one row per (collective, size): median time,
+algbw, busbw (nccl-tests definitions, see ``overlapscope.bench.collectives``) and busbw / link rate.
 """
 
 from __future__ import annotations
@@ -19,21 +19,22 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import overlapscope
-from overlapscope.commands.run import int_at_least, positive_float
-from overlapscope.errors import UserError
-from overlapscope.lab import TbfShape, shaped_network
-from overlapscope.lab.bench import (
+from overlapscope.bench.collectives import (
+    BENCHED,
     TAG,
     BenchConfig,
     BenchRow,
-    Collective,
     aligned_size,
-    bus_factor,
     format_size,
     parse_size,
     summarize,
 )
+from overlapscope.commands import COMMANDS
+from overlapscope.commands.flags import int_at_least, positive_float
+from overlapscope.errors import UserError
+from overlapscope.lab import TbfShape, shaped_network
 from overlapscope.outputs import check_dir, check_file, write_file
+from overlapscope.phases import CollectiveKind
 
 DEFAULT_SIZES = "1MB,4MB,16MB,64MB"
 # One network namespace, veth pair and process per rank: beyond this a typo, not a lab.
@@ -63,7 +64,7 @@ DEFINITIONS = {
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "bench-collectives",
-        help="measure all-gather / reduce-scatter bus bandwidth over the lab link",
+        help=COMMANDS["bench-collectives"].help,
         # Plain text: the module docstring is for developers (reST markup).
         description="Start --nproc ranks in the slow-network lab (each in its own network "
         "namespace; needs root and iproute2), time the engine's own gloo all-gather and "
@@ -175,7 +176,7 @@ def _table(cfg: BenchConfig, rows: list[BenchRow]) -> Table:
         )
     n = cfg.num_ranks
     t.caption = (
-        f"size = full buffer. busbw = algbw x {bus_factor(Collective.ALL_GATHER, n):.3g} "
+        f"size = full buffer. busbw = algbw x {CollectiveKind.ALL_GATHER.bus_factor(n):.3g} "
         "((n-1)/n: the bytes each rank sends and receives). Both run the engine's gloo "
         "path: a ring of send/recv, n-1 rounds, each rank sending one block to its right "
         "neighbour and receiving one from its left (reduce-scatter adds what it receives)."
@@ -203,7 +204,7 @@ def _worker_argv(cfg: BenchConfig, master_addr: str, master_port: int, rank: int
     return [
         sys.executable,
         "-m",
-        "overlapscope.lab.bench_worker",
+        "overlapscope.bench.worker",
         "--rank",
         str(rank),
         "--num-ranks",
@@ -224,7 +225,7 @@ def _worker_argv(cfg: BenchConfig, master_addr: str, master_port: int, rank: int
 def measure(cfg: BenchConfig, log_dir: Path, timeout_s: float, console: Console) -> list[BenchRow]:
     """Run the benchmark in a fresh lab; return one row per (size, collective)."""
     rows: list[BenchRow] = []
-    total = len(cfg.sizes_bytes) * len(Collective)
+    total = len(cfg.sizes_bytes) * len(BENCHED)
     package_root = str(Path(overlapscope.__file__).resolve().parent.parent)
     env = {"PYTHONPATH": package_root}
     with (
@@ -244,7 +245,7 @@ def measure(cfg: BenchConfig, log_dir: Path, timeout_s: float, console: Console)
             if not line.startswith(TAG):
                 return
             msg = json.loads(line[len(TAG) :])
-            kind, size = Collective(msg["collective"]), int(msg["size_bytes"])
+            kind, size = CollectiveKind(msg["collective"]), int(msg["size_bytes"])
             if msg["event"] == "start":
                 progress.update(task, description=f"{kind.value} {format_size(size)}")
             else:

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from overlapscope import exit_guard
-from overlapscope.commands.flags import add_dask_args, dask_target, int_at_least
+from overlapscope.commands import COMMANDS
+from overlapscope.commands.flags import add_dask_args, int_at_least, target
 from overlapscope.errors import UserError
 from overlapscope.manifest import RUN_JSON
 
@@ -28,7 +29,7 @@ REPO_TRACES = Path(__file__).resolve().parents[2] / "traces"
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "dashboard",
-        help="web dashboard: timelines, exposed communication per unit, trade-offs",
+        help=COMMANDS["dashboard"].help,
         description="Serve a Dash web app over run directories (default: the sample runs in "
         "traces/). Prints the URL and serves until Ctrl-C.",
     )
@@ -136,12 +137,12 @@ def warm(app: Any, runs: Sequence[Any], dask: bool) -> list[UserError]:
 def run(args: argparse.Namespace) -> int:
     from dashboards import create_app, discover_runs  # Dash is imported only for this command
 
-    target = dask_target(args)
+    where = target(args)
     sock = bind_port(args.host, args.port)
     try:
         runs = discover_runs(args.paths or default_roots())
-        app = create_app(runs, dask=target)
-        failed = [] if args.no_warm else warm(app, runs, target is not None)
+        app = create_app(runs, target=where)
+        failed = [] if args.no_warm else warm(app, runs, where.dask is not None)
     except BaseException:
         sock.close()
         raise

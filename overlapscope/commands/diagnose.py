@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from overlapscope.commands import COMMANDS
 from overlapscope.commands.analyze import add_input_args, load_and_analyze
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "diagnose",
-        help="rank what costs time (exposed all-gathers, limiter, stragglers, network)",
+        help=COMMANDS["diagnose"].help,
         description="Findings ranked by time at stake, each with evidence and the change to try.",
     )
     add_input_args(p)

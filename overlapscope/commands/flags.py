@@ -8,10 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from overlapscope.errors import UserError
-
 if TYPE_CHECKING:
-    from overlapscope.cluster.run import DaskTarget
+    from overlapscope.pipeline.run import Target
 
 # argparse ``type=`` converters: a bad value is rejected while parsing, before anything is
 # created, as one line ``argument --FLAG: <message>``.
@@ -61,29 +59,30 @@ def positive_float(text: str) -> float:
 
 
 def add_dask_args(p: argparse.ArgumentParser) -> None:
-    """``--dask ADDRESS|local`` and ``--cache DIR`` (analyze, diagnose, dashboard)."""
+    """``--dask ADDRESS|local``, ``--cache DIR`` and ``--no-cache`` (analyze, diagnose,
+    dashboard)."""
     p.add_argument(
         "--dask",
         metavar="ADDRESS",
-        help="parse each rank file in a task on the Dask scheduler at ADDRESS "
+        help="run the per-rank work in tasks on the Dask scheduler at ADDRESS "
         "(tcp://HOST:PORT), or 'local' for a cluster on this machine (needs overlapscope[cluster])",
     )
-    p.add_argument(
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
         "--cache",
         metavar="DIR",
         type=Path,
-        help="with --dask: where the parsed ranks and their summaries are cached "
-        "(default: ~/.cache/overlapscope/ranks)",
+        help="where each rank's parse and figures are cached, so that a re-analysis reads "
+        "them back (default: $OVERLAPSCOPE_CACHE, else ~/.cache/overlapscope)",
+    )
+    where.add_argument(
+        "--no-cache", action="store_true", help="keep nothing: analyse in a temporary cache"
     )
 
 
-def dask_target(args: argparse.Namespace) -> DaskTarget | None:
-    """The ``--dask`` scheduler and ``--cache`` of ``args``; None without ``--dask``
-    (``--cache`` alone is refused: it means nothing without it)."""
-    if getattr(args, "dask", None):
-        from overlapscope.cluster.run import DaskTarget
+def target(args: argparse.Namespace) -> Target:
+    """Where ``args`` run the analysis' tasks (``--dask``) and keep them (``--cache``,
+    ``--no-cache``)."""
+    from overlapscope.pipeline.run import Target
 
-        return DaskTarget(args.dask, args.cache)
-    if getattr(args, "cache", None):
-        raise UserError("--cache is used with --dask; add --dask local or --dask ADDRESS")
-    return None
+    return Target(getattr(args, "dask", None), getattr(args, "cache", None), args.no_cache)

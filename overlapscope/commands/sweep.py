@@ -18,8 +18,10 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from overlapscope.commands.run import add_engine_flags, config_from_args, int_at_least
-from overlapscope.engine.recipe import DEFAULT_LIMIT_WINDOW, RunConfig
+from overlapscope.commands import COMMANDS
+from overlapscope.commands.engine_flags import add_engine_flags, config_from_args
+from overlapscope.commands.flags import int_at_least
+from overlapscope.config import DEFAULT_LIMIT_WINDOW, RunConfig
 from overlapscope.errors import UserError
 from overlapscope.outputs import check_dir, check_replace, only_ours, replace_dir
 from overlapscope.sweep import (
@@ -39,7 +41,7 @@ DEFAULT_POLICIES = "none,backward_post,backward_pre,backward_pre+limit"
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "sweep",
-        help="run prefetch configurations side by side and compare them",
+        help=COMMANDS["sweep"].help,
         # Plain text: the module docstring is for developers (reST markup).
         description="Run several prefetch configurations, repeated, and compare them. Every "
         "configuration runs the same model, seed and batch through the same launcher as "

@@ -16,20 +16,23 @@ import math
 import sys
 from pathlib import Path
 
-from overlapscope.commands.run import add_limit_flag, positive_float
+from overlapscope.commands import COMMANDS
+from overlapscope.commands.engine_flags import add_limit_flag
+from overlapscope.commands.flags import positive_float
+from overlapscope.config import Policy
 from overlapscope.errors import UserError
 from overlapscope.outputs import check_apart, check_dir, check_file, write_file
 from overlapscope.sim.across import Pooled, pool_runs
 from overlapscope.sim.calibrate import Calibration
 from overlapscope.sim.export import write_predicted_run
 from overlapscope.sim.predict import Prediction, load_calibration, predict_from
-from overlapscope.sim.schedule import Policy, Scenario
+from overlapscope.sim.schedule import Scenario
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "whatif",
-        help="predict step time and memory under another policy or network from one run",
+        help=COMMANDS["whatif"].help,
         description="Predict step time, exposed communication, NCCL wait and peak memory of "
         "another prefetch configuration or network from one measured overlapscope run.",
     )

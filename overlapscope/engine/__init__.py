@@ -1,12 +1,13 @@
 """The instrumented FSDP-style engine: wrap a model by naming its units.
 
-Public API: :class:`ShardedModel`, :class:`EngineConfig`, :class:`Policy`,
-:class:`Sharding`, :class:`MixedPrecision`. See ``docs/ENGINE.md``.
+Public API: :class:`ShardedModel` and :class:`EngineConfig`; the policies and other choices
+are enums of :mod:`overlapscope.config` (``Policy``, ``Sharding``, ``MixedPrecision``), imported
+from there. See ``docs/ENGINE.md``.
 """
 
 from typing import TYPE_CHECKING, Any
 
-from overlapscope.config import EngineConfig, MixedPrecision, Policy, Sharding
+from overlapscope.config import EngineConfig
 
 if TYPE_CHECKING:
     from overlapscope.engine.sharded import ShardedModel
@@ -21,4 +22,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-__all__ = ["EngineConfig", "MixedPrecision", "Policy", "ShardedModel", "Sharding"]
+__all__ = ["EngineConfig", "ShardedModel"]

@@ -15,6 +15,9 @@ waits on a handle only where it needs the data:
   ``_allgather_base`` reaches only ~0.6 of a shaped 2-rank link, the direct exchange ~0.94;
   gloo's ``reduce_scatter_tensor`` blocks the issuing thread and all-reduces the whole
   buffer, the direct exchange sends each rank only its chunk.
+- CUDA + gloo (several ranks sharing one GPU, or a shaped host link between GPUs): the same
+  rings, staged through pinned host memory (:mod:`overlapscope.engine.staging`); the
+  training thread still never waits on the device.
 - ``no_shard`` all-reduces on gloo run on the engine's own gloo group with ONE worker thread
   (so they run in issue order; the k-th is the k-th ``gloo:all_reduce`` op of that thread).
 """
@@ -30,8 +33,16 @@ import torch
 import torch.distributed as dist
 
 from overlapscope.engine.p2p import LaneWork, P2PLane
+from overlapscope.engine.staging import CudaCopier, HostStaging, StagedWork
 
 _GROUP_IDS = itertools.count()
+
+# torch 2.13 names the single-tensor collectives *_single and deprecates *_into_tensor /
+# *_tensor; older releases (the CUDA images in use: 2.11) have only the latter.
+_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+Work = dist.Work | LaneWork | StagedWork
 
 
 def new_comm_group(backend: str) -> Any:
@@ -62,8 +73,8 @@ def new_comm_group(backend: str) -> Any:
 class PendingGrad:
     """A gradient reduction in flight; ``wait()`` returns this rank's reduced gradient."""
 
-    work: dist.Work | LaneWork
-    buffer: torch.Tensor | None  # the result (NCCL, all-reduce); None: the lane's result
+    work: Work
+    buffer: torch.Tensor | None  # the result (NCCL, all-reduce, staged); None: the lane's
 
     def wait(self) -> torch.Tensor:
         self.work.wait()
@@ -74,27 +85,35 @@ class PendingGrad:
 
 
 class Collectives:
-    def __init__(self, group: Any, backend: str) -> None:
+    def __init__(self, group: Any, backend: str, device: torch.device | None = None) -> None:
         self.group = group
         self.backend = backend
         self.gloo = backend == "gloo"
         self.rank = dist.get_rank()
         self.world_size = dist.get_world_size()
         self.lane = P2PLane(group, self.rank, self.world_size) if self.gloo else None
+        on_cuda = device is not None and device.type == "cuda"
+        self.staging = (
+            HostStaging(self.lane, CudaCopier(device))
+            if self.lane is not None and on_cuda and device is not None
+            else None
+        )
 
     def close(self) -> None:
         """Shut the engine's own gloo group down (its threads must not outlive the
         process's teardown: left running, they can abort the rank at exit)."""
         if self.lane is not None:
             self.lane.close()
-        if self.gloo:
+        if self.gloo and hasattr(self.group, "shutdown"):  # older torch has no shutdown()
             self.group.shutdown()
 
-    def all_gather(self, out: torch.Tensor, shard: torch.Tensor) -> dist.Work | LaneWork:
+    def all_gather(self, out: torch.Tensor, shard: torch.Tensor) -> Work:
         """Issue: gather every rank's ``shard`` into ``out`` (returns at once)."""
+        if self.staging is not None:
+            return self.staging.all_gather(out, shard)
         if self.lane is not None:
             return self.lane.all_gather(out, shard)
-        work = dist.all_gather_single(out, shard, group=self.group, async_op=True)
+        work = _all_gather_single(out, shard, group=self.group, async_op=True)
         assert work is not None
         return work
 
@@ -108,10 +127,12 @@ class Collectives:
     def reduce_scatter_mean(self, grad: torch.Tensor, shard_numel: int) -> PendingGrad:
         """Issue: average ``grad`` (fp32, full length) over ranks, keep this rank's chunk."""
         grad.div_(self.world_size)
+        if self.staging is not None:
+            return PendingGrad(*self.staging.reduce_scatter_sum(grad, shard_numel))
         if self.lane is not None:
             return PendingGrad(self.lane.reduce_scatter_sum(grad), None)
         out = torch.empty(shard_numel, dtype=grad.dtype, device=grad.device)
-        work = dist.reduce_scatter_single(out, grad, group=self.group, async_op=True)
+        work = _reduce_scatter_single(out, grad, group=self.group, async_op=True)
         assert work is not None
         # NCCL keeps `grad` alive until the kernel has read it (it records the input).
         return PendingGrad(work, out)

@@ -22,7 +22,7 @@ import time
 import uuid
 from pathlib import Path
 
-from overlapscope.engine.recipe import RunConfig
+from overlapscope.config import RunConfig
 from overlapscope.errors import UserError
 from overlapscope.manifest import RUN_JSON
 from overlapscope.outputs import (

@@ -16,7 +16,7 @@ from torch.utils.checkpoint import checkpoint
 
 from overlapscope.engine.instrument import Instrument
 from overlapscope.engine.units import Unit
-from overlapscope.trace.names import Phase
+from overlapscope.phases import Phase
 
 
 def install_checkpointing(u: Unit, instrument: Instrument, in_backward: Callable[[], bool]) -> None:

@@ -25,6 +25,13 @@ last, so its event ends when the whole collective is done; the analysis folds th
 one transfer (``overlapscope/trace/p2p.py``). Later rounds are posted by the waiter thread,
 which the profiler does not record (its recording is per thread).
 
+Staged (device) tensors: where the buffers are pinned host memory that a device copy is
+still filling (``overlapscope/engine/staging.py``), a collective is issued with ``ready``:
+round 0's receives are posted at issue as usual, but its sends are posted by the waiter
+thread once ``ready()`` returns (the copy is done), so the issuing thread never waits on the
+device. Their ``gloo:send`` events are then not in the trace (the waiter thread is not
+profiled); the receives still span each collective.
+
 Tags: every collective takes the next value of a per-lane counter as its gloo tag. All ranks
 issue the same collectives in the same order, so the counters agree and a receive can only
 match a send of its own collective (on more than 2 ranks, a later collective's round 0 can
@@ -71,7 +78,8 @@ class LaneWork:
 @dataclass(slots=True)
 class _Job:
     run_rounds: Callable[[], None]  # waits for round 0's receives, runs rounds 1..n-2
-    first_sends: list[Any]  # round 0's sends, posted at issue; waited last (module doc)
+    # posts (staged) or returns (posted at issue) round 0's sends; waited last (module doc)
+    first_sends: Callable[[], list[Any]]
     finish: Callable[[], torch.Tensor | None]
     handle: LaneWork
 
@@ -107,17 +115,41 @@ class P2PLane:
         self._seq += 1
         return tag
 
+    def _sends(self, send: torch.Tensor, tag: int, pieces: list[slice]) -> list[Any]:
+        return [self.group.send([send[p]], self.right, tag) for p in pieces]
+
     def _round(
         self, send: torch.Tensor, recv: torch.Tensor, tag: int, pieces: list[slice]
     ) -> tuple[list[Any], list[Any]]:
         """One ring round in ``pieces``: receive from the left neighbour, send to the right."""
         recvs = [self.group.recv([recv[p]], self.left, tag) for p in pieces]
-        return recvs, [self.group.send([send[p]], self.right, tag) for p in pieces]
+        return recvs, self._sends(send, tag, pieces)
+
+    def _first_round(
+        self,
+        send: torch.Tensor,
+        recv: torch.Tensor,
+        tag: int,
+        pieces: list[slice],
+        ready: Callable[[], None] | None,
+    ) -> tuple[list[Any], Callable[[], list[Any]]]:
+        """Round 0, posted at issue; with ``ready`` (staged buffers) only its receives are,
+        and the waiter thread posts its sends once ``ready()`` returns."""
+        if ready is None:
+            recvs, sends = self._round(send, recv, tag, pieces)
+            return recvs, lambda: sends
+        recvs = [self.group.recv([recv[p]], self.left, tag) for p in pieces]
+
+        def post_sends() -> list[Any]:
+            ready()  # waiter thread: the device copy into `send` is complete
+            return self._sends(send, tag, pieces)
+
+        return recvs, post_sends
 
     def _submit(
         self,
         run_rounds: Callable[[], None],
-        first_sends: list[Any],
+        first_sends: Callable[[], list[Any]],
         finish: Callable[[], torch.Tensor | None],
         what: str,
         keep: tuple[torch.Tensor, ...],
@@ -131,29 +163,40 @@ class P2PLane:
         return handle
 
     @staticmethod
-    def _completed(result: torch.Tensor | None, what: str) -> LaneWork:
-        """A collective over one rank: nothing to move."""
+    def completed(result: torch.Tensor | None, what: str) -> LaneWork:
+        """A collective with nothing to move (one rank): already done."""
         handle = LaneWork(what, result=result)
         handle.done.set()
         return handle
 
-    def all_gather(self, out: torch.Tensor, shard: torch.Tensor) -> LaneWork:
+    def all_gather(
+        self,
+        out: torch.Tensor,
+        shard: torch.Tensor | None,
+        ready: Callable[[], None] | None = None,
+    ) -> LaneWork:
         """Gather every rank's ``shard`` into ``out`` (rank-major); returns at once.
+
+        ``shard=None``: this rank's block of ``out`` is already in place, or will be once
+        ``ready()`` returns (staged buffers; module doc).
 
         Ring: in round ``s`` a rank sends block ``rank - s`` to its right neighbour and
         receives block ``rank - s - 1`` from its left one (mod n)."""
         n, r = self.world_size, self.rank
         blocks = out.view(n, -1)
-        if blocks.shape[1] != shard.numel():
-            raise ValueError(
-                f"all-gather output of {out.numel()} elements is not {n} x {shard.numel()}"
-            )
+        if shard is not None:
+            if blocks.shape[1] != shard.numel():
+                raise ValueError(
+                    f"all-gather output of {out.numel()} elements is not {n} x {shard.numel()}"
+                )
+            blocks[r].copy_(shard.view(-1))
         tag = self._next_tag()
         whole = [slice(None)]
-        blocks[r].copy_(shard.view(-1))
         if n == 1:
-            return self._completed(None, "all-gather")
-        first_recvs, first_sends = self._round(blocks[r], blocks[(r - 1) % n], tag, whole)
+            return self.completed(None, "all-gather")
+        first_recvs, first_sends = self._first_round(
+            blocks[r], blocks[(r - 1) % n], tag, whole, ready
+        )
 
         def run_rounds() -> None:
             for w in first_recvs:
@@ -163,11 +206,12 @@ class P2PLane:
                 for w in recvs + sends:
                     w.wait()
 
-        return self._submit(
-            run_rounds, first_sends, lambda: None, f"all-gather (tag {tag})", (out, shard)
-        )
+        keep = (out,) if shard is None else (out, shard)
+        return self._submit(run_rounds, first_sends, lambda: None, f"all-gather (tag {tag})", keep)
 
-    def reduce_scatter_sum(self, full: torch.Tensor) -> LaneWork:
+    def reduce_scatter_sum(
+        self, full: torch.Tensor, ready: Callable[[], None] | None = None
+    ) -> LaneWork:
         """Sum ``full`` over ranks; ``handle.result`` is this rank's reduced chunk (a buffer of
         its own; with one rank, ``full`` itself).
 
@@ -177,15 +221,20 @@ class P2PLane:
         chunk ``rank - 1``, sent first, is never written). After ``n - 1`` rounds chunk
         ``rank`` holds the sum over all ranks; its last addition goes into the receive buffer,
         which is returned. Each round moves in pieces of
-        ``REDUCE_PIECE_BYTES`` so that adding a piece overlaps receiving the next."""
+        ``REDUCE_PIECE_BYTES`` so that adding a piece overlaps receiving the next.
+        With ``ready``, ``full`` is filled by a copy that is complete once ``ready()``
+        returns (staged buffers; module doc); the result is then pinned like ``full``."""
         n, r = self.world_size, self.rank
         chunks = full.view(n, -1)
         tag = self._next_tag()
         if n == 1:
-            return self._completed(chunks[r], "reduce-scatter")
-        incoming = torch.empty_like(chunks[r])
+            return self.completed(chunks[r], "reduce-scatter")
+        # pinned like `full`: a staged result is copied to the device without blocking
+        incoming = torch.empty(chunks[r].shape, dtype=full.dtype, pin_memory=full.is_pinned())
         pieces = _pieces(incoming.numel(), max(1, REDUCE_PIECE_BYTES // incoming.element_size()))
-        first_recvs, first_sends = self._round(chunks[(r - 1) % n], incoming, tag, pieces)
+        first_recvs, first_sends = self._first_round(
+            chunks[(r - 1) % n], incoming, tag, pieces, ready
+        )
 
         def add_in(recvs: list[Any], chunk: int) -> None:
             """The reduction, on the lane's thread: add the received partial sum into the
@@ -220,8 +269,9 @@ class P2PLane:
     def _run(job: _Job) -> torch.Tensor | None:
         """One collective's completion. A function of its own so that its locals (gloo work
         handles, which hold the tensors) are gone when it returns."""
+        first_sends = job.first_sends()  # staged: posted here, once the data is on the host
         job.run_rounds()
-        for w in job.first_sends:  # last: their events then span the collective
+        for w in first_sends:  # last: their events then span the collective
             w.wait()
         return job.finish()
 

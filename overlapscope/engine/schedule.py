@@ -28,8 +28,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from overlapscope.engine.config import Policy, Sharding
-from overlapscope.trace.names import ROOT_UNIT, Phase
+from overlapscope.config import Policy, Sharding
+from overlapscope.phases import Phase
+from overlapscope.trace.names import ROOT_UNIT
 
 
 class Act(enum.Enum):

@@ -13,10 +13,10 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from overlapscope.engine.comm import PendingGrad
+from overlapscope.engine.comm import PendingGrad, Work
 from overlapscope.engine.flat_param import FlatParam
-from overlapscope.engine.p2p import LaneWork
-from overlapscope.trace.names import ROOT_UNIT, Phase
+from overlapscope.phases import Phase
+from overlapscope.trace.names import ROOT_UNIT
 
 
 @dataclass(eq=False)
@@ -25,7 +25,7 @@ class Unit:
     module: nn.Module
     flat: FlatParam | None
     is_root: bool = False
-    ag_work: dist.Work | LaneWork | None = None  # all-gather in flight
+    ag_work: Work | None = None  # all-gather in flight
     ag_phase: Phase | None = None
     ag_src: torch.Tensor | None = None  # the all-gather's input, alive until it is done
     pending_grad: PendingGrad | None = None
@@ -107,7 +107,13 @@ def _params_per_unit(
 def _sync_initial_shard(flat: FlatParam) -> None:
     # One-time, before training: every rank starts from rank 0's parameters.
     full = flat.take_initial_flat()
-    dist.broadcast(full, src=0)
+    if full.is_cuda and dist.get_backend() == "gloo":
+        # gloo moves host memory: broadcast a host copy (once, before training)
+        host = full.cpu()
+        dist.broadcast(host, src=0)
+        full.copy_(host)
+    else:
+        dist.broadcast(full, src=0)
     start = flat.rank * flat.shard_numel
     with torch.no_grad():
         flat.shard.copy_(full[start : start + flat.shard_numel])

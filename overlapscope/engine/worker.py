@@ -11,12 +11,14 @@ if it failed, and, from rank 0 once every rank is done, ``run.json``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from overlapscope.engine.recipe import RunConfig
+from overlapscope.config import RunConfig
 from overlapscope.engine.sharded import ShardedModel
 from overlapscope.engine.workloads import build_model, global_batch, local_rows
 from overlapscope.manifest import SCHEMA_VERSION, RunManifest, UnitSize, write_manifest
@@ -33,6 +35,9 @@ from overlapscope.trace.files import RUN_ID_ENV
 from overlapscope.trace.header import RUN_ID_RE
 
 FAIL_ENV = "OVERLAPSCOPE_FAIL_AT"  # "RANK:STEP": raise at that step (tests of failure paths)
+# "warn" or "error": on CUDA, torch flags every CPU-GPU synchronisation in forward and backward
+# (the communication path) from the second step on (scripts/gpu-check-engine.sh)
+SYNC_DEBUG_ENV = "OVERLAPSCOPE_SYNC_DEBUG"
 
 
 def _redirect_output(run_dir: Path, rank: int) -> None:
@@ -49,16 +54,36 @@ def _maybe_fail(rank: int, step: int) -> None:
         raise RuntimeError(f"injected failure at step {step} ({FAIL_ENV}={spec})")
 
 
+@contextlib.contextmanager
+def _sync_debug(on: bool) -> Iterator[None]:
+    mode = os.environ.get(SYNC_DEBUG_ENV)
+    if not on or mode not in ("warn", "error"):
+        yield
+        return
+    torch.cuda.set_sync_debug_mode(mode)
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def rank_device(kind: str) -> torch.device:
+    """This rank's device: on CUDA the local rank's GPU, shared round-robin when a node runs
+    more ranks than it has GPUs (possible on gloo only: NCCL refuses two ranks on one GPU)."""
+    if kind != "cuda":
+        return torch.device("cpu")
+    index = int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count()
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
+
+
 def train(cfg: RunConfig, run_dir: Path) -> None:
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
     if world != cfg.nproc:
         raise RuntimeError(f"torchrun started {world} ranks but the config asks for {cfg.nproc}")
     torch.set_num_threads(cfg.threads_per_rank)
-    cuda = cfg.device == "cuda"
-    if cuda:
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    device = torch.device("cuda") if cuda else torch.device("cpu")
+    device = rank_device(cfg.device)
     dist.init_process_group(cfg.backend)
 
     model, units = build_model(cfg.model, cfg.seed)
@@ -66,7 +91,7 @@ def train(cfg: RunConfig, run_dir: Path) -> None:
     run_id = os.environ.get(RUN_ID_ENV)  # the launcher's (engine/launch.py)
     if run_id is not None and not RUN_ID_RE.match(run_id):
         raise RuntimeError(f"{RUN_ID_ENV}={run_id[:40]!r}: not a run id (8-64 hex digits)")
-    with RankProfiler(run_dir, rank, cfg.window, cuda, run_id) as prof:
+    with RankProfiler(run_dir, rank, cfg.window, device.type == "cuda", run_id) as prof:
         losses, step_us = _train_steps(cfg, sharded, device, prof, rank, world)
     _finish(cfg, run_dir, sharded, losses, step_us, prof.peak_mem_bytes, run_id)
     dist.barrier()
@@ -79,6 +104,10 @@ def _train_steps(
 ) -> tuple[list[torch.Tensor], list[float]]:  # fmt: skip
     """Run every step (the profiler records its window); (losses, wall time per step in µs)."""
     optimizer = torch.optim.AdamW(sharded.parameters(), lr=cfg.lr)
+    # The progress line's loss, copied to (pinned) host memory by the stream itself: reading
+    # it after the step's synchronisation needs no device sync of its own (a `.item()` here
+    # put a blocking 4-byte copy at the start of every profiled step on the GPU).
+    loss_host = torch.empty((), dtype=torch.float32, pin_memory=device.type == "cuda")
     active = set(cfg.window.active_steps())
     cuda = device.type == "cuda"
     losses: list[torch.Tensor] = []
@@ -88,11 +117,13 @@ def _train_steps(
         t0 = time.perf_counter()
         x, y = global_batch(cfg.model, cfg.global_batch, step, cfg.seed)
         x, y = local_rows(x, rank, world).to(device), local_rows(y, rank, world).to(device)
-        loss = sharded(x, y)
-        loss.backward()  # reductions are waited for at the end of backward
+        with _sync_debug(cuda and step > 0):
+            loss = sharded(x, y)
+            loss.backward()  # reductions are waited for at the end of backward
         sharded.optimizer_step(optimizer)
         optimizer.zero_grad(set_to_none=True)
         losses.append(loss.detach())
+        loss_host.copy_(loss.detach(), non_blocking=True)
         if cuda:
             # Deliberate CPU-GPU sync at the step boundary (outside the communication
             # path) so the step's wall time is the device's, not the CPU's issue time.
@@ -100,10 +131,9 @@ def _train_steps(
         step_us.append((time.perf_counter() - t0) * 1e6)
         prof.step()
         if rank == 0:
-            # .item() is a sync on CUDA; the step is already synchronised above.
             tag = " [profiled]" if step in active else ""
             print(
-                f"step {step + 1}/{cfg.steps}  loss {loss.item():.4f}  "
+                f"step {step + 1}/{cfg.steps}  loss {float(loss_host):.4f}  "
                 f"{step_us[-1] / 1e3:8.1f} ms{tag}",
                 flush=True,
             )
@@ -118,6 +148,8 @@ def _finish(
     on rank 0, write it."""
     world = dist.get_world_size()
     loss_t = torch.stack(losses)
+    if cfg.backend == "gloo":
+        loss_t = loss_t.cpu()  # gloo moves host memory (a sync, after the profiled window)
     dist.all_reduce(loss_t)
     loss_t /= world
     cuda = cfg.device == "cuda"

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from overlapscope.engine.config import ModelConfig, ModelKind
+from overlapscope.config import ModelConfig, ModelKind
 
 
 class Block(nn.Module):

@@ -20,16 +20,24 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO
 
 from overlapscope.lab.netns import kill_namespace_processes
 
-if TYPE_CHECKING:
-    from overlapscope.lab.network import RankSlot
-
 POLL_S = 0.05
 GRACE_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class RankSlot:
+    """Where one rank runs: its namespace, the interface gloo must use, and its address."""
+
+    rank: int
+    netns: str
+    ifname: str
+    addr: str
 
 
 def _echo(line: str) -> None:

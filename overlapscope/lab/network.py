@@ -27,6 +27,7 @@ from pathlib import Path
 from types import FrameType
 
 from overlapscope.lab import launch
+from overlapscope.lab.launch import RankSlot
 from overlapscope.lab.netns import (
     NAME_PREFIX,
     check_lab_available,
@@ -100,16 +101,6 @@ class TbfShape:
             "latency",
             f"{self.latency_ms:g}ms",
         ]
-
-
-@dataclass(frozen=True, slots=True)
-class RankSlot:
-    """Where one rank runs: its namespace, the interface gloo must use, and its address."""
-
-    rank: int
-    netns: str
-    ifname: str
-    addr: str
 
 
 @dataclass(slots=True)

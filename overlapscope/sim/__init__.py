@@ -2,8 +2,9 @@
 
 ``calibrate`` (analysis + :class:`~overlapscope.sim.calibrate.SimInputs` ->
 :class:`Calibration`; ``link``, ``contention``, ``facts`` and ``torch_fsdp`` its parts),
-``schedule`` (the engine's own schedule, ``engine/schedule.py``, recorded and replayed under a
-:class:`Scenario`), ``events`` (the replay as the analysis' event table: the analysis computes
+``schedule`` (the engine's own schedule, ``engine/schedule.py``, recorded as one step's
+program under a :class:`Scenario`), ``replay`` (that program played on every rank at once),
+``events`` (the replay as the analysis' event table: the analysis computes
 the predicted figures), ``predict`` (the facade: ``predict(run_dir, scenario)``), ``export``
 (the predicted timeline as a Kineto run directory). The source is an ``overlapscope run``
 directory or a torch FSDP1/FSDP2 trace directory. See docs/WHATIF.md.
@@ -11,13 +12,12 @@ directory or a torch FSDP1/FSDP2 trace directory. See docs/WHATIF.md.
 
 from overlapscope.sim.calibrate import Calibration, LinkModel, Measured, calibrate
 from overlapscope.sim.predict import Prediction, load_calibration, predict, predict_from
-from overlapscope.sim.schedule import Policy, Scenario
+from overlapscope.sim.schedule import Scenario
 
 __all__ = [
     "Calibration",
     "LinkModel",
     "Measured",
-    "Policy",
     "Prediction",
     "Scenario",
     "calibrate",

@@ -31,10 +31,11 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from overlapscope.phases import Phase
 from overlapscope.sim.calibrate import Calibration, ComputeTimes
 from overlapscope.sim.contention import fit_contention_across
 from overlapscope.sim.schedule import Scenario
-from overlapscope.trace.names import ROOT_UNIT, Phase
+from overlapscope.trace.names import ROOT_UNIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +64,7 @@ def forward_us(calib: Calibration, contention: float) -> float:
     taken out of the part that overlapped a transfer."""
     rows = calib.compute_rows
     units = [u for u in calib.step_model.units if u != ROOT_UNIT]
-    rows = rows[(rows["phase"] == "fwd") & rows["unit"].isin(units)]
+    rows = rows[(rows["phase"] == Phase.FWD.value) & rows["unit"].isin(units)]
     base = rows["dur_us"] / (1.0 + contention * rows["busy_frac"])
     return float(base.mean()) if len(base) else float("nan")
 

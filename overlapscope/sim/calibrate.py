@@ -26,6 +26,7 @@ import pandas as pd
 from overlapscope.analysis import RunAnalysis
 from overlapscope.errors import UserError
 from overlapscope.manifest import RunManifest
+from overlapscope.phases import CollectiveKind, Phase, issuing, values
 from overlapscope.sim.contention import busy_fraction, fit_contention
 from overlapscope.sim.facts import Facts, ovs_facts, torch_facts
 from overlapscope.sim.link import (
@@ -37,17 +38,16 @@ from overlapscope.sim.link import (
     per_collective,
 )
 from overlapscope.sim.memory import WindowKey, window_peaks
-from overlapscope.sim.schedule import (
-    OpKind,
-    Program,
-    RankTimes,
-    Scenario,
-    StepModel,
-    build_program,
-)
+from overlapscope.sim.replay import RankTimes
+from overlapscope.sim.schedule import OpKind, Program, Scenario, StepModel, build_program
 from overlapscope.sim.torch_fsdp import attribute_compute
 from overlapscope.trace.loader import RunTraces
-from overlapscope.trace.names import Phase
+
+ALL_GATHER, REDUCE_SCATTER = CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER
+# The collectives the link model is fitted for.
+_MODELLED_KINDS = {
+    k.value for p in (*issuing(ALL_GATHER), *issuing(REDUCE_SCATTER)) for k in p.kinds
+}
 
 __all__ = ["TCP_EFFICIENCY", "Calibration", "LinkModel", "Measured", "bus_factor", "calibrate"]
 
@@ -245,7 +245,7 @@ def _counted(a: RunAnalysis, source: str) -> tuple[pd.DataFrame, pd.DataFrame]:
         raise UserError(f"{source or 'run'}: no profiled steps to calibrate from")
     coll = a.collectives.merge(counted.drop_duplicates("step")[["step"]], on="step")
     coll = coll.assign(unit=coll["unit"].astype(str), phase=coll["phase"].astype(str))
-    coll = coll[coll["phase"].isin(["ag_fwd", "ag_bwd", "rs"])]
+    coll = coll[coll["phase"].isin(values((*issuing(ALL_GATHER), *issuing(REDUCE_SCATTER))))]
     if coll.empty:
         raise UserError("the run has no matched collectives across ranks to calibrate the link")
     return counted, coll
@@ -256,7 +256,7 @@ def _links(coll: pd.DataFrame, world: int) -> dict[str, LinkModel]:
     return {
         str(k): fit_link(str(k), g, world)
         for k, g in coll.groupby(coll["kind"].astype(str))
-        if str(k) in ("all_gather", "all_reduce", "reduce_scatter")
+        if str(k) in _MODELLED_KINDS
     }
 
 

@@ -17,7 +17,10 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.analysis.intervals import covered, union
+from overlapscope.phases import Phase
 from overlapscope.trace.names import ROOT_UNIT
+
+_FWD_BWD = [Phase.FWD.value, Phase.BWD.value]
 
 MAX_CONTENTION = 1.5
 # Fit contention only where the units' busy fractions differ by this much (standard
@@ -45,7 +48,7 @@ def busy_fraction(comp: pd.DataFrame, comm: pd.DataFrame) -> np.ndarray:
 def fit_contention(comp: pd.DataFrame, unit_bytes: dict[str, int]) -> float:
     """Common slow-down α in ``dur = base × (1 + α × busy_frac)`` over same-size units."""
     rows = comp[comp["unit"].isin([u for u in unit_bytes if u != ROOT_UNIT])]
-    rows = rows[rows["phase"].isin(["fwd", "bwd"])].copy()
+    rows = rows[rows["phase"].isin(_FWD_BWD)].copy()
     if len(rows) < 4:
         return 0.0
     rows["size"] = rows["unit"].map(unit_bytes)
@@ -81,14 +84,16 @@ def fit_contention_across(runs: Sequence[pd.DataFrame], unit_bytes: dict[str, in
     what a change of policy changes (within one run the units' fractions may all be alike,
     and a unit busier than its neighbours in the same run is a weaker signal)."""
     units = [u for u in unit_bytes if u != ROOT_UNIT]
-    fwd = [r[(r["phase"] == "fwd") & r["unit"].isin(units)]["dur_us"].mean() for r in runs]
+    fwd = [
+        r[(r["phase"] == Phase.FWD.value) & r["unit"].isin(units)]["dur_us"].mean() for r in runs
+    ]
     ok = [i for i, f in enumerate(fwd) if np.isfinite(f) and f > 0]
     if len(ok) < 2:
         return 0.0
     ref = float(np.mean([fwd[i] for i in ok]))
     per_run = []
     for k, i in enumerate(ok):
-        r = runs[i][runs[i]["unit"].isin(units) & runs[i]["phase"].isin(["fwd", "bwd"])]
+        r = runs[i][runs[i]["unit"].isin(units) & runs[i]["phase"].isin(_FWD_BWD)]
         r = r.assign(dur_us=r["dur_us"] * ref / fwd[i], run=k)
         per_run.append(r.groupby(["run", "phase", "unit"])[["dur_us", "busy_frac"]].mean())
     cells = pd.concat(per_run).reset_index()

@@ -17,10 +17,12 @@ from pathlib import Path
 import pandas as pd
 
 from overlapscope.analysis.metrics import counted_mask, step_table
-from overlapscope.sim.schedule import Replay
+from overlapscope.phases import KIND_CATEGORIES, LANE_CATEGORIES
+from overlapscope.sim.replay import Replay
 from overlapscope.trace.loader import RankInfo, RunTraces
+from overlapscope.trace.producers.ours import Ours
 from overlapscope.trace.recognize import ComputeSource
-from overlapscope.trace.schema import EVENT_COLUMNS, KIND_CATEGORIES, LANE_CATEGORIES, Framework
+from overlapscope.trace.schema import EVENT_COLUMNS
 
 GROUP = "predicted"
 COMM_TID, MAIN_TID = 2, 1
@@ -85,7 +87,7 @@ def replay_run(replays: Sequence[Replay], world_size: int, backend: str = "gloo"
             path=Path(f"predicted-rank-{r}"),
             world_size=world_size,
             backend=backend,
-            framework=Framework.OVERLAPSCOPE,
+            framework=Ours.name,
             compute_source=ComputeSource.OVS_RANGES,
             steps=steps,
             num_events=int((events["rank"] == r).sum()),

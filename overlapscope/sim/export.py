@@ -21,6 +21,7 @@ from overlapscope.config import EngineConfig
 from overlapscope.errors import UserError
 from overlapscope.manifest import Predicted, RunManifest, read_manifest, write_manifest
 from overlapscope.outputs import replace_dir
+from overlapscope.phases import CollectiveKind
 from overlapscope.sim.predict import Prediction
 from overlapscope.trace.files import trace_name
 from overlapscope.trace.names import format_range
@@ -61,7 +62,7 @@ def rank_trace(pred: Prediction, rank: int, first_step: int) -> dict[str, Any]:
             if iv.lane == "comm":
                 c = rep.program.collectives[iv.collective]
                 numel = c.bytes // FLOAT_BYTES
-                if c.kind == "all_gather":
+                if c.kind == CollectiveKind.ALL_GATHER.value:
                     numel //= calib.world_size  # the input is the shard
                 dims = {"Input type": ["float"], "Input Dims": [[numel]]}
                 events.append(_event(f"gloo:{c.kind}", COMM_TID, start, end, **dims))

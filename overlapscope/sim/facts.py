@@ -11,9 +11,13 @@ from overlapscope.analysis import RunAnalysis
 from overlapscope.config import EngineConfig, Sharding
 from overlapscope.errors import UserError
 from overlapscope.manifest import RUN_JSON, RunManifest
+from overlapscope.phases import CollectiveKind, Phase, issuing, values
 from overlapscope.sim.schedule import Scenario, StepModel, build_program
 from overlapscope.sim.torch_fsdp import infer_scenario, step_shape
 from overlapscope.trace.names import ROOT_UNIT
+from overlapscope.trace.producers import producers
+
+ALL_GATHER, REDUCE_SCATTER = CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,14 +45,15 @@ def scenario_from_engine(engine: EngineConfig) -> Scenario:
 
 
 def _model_bytes(coll: pd.DataFrame, full: dict[str, int]) -> tuple[dict[str, int], dict[str, int], str]:  # fmt: skip
-    rs_rows = coll[coll["phase"] == "rs"]
-    reduce_kind = str(rs_rows["kind"].mode().iloc[0]) if len(rs_rows) else "reduce_scatter"
+    rs_rows = coll[coll["phase"].isin(values(issuing(REDUCE_SCATTER)))]
+    reduce_kind = str(rs_rows["kind"].mode().iloc[0]) if len(rs_rows) else REDUCE_SCATTER.value
     ag_bytes = dict(full)
     reduce_bytes = dict(full)  # gloo: all-reduce of the full gradient; nccl: input = full
     for (u, ph), b in coll.groupby(["unit", "phase"])["bytes"].max().items():
-        if ph in ("ag_fwd", "ag_bwd") and b > 0:
+        kind = Phase(ph).collective_kind
+        if kind is ALL_GATHER and b > 0:
             ag_bytes[str(u)] = int(b)
-        elif ph == "rs" and b > 0:
+        elif kind is REDUCE_SCATTER and b > 0:
             reduce_bytes[str(u)] = int(b)
     return ag_bytes, reduce_bytes, reduce_kind
 
@@ -85,7 +90,8 @@ def ovs_facts(manifest: RunManifest, coll: pd.DataFrame, where: str) -> Facts:
 
 def torch_facts(a: RunAnalysis, coll: pd.DataFrame) -> Facts:
     frameworks = set(a.summary.frameworks.values())
-    if not frameworks & {"fsdp1", "fsdp2"}:
+    inferred = frameworks & {p.name for p in producers() if p.infers_schedule}
+    if not inferred:
         raise UserError(
             "neither an overlapscope run (no run.json) nor a torch FSDP trace: what-if needs "
             "a run written by `overlapscope run` or the traces of a torch FSDP1/FSDP2 run"
@@ -99,7 +105,7 @@ def torch_facts(a: RunAnalysis, coll: pd.DataFrame) -> Facts:
     scenario = infer_scenario(coll, model)
     program = build_program(model, scenario)
     return Facts(
-        framework=sorted(frameworks & {"fsdp1", "fsdp2"})[0],
+        framework=sorted(inferred)[0],
         model=model,
         scenario=scenario,
         full_bytes=dict(model.ag_bytes),

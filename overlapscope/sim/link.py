@@ -14,8 +14,7 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.errors import UserError
-from overlapscope.trace.names import Phase
-from overlapscope.trace.schema import CollectiveKind
+from overlapscope.phases import CollectiveKind, Phase
 
 TCP_EFFICIENCY = 0.956  # TCP payload per tbf-counted byte at MTU 1500 (docs/LAB.md)
 

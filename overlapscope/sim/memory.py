@@ -31,8 +31,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from overlapscope.trace.names import Phase
-from overlapscope.trace.schema import EventLane
+from overlapscope.phases import Lane, Phase
 
 WindowKey = tuple[Phase, str, int]  # a compute op: (phase, unit, piece)
 _COMPUTE = re.compile(r"^ovs/(fwd|bwd|optim)/([^/]+)$")
@@ -44,7 +43,7 @@ def window_peaks(events: pd.DataFrame, memory: pd.DataFrame) -> dict[WindowKey, 
     empty if the rank has no CPU memory events or no ``ovs/`` compute ranges."""
     if memory.empty:
         return {}
-    step_rows = events[events["lane"] == EventLane.STEP.value]
+    step_rows = events[events["lane"] == Lane.STEP.value]
     steps = sorted(zip(step_rows["ts_us"].tolist(), step_rows["end_us"].tolist(), strict=True))
     names = events["name"].astype(str)
     found = names.str.extract(_COMPUTE)

@@ -22,6 +22,7 @@ import pandas as pd
 from overlapscope.analysis import RunAnalysis, analyze
 from overlapscope.errors import UserError
 from overlapscope.manifest import RUN_JSON, read_manifest
+from overlapscope.phases import Phase
 from overlapscope.sim.across import at_speed
 from overlapscope.sim.calibrate import (
     TCP_EFFICIENCY,
@@ -36,16 +37,9 @@ from overlapscope.sim.calibrate import (
 )
 from overlapscope.sim.events import replay_metrics
 from overlapscope.sim.memory import predicted_peak
-from overlapscope.sim.schedule import (
-    Collective,
-    Program,
-    Replay,
-    Scenario,
-    build_program,
-    replay,
-)
+from overlapscope.sim.replay import Replay, replay
+from overlapscope.sim.schedule import Collective, Program, Scenario, build_program
 from overlapscope.trace.loader import load_run
-from overlapscope.trace.names import Phase
 
 GBIT_BYTES_PER_US = 1e9 / 8 / 1e6  # 1 Gbit/s in bytes per µs
 # JSON names of the per-step means (one convention for per-step vs total figures)

@@ -23,10 +23,13 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.analysis.intervals import Intervals, covered, subtract, union, union_of
-from overlapscope.engine.config import Policy
+from overlapscope.config import Policy
 from overlapscope.errors import UserError
+from overlapscope.phases import CollectiveKind, Phase, issuing, values
 from overlapscope.sim.schedule import OpKind, Program, Scenario, StepModel, build_program
 from overlapscope.trace.names import OPTIM_UNIT, ROOT_UNIT
+
+ALL_GATHER, REDUCE_SCATTER = CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER
 
 COMPUTE_COLUMNS = ["rank", "step", "phase", "unit", "piece", "start_us", "end_us", "dur_us"]
 
@@ -38,14 +41,14 @@ def _first_step(coll: pd.DataFrame) -> pd.DataFrame:
 def step_shape(coll: pd.DataFrame) -> StepModel:
     """Units in forward order (their forward all-gathers' order) and their bytes."""
     first = _first_step(coll)
-    fwd = first[first["phase"] == "ag_fwd"]
+    fwd = first[first["phase"] == Phase.AG_FWD.value]
     units = tuple(dict.fromkeys(fwd["unit"].astype(str)))
     if not units:
         raise UserError("no forward all-gathers with a unit: not an FSDP full_shard run")
-    ag = coll[coll["phase"].isin(["ag_fwd", "ag_bwd"])].groupby("unit")["bytes"].max()
-    rs = coll[coll["phase"] == "rs"]
+    ag = coll[coll["phase"].isin(values(issuing(ALL_GATHER)))].groupby("unit")["bytes"].max()
+    rs = coll[coll["phase"].isin(values(issuing(REDUCE_SCATTER)))]
     red = rs.groupby("unit")["bytes"].max()
-    kind = str(rs["kind"].astype(str).mode().iloc[0]) if len(rs) else "reduce_scatter"
+    kind = str(rs["kind"].astype(str).mode().iloc[0]) if len(rs) else REDUCE_SCATTER.value
     ag_bytes = {u: int(ag.get(u, 0)) for u in units} | {ROOT_UNIT: 0}
     reduce_bytes = {u: int(red.get(u, 0)) for u in units} | {ROOT_UNIT: 0}
     return StepModel(units, ag_bytes, reduce_bytes, kind, blocking=True)
@@ -125,10 +128,10 @@ class _StepCompute:
     def cut_us(self, before: Op3, after: Op3) -> float:
         """Where the free time of two adjacent root ops divides: forward | backward at the
         first autograd node, backward | optimizer after the last (nan: not known)."""
-        match (before[0], after[0]):
-            case ("fwd", "bwd"):
+        match (Phase(before[0]), Phase(after[0])):
+            case (Phase.FWD, Phase.BWD):
                 return self.backward_from_us
-            case ("bwd", "optim"):
+            case (Phase.BWD, Phase.OPTIM):
                 return self.backward_until_us
         return float("nan")
 

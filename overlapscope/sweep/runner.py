@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 
 from overlapscope.analysis import analyze
+from overlapscope.config import RunConfig
 from overlapscope.engine.launch import launch
-from overlapscope.engine.recipe import RunConfig
 from overlapscope.sweep.metrics import RUN_COLUMNS, run_metrics
 from overlapscope.sweep.spec import SweepPoint
 from overlapscope.trace.loader import load_run

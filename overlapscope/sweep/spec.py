@@ -13,8 +13,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from overlapscope.engine.config import Policy, check_checkpoint_units
-from overlapscope.engine.recipe import DEFAULT_LIMIT_WINDOW, RunConfig
+from overlapscope.config import DEFAULT_LIMIT_WINDOW, Policy, RunConfig, check_checkpoint_units
 
 _POLICIES = ", ".join(p.value for p in Policy)
 # Every modifier a token may carry after its policy (the help and every error list them all).

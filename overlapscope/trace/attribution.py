@@ -33,6 +33,7 @@ class RowContext:
     anchor_tid: IntArray
     step: IntArray
     comm_rows: IntArray
+    issued_by: IntArray  # a folded transfer's issue range row (trace/p2p.py); -1 otherwise
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,20 @@ def innermost_containing(starts: FloatArray, ends: FloatArray, points: FloatArra
         hit = np.zeros(len(points), dtype=bool)
         hit[ok] = points[ok] <= ends[idx[i[ok]]]
         out[hit] = idx[i[hit]]
+    return out
+
+
+def innermost_on_threads(
+    starts: FloatArray, ends: FloatArray, tids: IntArray, points: FloatArray, point_tids: IntArray
+) -> IntArray:
+    """For each point: the index of the innermost range on the point's own thread holding it
+    (:func:`innermost_containing` per thread), or -1."""
+    out = np.full(len(points), -1, dtype=np.int64)
+    for t in np.unique(point_tids):
+        q = np.flatnonzero(point_tids == t)
+        on_t = np.flatnonzero(tids == t)
+        hit = innermost_containing(starts[on_t], ends[on_t], points[q])
+        out[q[hit >= 0]] = on_t[hit[hit >= 0]]
     return out
 
 

@@ -12,10 +12,10 @@ import orjson
 import pandas as pd
 
 from overlapscope.arrays import BoolArray, FloatArray, IntArray, ObjArray
+from overlapscope.phases import CollectiveKind
 from overlapscope.trace.attribution import Labels
 from overlapscope.trace.fields import EMPTY_ARGS, Args, orjson_number
 from overlapscope.trace.labels import collective_kind
-from overlapscope.trace.schema import CollectiveKind
 
 GLOO_GROUP = "gloo"
 NCCL_GROUP = "nccl"

@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from overlapscope.phases import Lane
 from overlapscope.trace.attribution import Labels, RowContext, innermost_containing
-from overlapscope.trace.schema import EventLane
 
 # Hook roles (per row, "" for other rows).
 OPEN_FWD, CLOSE_FWD, OPEN_BWD, CLOSE_BWD = "open_fwd", "close_fwd", "open_bwd", "close_bwd"
@@ -41,7 +41,7 @@ def regions_frame(
 def label_compute(ctx: RowContext, out: Labels, regions: pd.DataFrame) -> None:
     """Give each compute row the unit and phase of the innermost region holding its anchor
     on its anchor's thread."""
-    comp = np.flatnonzero((out.lane == EventLane.COMPUTE.value) & (out.unit == None))  # noqa: E711
+    comp = np.flatnonzero((out.lane == Lane.COMPUTE.value) & (out.unit == None))  # noqa: E711
     if len(comp) == 0 or regions.empty:
         return
     regions = regions[regions["end"] > regions["start"]]

@@ -73,6 +73,14 @@ HOST_CATEGORIES = frozenset(
 )
 
 
+def gpu_annotation(cat: pd.Categorical) -> np.ndarray:
+    """Rows of Kineto's ``gpu_user_annotation`` category (by the categorical's codes)."""
+    at = np.flatnonzero(np.asarray([str(c) == "gpu_user_annotation" for c in cat.categories]))
+    if len(at) == 0:
+        return np.zeros(len(cat), dtype=bool)
+    return np.asarray(cat.codes) == at[0]
+
+
 def _in_categories(cat: pd.Categorical, names: frozenset[str]) -> np.ndarray:
     """Per event: its category, lower-cased, is one of ``names``."""
     found = np.asarray([str(c).lower() in names for c in cat.categories], dtype=bool)

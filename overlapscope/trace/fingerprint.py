@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from overlapscope.phases import CollectiveKind
 from overlapscope.trace.labels import STEP_RE, collective_kind
-from overlapscope.trace.schema import CollectiveKind
 
 UNNAMED_GROUP = "(no group name)"  # collectives whose args name no process group
 

@@ -10,10 +10,7 @@ can.
 from __future__ import annotations
 
 import dataclasses
-import os
-import sys
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +19,7 @@ import pandas as pd
 
 from overlapscope.errors import UserError
 from overlapscope.manifest import RunManifest
+from overlapscope.pool import PARALLEL_MIN_BYTES, local_map, show_progress
 from overlapscope.trace import same_run
 from overlapscope.trace.discover import ALLOW_FLAG, find_trace_files
 from overlapscope.trace.parse import (
@@ -41,11 +39,7 @@ from overlapscope.trace.ranks import (
 )
 from overlapscope.trace.recognize import ComputeSource, RankTable, recognize
 from overlapscope.trace.runmeta import run_state
-from overlapscope.trace.schema import EVENT_COLUMNS, Framework
-
-# Below this many bytes in total, parsing in-process beats starting workers.
-PARALLEL_MIN_BYTES = 16 * 1024 * 1024
-PROGRESS_MIN_BYTES = 64 * 1024 * 1024
+from overlapscope.trace.schema import EVENT_COLUMNS
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +48,7 @@ class RankInfo:
     path: Path
     world_size: int | None
     backend: str | None
-    framework: Framework
+    framework: str  # the producer that read it (trace/producers)
     compute_source: ComputeSource
     steps: tuple[int, ...]
     num_events: int
@@ -114,48 +108,13 @@ ParseFiles = Callable[[list[Path], int, "bool | None"], "list[_Parsed | TraceFil
 def _parse_all(
     files: list[Path], world_hint: int, progress: bool | None
 ) -> list[_Parsed | TraceFileError]:
-    sizes = [f.stat().st_size for f in files]
-    total = sum(sizes)
-    # One worker per two CPUs: decoding is memory-bound, and two decoders sharing a core's
-    # hyperthreads are no faster than one (measured on a 2-vCPU machine).
-    workers = min(len(files), (os.cpu_count() or 1) // 2)
-    parallel = workers > 1 and total >= PARALLEL_MIN_BYTES
-    show = (
-        progress if progress is not None else (total >= PROGRESS_MIN_BYTES and sys.stderr.isatty())
+    total = sum(f.stat().st_size for f in files)
+    return local_map(
+        _parse_one,
+        [(f, world_hint) for f in files],
+        parallel=total >= PARALLEL_MIN_BYTES,
+        progress="loading traces" if show_progress(progress, total) else None,
     )
-    results: list[_Parsed | TraceFileError] = []
-    advance: Callable[[Path], None] = lambda _p: None  # noqa: E731
-
-    from contextlib import ExitStack
-
-    with ExitStack() as stack:
-        if show:
-            from rich.console import Console
-            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-            prog = stack.enter_context(
-                Progress(
-                    TextColumn("loading traces"),
-                    BarColumn(),
-                    TextColumn("{task.completed}/{task.total} files"),
-                    TimeElapsedColumn(),
-                    console=Console(stderr=True),
-                    transient=True,
-                )
-            )
-            task = prog.add_task("load", total=len(files))
-            advance = lambda _p: prog.advance(task)  # noqa: E731
-        if parallel:
-            pool = stack.enter_context(ProcessPoolExecutor(max_workers=workers))
-            futures = [pool.submit(_parse_one, f, world_hint) for f in files]
-            for f, fut in zip(files, futures, strict=False):
-                results.append(fut.result())
-                advance(f)
-        else:
-            for f in files:
-                results.append(_parse_one(f, world_hint))
-                advance(f)
-    return results
 
 
 def load_run(

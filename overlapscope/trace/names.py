@@ -4,29 +4,19 @@ Every phase of every unit is one profiler range (and, on CUDA, one NVTX range) n
 
     ovs/<phase>/<unit>
 
-``<phase>`` is a :class:`Phase` value, ``<unit>`` the unit's name (a module path such as
-``blocks.3``; ``root`` for the parameters outside every unit; ``all`` for the optimizer step).
-Unit names never contain ``/``.
+``<phase>`` is a value of the phase table (:class:`overlapscope.phases.Phase`), ``<unit>``
+the unit's name (a module path such as ``blocks.3``; ``root`` for the parameters outside every
+unit; ``all`` for the optimizer step). Unit names never contain ``/``.
 
-Where each range sits and what it covers:
+What a range covers follows from its phase's lane in the table:
 
-====================  =========  ==========================================================
-phase                 lane       the range covers
-====================  =========  ==========================================================
-``ag_fwd``            issue      issuing the forward all-gather of the unit (CPU thread).
-``ag_bwd``            issue      issuing the backward all-gather (re-gather after reshard).
-``rs``                issue      issuing the gradient reduce-scatter.
-``ar``                issue      issuing the gradient all-reduce (``no_shard``).
-``h2d`` / ``d2h``     memory     the shard copy to / from the device (CPU offload; on CPU
-                                 runs the copy itself, on CUDA its issue on the copy stream).
-``<comm>.wait``       wait       the training thread blocked until that collective is done
-                                 (``ag_fwd.wait``, ``ag_bwd.wait``, ``rs.wait``, ...).
-``fwd``               compute    the unit's own forward compute (children excluded).
-``bwd``               compute    the unit's own gradient compute (children excluded).
-``recompute``         compute    activation recomputation in backward (checkpointing).
-``optim``             compute    the optimizer step on the shards (unit ``all``).
-``limiter``           wait       the rate limiter holding back an all-gather of the unit.
-====================  =========  ==========================================================
+* ``issue`` (``ag_fwd``, ``rs``, ...): issuing that collective of the unit (CPU thread);
+* ``memory`` (``h2d``, ``d2h``): the shard copy to / from the device (CPU offload; on CPU
+  runs the copy itself, on CUDA its issue on the copy stream);
+* ``wait`` (``<comm>.wait``): the training thread blocked until that collective or copy is
+  done; ``limiter``: the rate limiter holding back an all-gather of the unit;
+* ``compute`` (``fwd``, ``bwd``, ``recompute``, ``optim``): the unit's own compute, its
+  children excluded (``optim``: the optimizer step on the shards, unit ``all``).
 
 The issue ranges mark the *issue* on the training thread. The transfer itself is the
 backend's own event: on CUDA the NCCL kernel launched inside the range (linked by its
@@ -42,108 +32,14 @@ k-th ``ar`` range). Traces of earlier engine versions carry ``gloo:all_gather`` 
 
 from __future__ import annotations
 
-import enum
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from overlapscope.trace.schema import CollectiveKind
+from overlapscope.phases import Phase
 
 PREFIX = "ovs"
-WAIT_SUFFIX = ".wait"
 OPTIM_UNIT = "all"
 ROOT_UNIT = "root"
-
-
-class Lane(enum.Enum):
-    """The one lane vocabulary: what an event is for the analysis (the event table's
-    ``lane`` column, ``schema.EventLane``) and where a phase's range sits."""
-
-    COMPUTE = "compute"
-    COMM = "comm"  # the transfer itself (NCCL kernel, gloo op)
-    WAIT = "wait"  # a thread blocked on a collective or copy
-    ISSUE = "issue"  # a CPU range that issues a collective
-    MEMORY = "memory"  # a memory copy / set
-    STEP = "step"  # ProfilerStep#N
-    OTHER = "other"
-
-
-class Phase(enum.Enum):
-    AG_FWD = "ag_fwd"
-    AG_BWD = "ag_bwd"
-    RS = "rs"
-    AR = "ar"
-    H2D = "h2d"
-    D2H = "d2h"
-    AG_FWD_WAIT = "ag_fwd.wait"
-    AG_BWD_WAIT = "ag_bwd.wait"
-    RS_WAIT = "rs.wait"
-    AR_WAIT = "ar.wait"
-    H2D_WAIT = "h2d.wait"
-    D2H_WAIT = "d2h.wait"
-    FWD = "fwd"
-    BWD = "bwd"
-    RECOMPUTE = "recompute"
-    OPTIM = "optim"
-    LIMITER = "limiter"
-
-    @property
-    def lane(self) -> Lane:
-        match self:
-            case Phase.AG_FWD | Phase.AG_BWD | Phase.RS | Phase.AR:
-                return Lane.ISSUE
-            case Phase.H2D | Phase.D2H:
-                return Lane.MEMORY
-            case (
-                Phase.AG_FWD_WAIT
-                | Phase.AG_BWD_WAIT
-                | Phase.RS_WAIT
-                | Phase.AR_WAIT
-                | Phase.H2D_WAIT
-                | Phase.D2H_WAIT
-                | Phase.LIMITER
-            ):
-                return Lane.WAIT
-            case Phase.FWD | Phase.BWD | Phase.RECOMPUTE | Phase.OPTIM:
-                return Lane.COMPUTE
-        raise ValueError(f"unhandled phase {self!r}")
-
-    @property
-    def wait(self) -> Phase:
-        """The wait phase of a communication or copy phase (``ag_bwd`` -> ``ag_bwd.wait``)."""
-        if self.lane not in (Lane.ISSUE, Lane.MEMORY):
-            raise ValueError(f"phase {self.value!r} is not a communication phase")
-        return Phase(self.value + WAIT_SUFFIX)
-
-    @property
-    def awaited(self) -> Phase | None:
-        """The communication phase a wait phase waits on (``rs.wait`` -> ``rs``)."""
-        if self.value.endswith(WAIT_SUFFIX):
-            return Phase(self.value[: -len(WAIT_SUFFIX)])
-        return None
-
-    @property
-    def collective_kind(self) -> CollectiveKind | None:
-        """The collective a communication phase (or its wait) stands for; None for compute,
-        copies and the limiter. What actually ran is the event's ``kind`` (a backend may run
-        a reduce-scatter as an all-reduce)."""
-        from overlapscope.trace.schema import CollectiveKind  # (schema imports this module)
-
-        match self.awaited or self:
-            case Phase.AG_FWD | Phase.AG_BWD:
-                return CollectiveKind.ALL_GATHER
-            case Phase.RS:
-                return CollectiveKind.REDUCE_SCATTER
-            case Phase.AR:
-                return CollectiveKind.ALL_REDUCE
-        return None
-
-
-COMM_PHASES = tuple(p for p in Phase if p.lane is Lane.ISSUE)  # phases that issue a collective
-COPY_PHASES = tuple(p for p in Phase if p.lane is Lane.MEMORY)
-WAIT_PHASES = tuple(p for p in Phase if p.lane is Lane.WAIT)
-COMPUTE_PHASES = tuple(p for p in Phase if p.lane is Lane.COMPUTE)
 
 _RANGE_RE = re.compile(r"^ovs/(?P<phase>[a-z0-9_.]+)/(?P<unit>[^/]+)$")
 

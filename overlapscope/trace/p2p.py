@@ -17,7 +17,8 @@ therefore ``2 (N - 1)`` events that start together inside one issue range.
   the earlier one ends, as on one NCCL stream (and as the engine's former one-thread gloo
   group showed it);
 - size: the full buffer, ``N x`` the bytes its sends in the range carry (the first ring
-  round: the shard of an all-gather, one chunk of a reduce-scatter, possibly in pieces), carried as ``Out msg nelems`` with ``dtype`` ``uint8`` (a byte count), where an NCCL
+  round: the shard of an all-gather, one chunk of a reduce-scatter, possibly in pieces; its
+  receives where a staged collective's sends are not in the trace), carried as ``Out msg nelems`` with ``dtype`` ``uint8`` (a byte count), where an NCCL
   kernel carries its element count.
 
 Sends and receives outside any issue range (e.g. a user's own point-to-point traffic) are
@@ -33,9 +34,9 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from overlapscope.arrays import FloatArray, IntArray
-from overlapscope.trace.attribution import innermost_containing
-from overlapscope.trace.labels import expected_kinds
-from overlapscope.trace.names import COMM_PHASES, parse_range
+from overlapscope.phases import COMM_PHASES
+from overlapscope.trace.attribution import innermost_on_threads
+from overlapscope.trace.names import parse_range
 from overlapscope.trace.parse import RawTrace
 
 P2P_NAMES = ("gloo:send", "gloo:recv")
@@ -49,7 +50,7 @@ def _kind_by_category(categories: pd.Index) -> list[str | None]:
     for name in map(str, categories):
         r = parse_range(name) if name.startswith("ovs/") else None
         issues = r is not None and r.phase in COMM_PHASES
-        out.append(expected_kinds(r.phase)[0].value if r is not None and issues else None)
+        out.append(r.phase.kinds[0].value if r is not None and issues else None)
     return out
 
 
@@ -75,12 +76,7 @@ def _holders(raw: RawTrace) -> tuple[IntArray, IntArray, list[str], IntArray] | 
     ts = ev["ts_us"].to_numpy()
     end = ts + ev["dur_us"].to_numpy()
     tid = ev["tid"].to_numpy()
-    holder = np.full(len(p2p), -1, dtype=np.int64)
-    for t in np.unique(tid[p2p]):
-        q = np.flatnonzero(tid[p2p] == t)
-        on_t = np.flatnonzero(tid[issue] == t)
-        hit = innermost_containing(ts[issue[on_t]], end[issue[on_t]], ts[p2p[q]])
-        holder[q[hit >= 0]] = on_t[hit[hit >= 0]]
+    holder = innermost_on_threads(ts[issue], end[issue], tid[issue], ts[p2p], tid[p2p])
     if not (holder >= 0).any():
         return None
     return p2p, issue, kinds, holder
@@ -105,6 +101,11 @@ def _transfers(raw: RawTrace, p2p: IntArray, issue: IntArray, holder: IntArray) 
     start = np.minimum.reduceat(ts[order], first)
     last = np.maximum.reduceat(end[order], first)
     send_bytes = np.add.reduceat(np.where(is_send, dims, 0.0)[order], first)
+    # Staged collectives (device buffers through host memory) post their sends on the
+    # engine's unprofiled lane thread: only the receives are in the trace. A ring round
+    # receives what it sends, so their bytes stand in.
+    recv_bytes = np.add.reduceat(np.where(is_send, 0.0, dims)[order], first)
+    send_bytes = np.where(send_bytes > 0, send_bytes, recv_bytes)
     tid = ev["tid"].to_numpy()[issue[ranges]]
     by_thread = np.lexsort((start, tid))  # stable: ranges in order on equal starts
     ranges, start, last = ranges[by_thread], start[by_thread], last[by_thread]
@@ -214,4 +215,9 @@ def fold_p2p(raw: RawTrace, world_size: int) -> RawTrace:
             columns[col] = np.concatenate([ev[col].to_numpy()[keep], added])
     events = pd.DataFrame(columns, copy=False)  # new arrays: not copied again
     comm_args = _folded_args(raw.comm_args, keep, kind, agg["send_bytes"].to_numpy(), world_size)
-    return dataclasses.replace(raw, events=events, comm_args=comm_args)
+    # issue rows are kept: their new position is where they lie in `keep`
+    issue_rows = np.searchsorted(keep, issue[agg.index.to_numpy()])
+    folded_rows = np.arange(len(keep), len(keep) + len(agg), dtype=np.int64)
+    return dataclasses.replace(
+        raw, events=events, comm_args=comm_args, folded_issue=(folded_rows, issue_rows)
+    )

@@ -14,7 +14,13 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.trace.decode import Columns, NotATraceError, TraceFileError
-from overlapscope.trace.events import NO_STREAM, bad_summary, gpu_activity, host_category
+from overlapscope.trace.events import (
+    NO_STREAM,
+    bad_summary,
+    gpu_activity,
+    gpu_annotation,
+    host_category,
+)
 from overlapscope.trace.fingerprint import Fingerprint, fingerprint
 from overlapscope.trace.header import MAX_WORLD_SIZE, RunStamp, read_header
 from overlapscope.trace.reader import read_document
@@ -51,6 +57,10 @@ class RawTrace:
     memory_us: np.ndarray = field(default_factory=lambda: np.empty(0))
     memory_bytes: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     header_warnings: tuple[str, ...] = ()  # header fields left out (trace.header)
+    # rows folded from point-to-point transfers (trace/p2p.py) and, per such row, the row of
+    # the issue range it came from (a transfer that queued behind another starts after its
+    # issue range ended, so time cannot tell)
+    folded_issue: tuple[np.ndarray, np.ndarray] | None = None
 
     def without_memory(self) -> RawTrace:
         """This trace without its memory curve (what a ``--dask`` client needs of it)."""
@@ -86,6 +96,15 @@ def read_trace(path: Path) -> RawTrace:
     keep = _usable(path, cols)
     header = read_header(path, obj)
     ts = cols.ts
+    first_ts = float(ts[keep].min())
+    # A GPU annotation is a CPU range's shadow on a stream's row (torch 2.11 draws ProfilerStep,
+    # nccl:* and every record_function range there): neither GPU activity nor a CPU range on a
+    # thread. Kept, its stream id would pose as a thread holding a second ProfilerStep#N.
+    keep = keep & ~gpu_annotation(cols.cat)
+    if not keep.any():
+        raise TraceFileError(
+            path, "malformed trace: no usable complete event (only GPU annotations)"
+        )
     dur = np.where(keep, cols.dur, 0.0)
     comm = cols.comm
     if not keep.all():
@@ -93,7 +112,6 @@ def read_trace(path: Path) -> RawTrace:
         remap = pd.Series(np.arange(len(kept_idx)), index=kept_idx)
         comm = comm.loc[comm.index.isin(kept_idx)]
         comm.index = pd.Index(remap.loc[comm.index].to_numpy(), dtype=np.int64)
-    first_ts = float(ts[keep].min())
     base_ns = header.base_time_ns
     origin_ns = (base_ns or 0) + round(first_ts * 1000.0)
     rows = slice(None) if keep.all() else keep  # (no copy of each column when all are kept)

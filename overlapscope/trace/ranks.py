@@ -10,9 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from overlapscope.errors import UserError
-from overlapscope.trace.parse import RawTrace
+
+if TYPE_CHECKING:  # (the flag's name is read by the CLI's parser: no trace reader for it)
+    from overlapscope.trace.parse import RawTrace
 
 RANK_FROM_NAME_FLAG = "--rank-from-name"
 _RANK_NAME_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)

@@ -78,7 +78,7 @@ class _Stream:
 
     Growing a buffer by appended blocks (and the gunzipped blocks themselves) cost a task
     ~12 ms of copies per 33 MB GPU trace: with the tasks' malloc settings
-    (:func:`overlapscope.cluster.tasks.released`) a growing buffer is copied where an
+    (:func:`overlapscope.pipeline.memory.released`) a growing buffer is copied where an
     ``mremap`` would have moved it (measured: read_document 115 -> 99 ms)."""
 
     def __init__(self, path: Path, capacity: int) -> None:

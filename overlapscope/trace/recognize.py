@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.arrays import BoolArray, CodeArray, FloatArray, IntArray, ObjArray
+from overlapscope.phases import KIND_CATEGORIES, LANE_CATEGORIES, PHASE_CATEGORIES, Lane
 from overlapscope.trace.attribution import (
     Labels,
     RowContext,
@@ -20,6 +21,7 @@ from overlapscope.trace.attribution import (
     label_categorical,
     launch_anchor,
 )
+from overlapscope.trace.collective_copies import collective_copies
 from overlapscope.trace.comm_args import collective_columns, sequence
 from overlapscope.trace.labels import (
     GLOO_PREFIX,
@@ -28,24 +30,14 @@ from overlapscope.trace.labels import (
     MEMORY_RE,
     NCCL_KERNEL_RE,
     STEP_RE,
-    LabelRole,
-    parse_fsdp1,
-    parse_fsdp2,
 )
-from overlapscope.trace.names import Lane, Phase, parse_range
 from overlapscope.trace.p2p import P2P_CAT, fold_p2p
 from overlapscope.trace.parse import RawTrace
 from overlapscope.trace.producers import detect
-from overlapscope.trace.schema import (
-    KIND_CATEGORIES,
-    LANE_CATEGORIES,
-    EventLane,
-    Framework,
-)
+from overlapscope.trace.producers.base import Producer, RangeRule
 
-PHASE_CATEGORIES = [p.value for p in Phase]
 # Each lane's code in the lane column's categorical, and the lanes by code.
-_LANE = {EventLane(v): i for i, v in enumerate(LANE_CATEGORIES)}
+_LANE = {Lane(v): i for i, v in enumerate(LANE_CATEGORIES)}
 _LANE_VALUES = np.asarray(LANE_CATEGORIES, dtype=object)
 
 
@@ -53,14 +45,14 @@ class ComputeSource(enum.Enum):
     """What the ``compute`` lane of a rank is made of."""
 
     GPU_KERNELS = "gpu_kernels"
-    OVS_RANGES = "ovs_ranges"
+    OVS_RANGES = "ovs_ranges"  # the producer's own compute ranges (overlapscope's ``ovs``)
     CPU_OPS = "cpu_ops"
 
 
 @dataclass(frozen=True, slots=True)
 class RankTable:
     events: pd.DataFrame  # schema columns except ``rank`` (added by the loader)
-    framework: Framework
+    framework: str  # the producer's name
     compute_source: ComputeSource
     steps: tuple[int, ...]
     warnings: tuple[str, ...]
@@ -78,18 +70,14 @@ class _NameClasses:
     gpu_non_compute: BoolArray
     is_issue_op: BoolArray
     is_wait_name: BoolArray
-    ovs_phase: list[Phase | None]
-    ovs_unit: list[str | None]
-    fsdp2: list[tuple[LabelRole, str | None] | None]
-    fsdp1: list[LabelRole | None]
+    rules: list[RangeRule | None]  # the producer's rule of each name
 
 
-def _classify_names(cats: list[str]) -> _NameClasses:
+def _classify_names(cats: list[str], producer: Producer) -> _NameClasses:
     def mask(pred: list[bool]) -> BoolArray:
         return np.asarray(pred, dtype=bool).reshape(len(cats))
 
     steps = [STEP_RE.match(c) for c in cats]
-    ovs = [parse_range(c) if c.startswith("ovs/") else None for c in cats]
     return _NameClasses(
         is_step=mask([m is not None for m in steps]),
         step_no=np.asarray([int(m.group(1)) if m else -1 for m in steps], dtype=np.int64),
@@ -99,10 +87,7 @@ def _classify_names(cats: list[str]) -> _NameClasses:
         gpu_non_compute=mask([GPU_NON_COMPUTE_RE.match(c) is not None for c in cats]),
         is_issue_op=mask([ISSUE_OP_RE.match(c) is not None for c in cats]),
         is_wait_name=mask(["wait" in c.lower() for c in cats]),
-        ovs_phase=[r.phase if r else None for r in ovs],
-        ovs_unit=[r.unit if r else None for r in ovs],
-        fsdp2=[parse_fsdp2(c) if c.startswith("FSDP::") else None for c in cats],
-        fsdp1=[parse_fsdp1(c) for c in cats],
+        rules=[producer.rule(c) for c in cats],
     )
 
 
@@ -137,55 +122,47 @@ def _encloses(
     return out
 
 
-def _compute_source(on_gpu: BoolArray, is_ovs_compute: BoolArray) -> ComputeSource:
+def _compute_source(on_gpu: BoolArray, is_range_compute: BoolArray) -> ComputeSource:
     if on_gpu.any():
         return ComputeSource.GPU_KERNELS
-    if (is_ovs_compute & ~on_gpu).any():
+    if (is_range_compute & ~on_gpu).any():
         return ComputeSource.OVS_RANGES
     return ComputeSource.CPU_OPS
 
 
 @dataclass(frozen=True, slots=True)
 class _RowClasses:
-    """Per-row booleans derived from the name classes."""
+    """Per-row facts derived from the name classes."""
 
-    is_ovs: BoolArray
-    ovs_lane: CodeArray  # the lane code of an ovs range's phase (-1: not an ovs range)
-    ovs_phase: ObjArray
-    ovs_unit: ObjArray
+    ruled: BoolArray  # a CPU row whose name the producer has a rule for
+    rule_lane: CodeArray  # the lane code of the rule (-1: no rule)
+    rule_phase: ObjArray  # the phase value the rule gives (None: none)
+    rule_unit: ObjArray
     gloo_op: BoolArray
-    framework_issue: BoolArray
-    limiter_label: BoolArray
     issue_op: BoolArray
     wait_name: BoolArray
     step: BoolArray
 
+    def lane_is(self, lane: Lane) -> BoolArray:
+        return self.ruled & (self.rule_lane == _LANE[lane])
+
 
 def _row_classes(nc: _NameClasses, codes: IntArray, on_gpu: BoolArray) -> _RowClasses:
     ncat = len(nc.is_step)
-    ovs_lane = np.asarray(
-        [_LANE[EventLane(p.lane.value)] if p else -1 for p in nc.ovs_phase], dtype=np.int8
-    ).reshape(ncat)
-    ovs_phase = np.asarray([p.value if p else None for p in nc.ovs_phase], dtype=object)
-    fsdp2_roles = [f[0] if f else None for f in nc.fsdp2]
-    framework_issue = np.asarray(
-        [
-            (r is not None and r is not LabelRole.LIMITER)
-            or (f in (LabelRole.ISSUE_AG, LabelRole.ISSUE_RS))
-            for r, f in zip(nc.fsdp1, fsdp2_roles, strict=True)
-        ],
-        dtype=bool,
-    ).reshape(ncat)
-    limiter = np.asarray([r is LabelRole.LIMITER for r in nc.fsdp1], dtype=bool).reshape(ncat)
+    rules = nc.rules
+    lanes = np.asarray([_LANE[r.lane] if r else -1 for r in rules], dtype=np.int8).reshape(ncat)
+    phases = np.asarray([r.phase.value if r and r.phase else None for r in rules], dtype=object)
+    units = np.asarray([r.unit if r else None for r in rules], dtype=object).reshape(ncat)
     cpu = ~on_gpu
+    ruled = np.asarray([r is not None for r in rules], dtype=bool).reshape(ncat)[codes] & cpu
+    rule_phase, rule_unit = phases.reshape(ncat)[codes], units[codes]  # (fresh arrays)
+    rule_phase[~ruled] = rule_unit[~ruled] = None  # (a rule is for CPU rows only)
     return _RowClasses(
-        is_ovs=np.asarray([p is not None for p in nc.ovs_phase], dtype=bool).reshape(ncat)[codes],
-        ovs_lane=ovs_lane[codes],
-        ovs_phase=ovs_phase[codes],
-        ovs_unit=np.asarray(nc.ovs_unit, dtype=object).reshape(ncat)[codes],
+        ruled=ruled,
+        rule_lane=np.where(ruled, lanes[codes], np.int8(-1)),
+        rule_phase=rule_phase,
+        rule_unit=rule_unit,
         gloo_op=nc.is_gloo[codes] & cpu,
-        framework_issue=framework_issue[codes] & cpu,
-        limiter_label=limiter[codes] & cpu,
         issue_op=nc.is_issue_op[codes] & cpu,
         wait_name=nc.is_wait_name[codes],
         step=nc.is_step[codes] & cpu,
@@ -216,13 +193,13 @@ def _lanes(
     ts = frame["ts_us"].to_numpy()
     end = ts + frame["dur_us"].to_numpy()
     tid = frame["tid"].to_numpy()
-    lane = np.full(len(frame), _LANE[EventLane.OTHER], dtype=np.int8)
+    lane = np.full(len(frame), _LANE[Lane.OTHER], dtype=np.int8)
     # GPU: HTA's kernel classes.
     gpu_comm = on_gpu & nc.is_nccl_kernel[codes]
     gpu_mem = on_gpu & ~gpu_comm & nc.is_memory[codes]
-    lane[on_gpu & ~nc.gpu_non_compute[codes] & ~gpu_mem] = _LANE[EventLane.COMPUTE]
-    lane[gpu_mem] = _LANE[EventLane.MEMORY]
-    lane[gpu_comm] = _LANE[EventLane.COMM]
+    lane[on_gpu & ~nc.gpu_non_compute[codes] & ~gpu_mem] = _LANE[Lane.COMPUTE]
+    lane[gpu_mem] = _LANE[Lane.MEMORY]
+    lane[gpu_comm] = _LANE[Lane.COMM]
     cpu = ~on_gpu
     if source is ComputeSource.CPU_OPS:
         compute = (
@@ -231,24 +208,21 @@ def _lanes(
             & ~on_gloo_thread
             & ~rc.issue_op
             & ~rc.wait_name
-            & ~rc.is_ovs
+            & ~rc.ruled
         )
-        blocking = rc.framework_issue | rc.issue_op | rc.limiter_label
+        blocking = rc.lane_is(Lane.ISSUE) | rc.issue_op | rc.lane_is(Lane.WAIT)
         # An op that encloses a collective's issue (autograd hook wrappers, module calls)
         # also encloses the thread's wait on it: only its children count as compute.
         compute &= ~_encloses(ts, end, tid, compute, blocking)
-        lane[compute] = _LANE[EventLane.COMPUTE]
-    lane[rc.framework_issue | rc.issue_op] = _LANE[EventLane.ISSUE]
-    lane[rc.limiter_label] = _LANE[EventLane.WAIT]
-    ovs_cpu = cpu & rc.is_ovs
-    # an ovs range's lane is its phase's (issue, wait, memory for offload copies)
-    for ovs_lane in (Lane.ISSUE, Lane.WAIT, Lane.MEMORY):
-        code = _LANE[EventLane(ovs_lane.value)]
-        lane[ovs_cpu & (rc.ovs_lane == code)] = code
-    if source is ComputeSource.OVS_RANGES:
-        lane[ovs_cpu & (rc.ovs_lane == _LANE[EventLane.COMPUTE])] = _LANE[EventLane.COMPUTE]
-    lane[rc.gloo_op] = _LANE[EventLane.COMM]
-    lane[rc.step] = _LANE[EventLane.STEP]
+        lane[compute] = _LANE[Lane.COMPUTE]
+    lane[rc.issue_op] = _LANE[Lane.ISSUE]
+    # a producer's range takes its rule's lane (issue, wait, memory for offload copies) ...
+    for ruled_lane in (Lane.ISSUE, Lane.WAIT, Lane.MEMORY):
+        lane[rc.lane_is(ruled_lane)] = _LANE[ruled_lane]
+    if source is ComputeSource.OVS_RANGES:  # ... and its compute ranges make the compute
+        lane[rc.lane_is(Lane.COMPUTE)] = _LANE[Lane.COMPUTE]
+    lane[rc.gloo_op] = _LANE[Lane.COMM]
+    lane[rc.step] = _LANE[Lane.STEP]
     return lane
 
 
@@ -304,6 +278,14 @@ def _steps(
     return step, steps
 
 
+def _issued_by(raw: RawTrace, n: int) -> IntArray:
+    out = np.full(n, -1, dtype=np.int64)
+    if raw.folded_issue is not None:
+        folded, issue = raw.folded_issue
+        out[folded] = issue
+    return out
+
+
 def _on_gloo_thread(raw: RawTrace, gloo_op: BoolArray) -> BoolArray:
     """Rows on a gloo worker thread (one that runs gloo ops, or is named so)."""
     tid = raw.events["tid"].to_numpy()
@@ -315,6 +297,19 @@ def _on_gloo_thread(raw: RawTrace, gloo_op: BoolArray) -> BoolArray:
     return np.isin(tid, np.asarray(sorted(gloo_tids), dtype=np.int64))
 
 
+def _absent(has_comm: bool, has_steps: bool) -> list[str]:
+    """The warnings for what a rank's trace lacks."""
+    out = []
+    if not has_comm:
+        out.append(
+            "no communication found (no NCCL kernels or copies, no gloo ops): "
+            "only compute and idle time can be reported"
+        )
+    if not has_steps:
+        out.append("no ProfilerStep ranges: the whole trace is counted as one step")
+    return out
+
+
 def recognize(raw: RawTrace, world_size: int) -> RankTable:
     """Build one rank's event table (without the ``rank`` column) from its raw columns."""
     raw = fold_p2p(raw, world_size)  # the engine's gloo send/recv -> one event per collective
@@ -324,32 +319,34 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     name_cat = pd.Categorical(frame["name"])
     cats = [str(c) for c in name_cat.categories]
     codes = np.asarray(name_cat.codes, dtype=np.int64)
-    nc = _classify_names(cats)
     present = np.bincount(codes[codes >= 0], minlength=len(cats)) > 0
     producer = detect(cats, present)
+    nc = _classify_names(cats, producer)
     on_gpu = frame["on_gpu"].to_numpy()
     tid = frame["tid"].to_numpy()
     ts = frame["ts_us"].to_numpy()
     end = ts + frame["dur_us"].to_numpy()
     rc = _row_classes(nc, codes, on_gpu)
-    source = _compute_source(on_gpu, rc.ovs_lane == _LANE[EventLane.COMPUTE])
+    source = _compute_source(on_gpu, rc.lane_is(Lane.COMPUTE))
     on_gloo_thread = _on_gloo_thread(raw, rc.gloo_op)
 
     lane = _lanes(nc, codes, rc, frame, source, on_gloo_thread)
+    anchor_ts, anchor_tid, orphan = launch_anchor(frame)
+    anchors = (anchor_ts, anchor_tid)
+    copies, comm_args = collective_copies(raw, nc.is_memory[codes], anchors, cats, codes)
+    lane[copies] = _LANE[Lane.COMM]  # NCCL's copies are the collective
     out = Labels(
         lane=_LANE_VALUES[lane],  # (read, not changed, by the producers)
-        phase=rc.ovs_phase,  # None where the name is not an ovs range (rc's own arrays:
-        unit=rc.ovs_unit,  # filled in place from here on)
+        phase=rc.rule_phase,  # None where no rule names one (rc's own arrays: filled in
+        unit=rc.rule_unit,  # place from here on)
         kind=np.full(n, None, dtype=object),
         group=np.full(n, None, dtype=object),
     )
-    out.phase[rc.limiter_label] = Phase.LIMITER.value
 
-    anchor_ts, anchor_tid, orphan = launch_anchor(frame)
     step, steps = _steps(frame, rc.step, nc.step_no[codes], anchor_ts, orphan, warnings)
 
-    comm_rows = np.flatnonzero(lane == _LANE[EventLane.COMM])
-    nbytes = collective_columns(raw.comm_args, cats, codes, comm_rows, out, on_gpu, world_size)
+    comm_rows = np.flatnonzero(lane == _LANE[Lane.COMM])
+    nbytes = collective_columns(comm_args, cats, codes, comm_rows, out, on_gpu, world_size)
     ctx = RowContext(
         ts=ts,
         end=end,
@@ -360,17 +357,11 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
         anchor_tid=anchor_tid,
         step=step,
         comm_rows=comm_rows,
+        issued_by=_issued_by(raw, n),
     )
     producer.label(ctx, out, cats, codes, warnings)
 
-    if len(comm_rows) == 0:
-        warnings.append(
-            "no communication found (no NCCL kernels, no gloo ops): "
-            "only compute and idle time can be reported"
-        )
-    if not steps:
-        warnings.append("no ProfilerStep ranges: the whole trace is counted as one step")
-
+    warnings += _absent(len(comm_rows) > 0, bool(steps))
     seq = sequence(comm_rows, out.group, step, ts)
     table = _table(frame, lane, out, (step, nbytes, seq))
-    return RankTable(table, producer.framework, source, steps, tuple(warnings))
+    return RankTable(table, producer.name, source, steps, tuple(warnings))

@@ -20,10 +20,10 @@ column             dtype       meaning
 ``ts_us``          float64     start, aligned across ranks
 ``dur_us``         float64     duration
 ``end_us``         float64     ``ts_us + dur_us``
-``lane``           category    :class:`EventLane` value: what the event is for the analysis
-``phase``          category    :class:`overlapscope.trace.names.Phase` value or missing
+``lane``           category    :class:`~overlapscope.phases.Lane` value: what the event is for the analysis
+``phase``          category    :class:`overlapscope.phases.Phase` value or missing
 ``unit``           category    the FSDP unit (module path, FSDP1 order name) or missing
-``kind``           category    :class:`CollectiveKind` value for collectives, else missing
+``kind``           category    :class:`~overlapscope.phases.CollectiveKind` for collectives, else missing
 ``bytes``          int64       collective payload in bytes (nccl-tests "size": the gathered
                                buffer for all-gather, the input for reduce-scatter and
                                all-reduce); -1 unknown or not a collective
@@ -34,7 +34,7 @@ column             dtype       meaning
 ``correlation``    int64       CUDA correlation id (launch <-> kernel); -1 when absent
 =================  ==========  =============================================================
 
-Lanes (:class:`EventLane`):
+Lanes (:class:`~overlapscope.phases.Lane`):
 
 * ``compute``: what counts as compute for the rank. GPU traces: compute kernels (HTA's
   classes: not NCCL, not memory copy/set, not sync). CPU traces of overlapscope runs: the
@@ -50,64 +50,7 @@ Lanes (:class:`EventLane`):
 
 from __future__ import annotations
 
-import enum
-
 import pandas as pd
-
-from overlapscope.trace.names import Lane
-
-# The one lane enum lives with the phases (``names.Lane``); this name is kept for readers.
-EventLane = Lane
-
-
-class CollectiveKind(enum.Enum):
-    ALL_GATHER = "all_gather"
-    REDUCE_SCATTER = "reduce_scatter"
-    ALL_REDUCE = "all_reduce"
-    BROADCAST = "broadcast"
-    REDUCE = "reduce"
-    ALL_TO_ALL = "all_to_all"
-    SEND_RECV = "send_recv"
-    BARRIER = "barrier"
-    OTHER = "other"
-
-    @property
-    def bus_factor_num(self) -> int:
-        """Numerator multiplier k of nccl-tests' bus-bandwidth factor k*(n-1)/n."""
-        match self:
-            case CollectiveKind.ALL_REDUCE:
-                return 2
-            case CollectiveKind.ALL_GATHER | CollectiveKind.REDUCE_SCATTER:
-                return 1
-            case CollectiveKind.ALL_TO_ALL:
-                return 1
-            case (
-                CollectiveKind.BROADCAST
-                | CollectiveKind.REDUCE
-                | CollectiveKind.SEND_RECV
-                | CollectiveKind.BARRIER
-                | CollectiveKind.OTHER
-            ):
-                return 0
-        raise ValueError(f"unhandled collective kind {self!r}")
-
-    def bus_factor(self, num_ranks: int) -> float:
-        """nccl-tests' busbw / algbw: 2(n-1)/n all-reduce, (n-1)/n all-gather and
-        reduce-scatter, 1 for broadcast, reduce and send/recv."""
-        k = self.bus_factor_num
-        if k == 0 or num_ranks <= 1:
-            return 1.0
-        return k * (num_ranks - 1) / num_ranks
-
-
-class Framework(enum.Enum):
-    """Which naming the rank's trace follows (decides how units and phases are found)."""
-
-    OVERLAPSCOPE = "overlapscope"
-    FSDP2 = "fsdp2"
-    FSDP1 = "fsdp1"
-    GENERIC = "generic"
-
 
 EVENT_COLUMNS: dict[str, str] = {
     "rank": "int32",
@@ -129,9 +72,6 @@ EVENT_COLUMNS: dict[str, str] = {
     "seq": "int64",
     "correlation": "int64",
 }
-
-LANE_CATEGORIES = [lane.value for lane in EventLane]
-KIND_CATEGORIES = [k.value for k in CollectiveKind]
 
 
 def check_event_table(df: pd.DataFrame) -> None:

@@ -22,10 +22,9 @@ from overlapscope.analysis.metrics import (
     rank_table,
     step_table,
 )
+from overlapscope.phases import Lane, Phase
 from overlapscope.trace.loader import RunTraces, load_run
-from overlapscope.trace.names import Phase
 from overlapscope.trace.recognize import ComputeSource
-from overlapscope.trace.schema import EventLane
 from tests.conftest import EXTERNAL_TRACES, REPO
 
 # --- the former implementation (reference) ---
@@ -34,7 +33,7 @@ from tests.conftest import EXTERNAL_TRACES, REPO
 def _former_waits(ev: pd.DataFrame) -> pd.DataFrame:
     """``rank, unit, phase, wait_total_us``: the ``ovs/<phase>.wait/<unit>`` ranges by the
     phase they wait on."""
-    waits = ev[(ev["lane"] == EventLane.WAIT.value) & ev["phase"].notna()]
+    waits = ev[(ev["lane"] == Lane.WAIT.value) & ev["phase"].notna()]
     awaited_of = {p.value: (p.awaited.value if p.awaited is not None else None) for p in Phase}
     awaited = waits["phase"].astype(object).map(awaited_of)
     w = (
@@ -104,9 +103,7 @@ def _former_compute_by_unit(run: RunTraces, counted: pd.Series) -> pd.DataFrame:
     compute outside every unit. GPU ranks count only GPU kernels."""
     ev = counted_rows(run, counted)
     gpu_ranks = [i.rank for i in run.ranks if i.compute_source is ComputeSource.GPU_KERNELS]
-    comp = ev[
-        (ev["lane"] == EventLane.COMPUTE.value) & (ev["on_gpu"] | ~ev["rank"].isin(gpu_ranks))
-    ]
+    comp = ev[(ev["lane"] == Lane.COMPUTE.value) & (ev["on_gpu"] | ~ev["rank"].isin(gpu_ranks))]
     unit = comp["unit"].astype(object).where(comp["unit"].notna(), None).fillna("")
     records = []
     for rank, rows in comp.assign(unit=unit).groupby("rank"):
@@ -159,7 +156,7 @@ def _knocked_out(run: RunTraces, seed: int) -> RunTraces:
     for c in ("unit", "phase", "kind"):
         ev.loc[rng.random(n) < 0.3, c] = np.nan
     compute = rng.random(n) < 0.2
-    ev.loc[compute, "lane"] = EventLane.COMPUTE.value
+    ev.loc[compute, "lane"] = Lane.COMPUTE.value
     units_seen = ev["unit"].cat.categories
     if len(units_seen):
         picked = pd.Categorical(rng.choice(units_seen, n), categories=units_seen)
@@ -169,7 +166,7 @@ def _knocked_out(run: RunTraces, seed: int) -> RunTraces:
     phases = pd.Categorical(
         rng.choice([p.value for p in Phase], n), categories=ev["phase"].cat.categories
     )
-    ev.loc[waits, "lane"] = EventLane.WAIT.value
+    ev.loc[waits, "lane"] = Lane.WAIT.value
     ev.loc[waits, "phase"] = phases[waits]
     return dataclasses.replace(run, events=ev)
 
@@ -197,7 +194,7 @@ def test_units_table_equals_the_former_one_on_a_gpu_trace():
 def test_units_table_of_a_run_without_collectives():
     run = load_run(RUNS[0])
     ev = run.events
-    quiet = ev[ev["lane"] != EventLane.COMM.value].reset_index(drop=True)
+    quiet = ev[ev["lane"] != Lane.COMM.value].reset_index(drop=True)
     _same(dataclasses.replace(run, events=quiet))
     new, _ = _both(dataclasses.replace(run, events=quiet))
     assert new.empty

@@ -71,7 +71,18 @@ def test_fit_adds_no_drift_to_noise() -> None:
     assert slope == 0.0 and abs(offset - 300) < 300
 
 
-@pytest.mark.parametrize("name", ["backward_pre", "none", "backward_post", "backward_pre+limit=2"])
+# the CPU sweep's runs, and the GPU runs of two ranks (staged over gloo: traces/gpu-engine-gloo2-*)
+TWO_RANK_RUNS = [
+    "backward_pre",
+    "none",
+    "backward_post",
+    "backward_pre+limit=2",
+    "gpu-engine-gloo2-none",
+    "gpu-engine-gloo2-backward_pre",
+]
+
+
+@pytest.mark.parametrize("name", TWO_RANK_RUNS)
 @pytest.mark.parametrize(
     ("offset_us", "drift_ppm"),
     [(50.0, 0.0), (-50.0, 0.0), (1000.0, 0.0), (-20000.0, 0.0), (20000.0, 50.0), (-5000.0, -100.0)],

@@ -16,7 +16,6 @@ from overlapscope.analysis.path_report import path_findings, path_paragraph
 from overlapscope.analysis.segments import segments
 from overlapscope.trace.loader import RankInfo, RunTraces, load_run
 from overlapscope.trace.recognize import ComputeSource
-from overlapscope.trace.schema import Framework
 from tests.clocks.conftest import table
 from tests.conftest import REPO
 
@@ -122,7 +121,7 @@ def test_one_rank_has_no_cross_rank_path() -> None:
     assert path.links.empty and path.steps.empty
 
 
-@pytest.mark.parametrize("name", ["backward_pre", "none"])
+@pytest.mark.parametrize("name", ["backward_pre", "none", "gpu-engine-gloo2-backward_pre"])
 def test_links_tile_every_step_of_sample_runs(name: str) -> None:
     events, _, _ = align(load_run(REPO / "traces" / name).events)
     path = critical_path(events)
@@ -154,7 +153,7 @@ def test_analyze_and_diagnose_rank_the_path_finding() -> None:
             path=Path(f"rank-{r}.json"),
             world_size=2,
             backend="gloo",
-            framework=Framework.OVERLAPSCOPE,
+            framework="overlapscope",
             compute_source=ComputeSource.OVS_RANGES,
             steps=(0, 1),
             num_events=int((events["rank"] == r).sum()),

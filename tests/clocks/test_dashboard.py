@@ -73,7 +73,7 @@ def _first_start_ms(traces: list[dict[str, Any]], rank: int) -> float:
 def test_timeline_draws_path_and_toggles_clocks(dash_duo: Any, tmp_path: Path, monkeypatch) -> None:
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
         pytest.skip("chromium/chromedriver not installed (run scripts/setup.sh)")
-    monkeypatch.setenv("OVERLAPSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("OVERLAPSCOPE_CACHE", str(tmp_path / "cache"))
     run = shifted_copy(tmp_path, 1, SHIFT_US, TWO_HOSTS)
     dash_duo.start_server(create_app(discover_runs([run])))
     dash_duo.find_element(f"#tab-{ids.TAB_TIMELINE}").click()

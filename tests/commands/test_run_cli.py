@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from overlapscope.cli import build_parser
-from overlapscope.engine.config import EngineConfig
+from overlapscope.config import EngineConfig
 from tests.conftest import overlapscope_cmd
 
 TINY = [

@@ -43,13 +43,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(autouse=True)
 def _cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test uses a private analysis cache, shared within the session."""
-    monkeypatch.setenv("OVERLAPSCOPE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+    monkeypatch.setenv("OVERLAPSCOPE_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
 
 
 @pytest.fixture(scope="session")
 def sample_runs() -> list[RunSource]:
-    """The shipped sample runs (what ``overlapscope dashboard`` opens by default)."""
+    """The shipped CPU sample sweep (what ``overlapscope dashboard`` opens by default, but the
+    GPU runs ``traces/gpu-*``, which test_gpu_runs.py opens)."""
     runs = discover_runs([TRACES]) if TRACES.is_dir() else []
+    runs = [r for r in runs if not r.label.startswith("gpu-")]
     assert runs, f"no sample runs under {TRACES}: the dashboard's default needs them"
     return runs
 

@@ -24,11 +24,11 @@ from dashboards.big_run import (
 from dashboards.callbacks import windowed_timeline
 from dashboards.critical_path import GAP
 from dashboards.data import CalibrationError, RunRegistry, discover_runs
+from overlapscope import table_files
 from overlapscope.analysis.critical_path import CriticalPath
 from overlapscope.cli import main
-from overlapscope.cluster import cache
 from overlapscope.cluster import client as cluster_client
-from overlapscope.cluster.run import DaskTarget
+from overlapscope.pipeline.run import Target
 from tests.conftest import RankSet, free_port
 
 from . import helpers
@@ -51,17 +51,17 @@ def test_only_the_shown_ranks_timeline_rows_are_read(
     """Every Arrow file of the cache the dashboard process reads is recorded: none to open
     the run (summaries only; the events are parsed and reduced by worker processes), and for
     the timeline exactly the chosen ranks' timeline files, the drawn columns (the rows of
-    one step are filtered from them: tests/cluster/test_cache.py)."""
+    one step are filtered from them: tests/pipeline/test_table_files.py)."""
     reads: list[tuple[Path, Any]] = []
-    real = cache.read_arrow
+    real = table_files.read_arrow
 
     def spy(path: Path, columns: list[str] | None) -> Any:
         reads.append((Path(path), columns))
         return real(path, columns)
 
-    monkeypatch.setattr(cache, "read_arrow", spy)
+    monkeypatch.setattr(table_files, "read_arrow", spy)
     runs = discover_runs([ranks64.run])
-    registry = RunRegistry(runs, dask=DaskTarget("local", ranks64.cache))
+    registry = RunRegistry(runs, target=Target("local", ranks64.cache))
     key = runs[0].key
     loaded = registry.load(key)
     a, timelines = loaded.analysis, loaded.timelines
@@ -98,7 +98,7 @@ def test_only_the_shown_ranks_timeline_rows_are_read(
         registry.calibration(key)
 
 
-def test_unreachable_scheduler_and_lone_cache_are_one_line(
+def test_unreachable_scheduler_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(cluster_client, "CONNECT_TIMEOUT_S", 1)
@@ -109,8 +109,6 @@ def test_unreachable_scheduler_and_lone_cache_are_one_line(
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith(f"overlapscope: error: --dask {NO_SCHEDULER}")
     assert "cannot reach the Dask scheduler" in err and "--dask local" in err
-    assert main(["dashboard", str(run), *cache, *port]) == 2
-    assert "--cache is used with --dask" in capsys.readouterr().err
 
 
 def _figure_ranks(dash_duo: Any) -> tuple[str, set[int]]:
@@ -192,14 +190,14 @@ def test_concurrent_first_views_analyse_the_run_once(
     LocalCluster with ``local``), the others wait for it."""
     calls: list[str] = []
 
-    def slow(src: Any, _target: Any) -> Any:
+    def slow(src: Any, _target: Any, _cache: Any) -> Any:
         calls.append(src.key)
         time.sleep(0.3)
         return data.LoadedRun(src, helpers.analysis(), None)
 
     monkeypatch.setattr(data, "analyse_on_dask", slow)
     runs = discover_runs([sample_run_dir])
-    registry = RunRegistry(runs, dask=DaskTarget("local", tmp_path))
+    registry = RunRegistry(runs, target=Target("local", tmp_path))
     with ThreadPoolExecutor(4) as pool:
         loaded = list(pool.map(registry.load, [runs[0].key] * 4))
     assert calls == [runs[0].key] and all(r is loaded[0] for r in loaded)

@@ -17,11 +17,11 @@ from dashboards.data import (
     RunSource,
     UnknownRunError,
     analyse_run,
-    cache_dir,
     default_pair,
     discover_runs,
     fingerprint,
 )
+from overlapscope.cache import Cache, default_cache_dir
 from overlapscope.errors import UserError
 
 
@@ -95,15 +95,16 @@ def test_analysis_is_cached_on_disk_and_keyed_by_the_traces(
     sample_run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run = _copy(sample_run_dir, tmp_path / "run")
-    first, meta, key = analyse_run(run)
-    assert (cache_dir() / f"{key}.pkl").is_file()
+    cache = Cache(default_cache_dir())
+    first, meta, key = analyse_run(run, cache)
+    assert cache.entry("dashboard", key).is_file()
     assert not any(p.name.startswith(".") for p in run.iterdir())  # nothing written beside
 
     def no_loading(*_: object, **__: object) -> None:
         raise AssertionError("the trace was parsed again")
 
     monkeypatch.setattr(data, "load_run", no_loading)
-    again, meta2, key2 = analyse_run(run)
+    again, meta2, key2 = analyse_run(run, cache)
     assert key2 == key and meta2 == meta
     pd.testing.assert_frame_equal(again.ranks, first.ranks)
     assert again.findings == first.findings
@@ -114,7 +115,7 @@ def test_analysis_is_cached_on_disk_and_keyed_by_the_traces(
     os.utime(trace, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
     assert fingerprint(run) != key
     with pytest.raises(RunLoadError, match="parsed again"):
-        analyse_run(run)
+        analyse_run(run, cache)
 
 
 def test_registry_keeps_a_loaded_run_in_memory_until_it_changes(

@@ -293,12 +293,3 @@ def test_empty_inputs_give_a_message_not_an_error() -> None:
     assert (
         "no collectives" in ranks_figure(pd.DataFrame(), pd.DataFrame()).layout.annotations[0].text
     )
-
-
-def test_every_phase_has_a_style_and_a_name():
-    from dashboards.palette import LANES, NAME_BY_PHASE, STYLE_BY_PHASE
-    from overlapscope.trace.names import Phase
-
-    assert set(STYLE_BY_PHASE) == set(Phase)
-    assert set(NAME_BY_PHASE) == set(Phase)
-    assert {lane for lane, _ in STYLE_BY_PHASE.values()} <= set(LANES)

@@ -35,7 +35,8 @@ from dashboards.whatif import (
     scenario_from_controls,
     scenario_mismatch,
 )
-from overlapscope.sim import Policy, Scenario, predict_from
+from overlapscope.config import Policy
+from overlapscope.sim import Scenario, predict_from
 from overlapscope.sim.events import replay_metrics
 from overlapscope.sim.export import write_predicted_run
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from overlapscope.engine.config import EngineConfig
+from overlapscope.config import EngineConfig
 from overlapscope.engine.sharded import ShardedModel
 from overlapscope.engine.workloads import ModelConfig, build_model, global_batch, local_rows
 from tests.conftest import spawn

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from overlapscope.trace.names import COMM_PHASES, Phase, parse_range
+from overlapscope.phases import COMM_PHASES, Phase
+from overlapscope.trace.names import parse_range
 from tests.conftest import make_runs
 
 pytestmark = pytest.mark.multirank

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from overlapscope.sim import Calibration, Policy, Scenario, load_calibration, predict_from
+from overlapscope.config import Policy
+from overlapscope.sim import Calibration, Scenario, load_calibration, predict_from
 from overlapscope.sim.across import forward_us, pool_runs
 from tests.conftest import overlapscope_cmd
 

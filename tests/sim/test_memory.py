@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from overlapscope.config import Policy
+from overlapscope.phases import Phase
 from overlapscope.sim import load_calibration, predict_from
 from overlapscope.sim.memory import predicted_peak, window_peaks
-from overlapscope.sim.schedule import Policy, Scenario, StepModel, build_program
+from overlapscope.sim.schedule import Scenario, StepModel, build_program
 from overlapscope.trace.loader import load_run
-from overlapscope.trace.names import Phase
 
 SAMPLES = Path(__file__).resolve().parents[2] / "traces"
 MB = 1 << 20

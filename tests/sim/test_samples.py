@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from overlapscope.sim import Policy, Scenario, load_calibration, predict_from
+from overlapscope.config import Policy
+from overlapscope.sim import Scenario, load_calibration, predict_from
 
 SAMPLES = Path(__file__).resolve().parents[2] / "traces"
 CONFIGS = ["none", "backward_post", "backward_pre", "backward_pre+limit=2"]

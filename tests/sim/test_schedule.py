@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from overlapscope.config import Policy
+from overlapscope.phases import Phase
 from overlapscope.sim.events import replay_metrics
-from overlapscope.sim.schedule import (
-    Policy,
-    Program,
-    RankTimes,
-    Scenario,
-    StepModel,
-    _stretch,
-    build_program,
-    replay,
-)
-from overlapscope.trace.names import Phase
+from overlapscope.sim.replay import RankTimes, _stretch, replay
+from overlapscope.sim.schedule import Program, Scenario, StepModel, build_program
 
 UNITS = ("u0", "u1", "u2", "u3")
 BYTES = {u: 100 for u in ("root", *UNITS)}

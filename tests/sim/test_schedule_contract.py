@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from overlapscope.engine.config import EngineConfig, Policy
+from overlapscope.config import EngineConfig, Policy
 from overlapscope.engine.workloads import ModelConfig, build_model, global_batch, local_rows
+from overlapscope.phases import COMM_PHASES
 from overlapscope.sim.schedule import Scenario, StepModel, build_program
-from overlapscope.trace.names import COMM_PHASES, parse_range
+from overlapscope.trace.names import parse_range
 from tests.conftest import spawn
 
 pytestmark = pytest.mark.multirank

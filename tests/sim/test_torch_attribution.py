@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from overlapscope.engine.config import Policy
+from overlapscope.config import Policy
 from overlapscope.sim.schedule import OpKind, Scenario, StepModel, build_program
 from overlapscope.sim.torch_fsdp import AUTOGRAD_NODE, attribute_compute
 from overlapscope.trace.names import OPTIM_UNIT, ROOT_UNIT

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from overlapscope.analysis import analyze
-from overlapscope.sim import Policy, Scenario, load_calibration, predict_from
+from overlapscope.config import Policy
+from overlapscope.sim import Scenario, load_calibration, predict_from
 from overlapscope.sim.calibrate import sim_inputs
 from overlapscope.sim.facts import torch_facts
 from overlapscope.sim.schedule import build_program

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from overlapscope.engine.config import Policy
-from overlapscope.engine.recipe import RunConfig
+from overlapscope.config import Policy, RunConfig
 from overlapscope.sweep import SweepPoint, parse_point, parse_points
 from overlapscope.sweep.spec import MODIFIERS
 

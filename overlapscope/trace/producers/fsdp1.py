@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.arrays import BoolArray, IntArray, ObjArray
+from overlapscope.phases import Lane, Phase
 from overlapscope.trace.attribution import Labels, RowContext, holder
 from overlapscope.trace.compute_units import (
     CLOSE_BWD,
@@ -20,10 +21,7 @@ from overlapscope.trace.compute_units import (
     OPEN_FWD,
     label_compute,
 )
-from overlapscope.trace.labels import LabelRole, parse_fsdp1
-from overlapscope.trace.names import Phase
-from overlapscope.trace.producers.base import cpu_only
-from overlapscope.trace.schema import Framework
+from overlapscope.trace.producers.base import LabelRole, RangeRule, cpu_only
 
 FSDP1_HOOKS = {
     "_pre_forward": OPEN_FWD,
@@ -33,11 +31,42 @@ FSDP1_HOOKS = {
 }
 
 
+# The labels of FSDP1's ranges: ``FullyShardedDataParallel.<label>``.
+FSDP1_LABELS: dict[str, LabelRole] = {
+    "_pre_forward": LabelRole.ISSUE_AG_FWD,
+    "_pre_forward_prefetch": LabelRole.ISSUE_AG_FWD,
+    "_pre_backward_hook": LabelRole.ISSUE_AG_BWD,
+    "_pre_backward_prefetch": LabelRole.ISSUE_AG_BWD,
+    "_post_backward_prefetch": LabelRole.ISSUE_AG_BWD,
+    "_post_backward_hook": LabelRole.ISSUE_RS,
+    "rate_limiter": LabelRole.LIMITER,
+}
+
+_FSDP1_PREFIX = "FullyShardedDataParallel."
+
+
+def parse_fsdp1(name: str) -> LabelRole | None:
+    if not name.startswith(_FSDP1_PREFIX):
+        return None
+    return FSDP1_LABELS.get(name[len(_FSDP1_PREFIX) :])
+
+
 class Fsdp1:
-    framework = Framework.FSDP1
+    name = "fsdp1"
+    infers_schedule = True
 
     def recognizes(self, cats: list[str], present: BoolArray) -> bool:
         return any(present[i] and parse_fsdp1(c) is not None for i, c in enumerate(cats))
+
+    def rule(self, name: str) -> RangeRule | None:
+        """Its hook ranges issue collectives; its rate limiter holds the thread."""
+        match parse_fsdp1(name):
+            case None:
+                return None
+            case LabelRole.LIMITER:
+                return RangeRule(Lane.WAIT, Phase.LIMITER)
+            case _:
+                return RangeRule(Lane.ISSUE)
 
     def label(
         self, ctx: RowContext, out: Labels, cats: list[str], codes: IntArray, warnings: list[str]
@@ -50,7 +79,7 @@ class Fsdp1:
 
 
 def fsdp1_hook(name: str) -> str:
-    prefix = "FullyShardedDataParallel."
+    prefix = _FSDP1_PREFIX
     return FSDP1_HOOKS.get(name[len(prefix) :], "") if name.startswith(prefix) else ""
 
 

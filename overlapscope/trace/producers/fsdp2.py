@@ -8,10 +8,13 @@ range around it). Compute: between ``pre_forward`` / ``post_forward`` and ``pre_
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
 from overlapscope.arrays import BoolArray, IntArray, ObjArray
+from overlapscope.phases import Lane, Phase
 from overlapscope.trace.attribution import Labels, RowContext, holder, innermost_containing
 from overlapscope.trace.compute_units import (
     CLOSE_BWD,
@@ -21,10 +24,8 @@ from overlapscope.trace.compute_units import (
     label_compute,
     regions_frame,
 )
-from overlapscope.trace.labels import LabelRole, parse_fsdp2
-from overlapscope.trace.names import Phase
-from overlapscope.trace.producers.base import cpu_only
-from overlapscope.trace.schema import Framework
+from overlapscope.trace.names import ROOT_UNIT
+from overlapscope.trace.producers.base import LabelRole, RangeRule, cpu_only
 
 FSDP2_HOOKS = {
     "pre_forward": OPEN_FWD,
@@ -37,21 +38,82 @@ FSDP2_HOOKS = {
 }
 
 
+# The labels of FSDP2's ranges: ``FSDP::<label> (<fqn>)`` (or ``FSDP::<label> for <fqn>``).
+FSDP2_LABELS: dict[str, LabelRole] = {
+    "all_gather": LabelRole.ISSUE_AG,
+    "post_backward_reduce": LabelRole.ISSUE_RS,
+    "pre_forward": LabelRole.CONTEXT_FWD,
+    "forward_prefetch": LabelRole.CONTEXT_FWD,
+    "post_forward": LabelRole.CONTEXT_FWD,
+    "root_pre_forward": LabelRole.CONTEXT_FWD,
+    "pre_backward": LabelRole.CONTEXT_BWD,
+    "backward_prefetch": LabelRole.CONTEXT_BWD,
+    "post_backward_accumulate": LabelRole.CONTEXT_BWD,
+    "post_backward_reshard": LabelRole.CONTEXT_BWD,
+    "post_backward_rs_wait": LabelRole.CONTEXT_BWD,
+    "root_post_backward_callback": LabelRole.CONTEXT_BWD,
+}
+
+_FSDP2_RE = re.compile(
+    r"^FSDP::(?P<label>[a-z_]+)(?: \((?P<fqn>[^()]*)\)| for (?P<target>\S*))?(?: \[pg=\d+\])?$"
+)
+
+
+def parse_fsdp2(name: str) -> tuple[LabelRole, str | None] | None:
+    """``FSDP::all_gather (layers.0)`` -> (ISSUE_AG, "layers.0"); None if not an FSDP2 label.
+    The root module's empty fqn becomes ``root``."""
+    m = _FSDP2_RE.match(name)
+    if m is None:
+        return None
+    role = FSDP2_LABELS.get(m.group("label"))
+    if role is None:
+        return None
+    fqn = m.group("fqn") if m.group("fqn") is not None else m.group("target")
+    if fqn is not None:
+        fqn = fqn.replace("/", ".") or "root"
+    return role, fqn
+
+
 class Fsdp2:
-    framework = Framework.FSDP2
+    name = "fsdp2"
+    infers_schedule = True
 
     def recognizes(self, cats: list[str], present: BoolArray) -> bool:
         return any(present[i] and parse_fsdp2(c) is not None for i, c in enumerate(cats))
+
+    def rule(self, name: str) -> RangeRule | None:
+        """Its all-gather and reduce ranges issue a collective."""
+        parsed = parse_fsdp2(name) if name.startswith("FSDP::") else None
+        if parsed is not None and parsed[0] in (LabelRole.ISSUE_AG, LabelRole.ISSUE_RS):
+            return RangeRule(Lane.ISSUE)
+        return None
 
     def label(
         self, ctx: RowContext, out: Labels, cats: list[str], codes: IntArray, warnings: list[str]
     ) -> None:
         parsed = [parse_fsdp2(c) if c.startswith("FSDP::") else None for c in cats]
+        # torch >= 2.5 names each range's module, but the root's not at all
+        # ("FSDP::all_gather", observed with torch 2.11): where others are named, a bare
+        # hook or collective range is the root's (before 2.5 no range was named)
+        named = any(f is not None and f[1] is not None for f in parsed)
+        unit_of = [
+            (f[1] if f[1] is not None or not named or not _per_module(c) else ROOT_UNIT)
+            if f
+            else None
+            for f, c in zip(parsed, cats, strict=True)
+        ]
         roles = np.asarray([f[0].value if f else "" for f in parsed], dtype=object)[codes]
-        fqns = np.asarray([f[1] if f else None for f in parsed], dtype=object)[codes]
+        fqns = np.asarray(unit_of, dtype=object)[codes]
         label_fsdp2(ctx, out, roles, fqns)
         hooks = np.asarray([fsdp2_hook(c) for c in cats], dtype=object)[codes]
         label_compute(ctx, out, fsdp2_regions(ctx, cpu_only(hooks, ctx), fqns))
+
+
+def _per_module(name: str) -> bool:
+    """Is ``name`` a range FSDP2 opens per module (a hook or a collective), which carries the
+    module's name from torch 2.5 on."""
+    label = name[len("FSDP::") :].split(" ", 1)[0]
+    return label in FSDP2_HOOKS or label in ("all_gather", "all_gather_copy_out")
 
 
 def fsdp2_hook(name: str) -> str:

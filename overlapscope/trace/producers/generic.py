@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from overlapscope.arrays import BoolArray, IntArray
 from overlapscope.trace.attribution import Labels, RowContext
-from overlapscope.trace.schema import Framework
+from overlapscope.trace.producers.base import RangeRule
 
 
 class Generic:
-    framework = Framework.GENERIC
+    name = "generic"
+    infers_schedule = False
 
     def recognizes(self, cats: list[str], present: BoolArray) -> bool:
         return True
+
+    def rule(self, name: str) -> RangeRule | None:
+        return None
 
     def label(
         self, ctx: RowContext, out: Labels, cats: list[str], codes: IntArray, warnings: list[str]
