@@ -95,7 +95,13 @@ def mutated_bytes(raw: bytes, rng: random.Random, kind: str) -> tuple[bytes, str
 
 
 def sample_runs() -> list[Path]:
-    return sorted(p for p in SAMPLES.iterdir() if (p / "run.json").is_file())
+    """The shipped runs of several ranks (the CPU samples, the 2-rank GPU runs): the ones
+    whose ranks can be swapped or exchanged."""
+    return sorted(
+        p
+        for p in SAMPLES.iterdir()
+        if (p / "run.json").is_file() and len(list(p.glob("rank-*.pt.trace.json.gz"))) > 1
+    )
 
 
 def mutated_run(run: Path, copy_of: Path, rng: random.Random, kind: str) -> str:
@@ -104,7 +110,7 @@ def mutated_run(run: Path, copy_of: Path, rng: random.Random, kind: str) -> str:
     names = sorted(p.name for p in run.glob("rank-*.pt.trace.json.gz"))
     if kind == "swap-in":
         other = rng.choice([r for r in sample_runs() if r.name != copy_of.name])
-        name = rng.choice(names)
+        name = rng.choice([n for n in names if (other / n).is_file()])
         shutil.copy(other / name, run / name)
         return f"{name} swapped in from {other.name}"
     a, b = rng.sample(names, 2)
