@@ -66,7 +66,8 @@ __all__ = [
 ]
 
 # Bump when what is pickled changes shape.
-CACHE_VERSION = 4  # 2: clocks and the critical path; 3: what-if SimInputs; 4: one cache
+# 2: clocks and the critical path; 3: what-if SimInputs; 4: one cache; 5: a GPU run's launches
+CACHE_VERSION = 5
 # What-if calibrations kept in memory (a few MB each: per-step compute and transfer tables).
 CALIBRATION_CACHE_SIZE = 8
 

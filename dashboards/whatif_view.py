@@ -107,6 +107,8 @@ def whatif_view(
         return [error_panel(str(e), PREDICT_ERROR)]
     try:
         pred = predict_from(calib, scenario)
+    except UserError as e:  # a scenario the model refuses for this run (a GPU run's limits)
+        return [error_panel(str(e), PREDICT_ERROR)]
     except Exception as e:  # the simulator's failure must not take the panel down
         return [error_panel(f"the simulator failed: {type(e).__name__}: {e}", PREDICT_ERROR)]
 

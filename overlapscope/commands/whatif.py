@@ -24,7 +24,8 @@ from overlapscope.errors import UserError
 from overlapscope.outputs import check_apart, check_dir, check_file, write_file
 from overlapscope.sim.across import Pooled, pool_runs
 from overlapscope.sim.calibrate import Calibration
-from overlapscope.sim.export import write_predicted_run
+from overlapscope.sim.export import check_writable, write_predicted_run
+from overlapscope.sim.gpu_predict import check_gpu
 from overlapscope.sim.predict import Prediction, load_calibration, predict_from
 from overlapscope.sim.schedule import Scenario
 
@@ -143,6 +144,8 @@ def run(args: argparse.Namespace) -> int:
             )
     _check_outputs(args)
     calib = load_calibration(args.run_dir, _warn)
+    if args.trace is not None:
+        check_writable(calib)
     pooled = _pool(args, calib, scenario) if args.contention_from else None
     pred = predict_from(
         calib,
@@ -183,9 +186,26 @@ def run(args: argparse.Namespace) -> int:
             "  note: this torch run's collectives block their thread (CPU gloo), and the "
             "replay keeps that; prefetch hides communication only where they do not (GPU)"
         )
+    _print_host_bound(pred.calibration)
     if args.trace is not None:
         print(f"predicted timeline: {args.trace}")
     return 0
+
+
+# A GPU run whose device idled more than this part of its step was set by its host.
+HOST_BOUND_IDLE = 0.25
+
+
+def _print_host_bound(calib: Calibration) -> None:
+    """GPU runs whose host set the step: the prediction holds at that run's host speed."""
+    m = calib.measured
+    if calib.device is None or not m.idle_us > HOST_BOUND_IDLE * m.step_time_us:
+        return
+    print(
+        f"  note: the device idled {100 * m.idle_us / m.step_time_us:.0f} % of the measured "
+        "step: the host sets it, and the prediction holds at this run's host speed "
+        "(prefetching hides only what the host has issued)"
+    )
 
 
 def _pool(args: argparse.Namespace, calib: Calibration, scenario: Scenario) -> Pooled:
@@ -193,6 +213,8 @@ def _pool(args: argparse.Namespace, calib: Calibration, scenario: Scenario) -> P
     the forward speed at the scenario's (overlapscope/sim/across.py); the runs used for
     neither are named in a warning."""
     link = calib.measured.link_gbit
+    if calib.device is not None:
+        check_gpu(calib, scenario, across=True)
     others = [load_calibration(d, _warn) for d in args.contention_from]
     for d, c in zip(args.contention_from, others, strict=True):
         if c.step_model.units != calib.step_model.units:

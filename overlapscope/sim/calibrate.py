@@ -24,11 +24,14 @@ from dataclasses import dataclass
 import pandas as pd
 
 from overlapscope.analysis import RunAnalysis
+from overlapscope.analysis.clocks import align_run
 from overlapscope.errors import UserError
 from overlapscope.manifest import RunManifest
 from overlapscope.phases import CollectiveKind, Phase, issuing, values
 from overlapscope.sim.contention import busy_fraction, fit_contention
-from overlapscope.sim.facts import Facts, ovs_facts, torch_facts
+from overlapscope.sim.facts import Facts, fsdp_framework, ovs_facts, torch_facts
+from overlapscope.sim.gpu_calibrate import TorchGpu, gpu_device, gpu_rows, host_rows
+from overlapscope.sim.launches import DeviceModel
 from overlapscope.sim.link import (
     TCP_EFFICIENCY,
     LinkModel,
@@ -40,6 +43,7 @@ from overlapscope.sim.link import (
 from overlapscope.sim.memory import WindowKey, window_peaks
 from overlapscope.sim.replay import RankTimes
 from overlapscope.sim.schedule import OpKind, Program, Scenario, StepModel, build_program
+from overlapscope.sim.torch_cuts import measured_places
 from overlapscope.sim.torch_fsdp import attribute_compute
 from overlapscope.trace.loader import RunTraces
 
@@ -52,6 +56,7 @@ _MODELLED_KINDS = {
 __all__ = ["TCP_EFFICIENCY", "Calibration", "LinkModel", "Measured", "bus_factor", "calibrate"]
 
 ComputeTimes = dict[int, dict[tuple[Phase, str, int], float]]
+COMPUTE_ROW_COLUMNS = ["rank", "step", "phase", "unit", "piece", "dur_us", "busy_frac"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +67,10 @@ class SimInputs:
     issue: pd.DataFrame  # the issue lane's counted rows: rank, step, phase, ts_us, end_us, dur_us
     mem_windows: dict[int, dict[WindowKey, int]]  # per rank (CPU runs with memory events)
     source: str  # the run directory
+    # GPU runs: the GPU activities with their launch time, and the host's rows
+    # (sim/gpu_calibrate.py); None on CPU runs
+    gpu: pd.DataFrame | None = None
+    host: pd.DataFrame | None = None
 
 
 def sim_inputs(traces: RunTraces) -> SimInputs:
@@ -74,7 +83,13 @@ def sim_inputs(traces: RunTraces) -> SimInputs:
             if w := window_peaks(rows, memory.get(rank, traces.memory.iloc[:0])):
                 windows[int(rank)] = w
     src = str(traces.sources[0].parent) if traces.sources else ""
-    return SimInputs(traces.manifest, issue.reset_index(drop=True), windows, src)
+    if not traces.has_gpu:
+        return SimInputs(traces.manifest, issue.reset_index(drop=True), windows, src)
+    aligned = align_run(traces)[0].events  # on the analysis' clocks, as its tables are
+    return SimInputs(
+        traces.manifest, issue.reset_index(drop=True), windows, src,
+        gpu_rows(aligned), host_rows(aligned),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +104,7 @@ class Measured:
     peak_mem_bytes: int  # max over ranks; 0 where the run recorded no memory
     max_alive_units: int
     max_alive_in_backward: int
+    idle_us: float = float("nan")  # the device (CPU: the thread) doing nothing, per step
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +143,7 @@ class Calibration:
     peer_skew_us: float  # mean lag of the last rank to start a collective
     measured: Measured
     manifest: RunManifest | None  # the measured run's; None for torch traces
+    device: DeviceModel | None = None  # GPU runs: host work and launches per op (launches.py)
 
 
 # --------------------------------------------------------------------------- compute
@@ -278,37 +295,68 @@ def _measured(a: RunAnalysis, facts: Facts) -> Measured:
         peak_mem_bytes=max(facts.peaks, default=0),
         max_alive_units=facts.max_alive_units,
         max_alive_in_backward=facts.max_alive_in_backward,
+        idle_us=float(rk["idle_per_step_us"].mean()),
     )
 
 
 # --------------------------------------------------------------------------- public
 
 
+def _facts(
+    a: RunAnalysis, inputs: SimInputs, coll: pd.DataFrame
+) -> tuple[Facts, bool, TorchGpu | None, pd.DataFrame]:
+    """The run's facts; whether it is an engine run (run.json names one; ovs_facts says in
+    one line what a damaged one lacks); a torch GPU run's calls; the matched collectives
+    (a torch GPU run's with its root named ``root``)."""
+    meta = inputs.manifest
+    if meta is not None and (meta.is_engine_run or meta.engine is not None):
+        return ovs_facts(meta, coll, inputs.source), True, None, coll
+    if inputs.gpu is None or inputs.host is None:
+        return torch_facts(a, coll), False, None, coll
+    fsdp_framework(a)  # (before reading the calls: one line for a trace of no FSDP run)
+    tg = TorchGpu.of(inputs.gpu, inputs.host, coll)
+    places = measured_places(tg.calls, tg.gpu)
+    return torch_facts(a, tg.calls, places), False, tg, tg.coll
+
+
+def _compute(
+    a: RunAnalysis, inputs: SimInputs, counted: pd.DataFrame, program: Program, is_ovs: bool
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The training thread's compute rows and issue rows (CPU replay, contention fits)."""
+    if is_ovs:
+        return _ovs_compute_rows(a, counted), inputs.issue.merge(counted, on=["rank", "step"])
+    if a.summary.has_gpu:  # torch on GPU: the device replay reads the kernels themselves
+        return pd.DataFrame(columns=COMPUTE_ROW_COLUMNS), inputs.issue.iloc[:0]
+    tl = a.timeline.merge(counted, on=["rank", "step"])
+    steps = a.steps.merge(counted, on=["rank", "step"])
+    comp = attribute_compute(tl, steps, program)
+    return comp, inputs.issue.iloc[:0]  # torch on CPU: issue and transfer are one call
+
+
 def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
-    """Build the model of one run (overlapscope CPU/gloo or CUDA/NCCL, or torch FSDP on CPU;
-    ``full_shard``) from its analysis and :class:`SimInputs`."""
+    """Build the model of one run (overlapscope CPU/gloo or CUDA/NCCL, or torch FSDP on CPU
+    or GPU; ``full_shard``) from its analysis and :class:`SimInputs`."""
     meta = inputs.manifest
     counted, coll = _counted(a, inputs.source)
     num_steps = int(counted.groupby("rank").size().min())
     world = int(a.summary.world_size)
-    # run.json names an engine run (ovs_facts says in one line what a damaged one lacks)
-    is_ovs = meta is not None and (meta.is_engine_run or meta.engine is not None)
-    facts = ovs_facts(meta, coll, inputs.source) if meta and is_ovs else torch_facts(a, coll)
+    facts, is_ovs, torch_gpu, coll = _facts(a, inputs, coll)
     links = _links(coll, world)
     coll = _with_lane_times(coll)
     step_numbers = sorted(a.counted_steps[min(a.counted_steps)])
 
-    # compute, contention, issue costs, per-step overhead
+    # compute, contention, issue costs, per-step overhead; on GPU the device model
     measured_program = build_program(facts.model, facts.scenario)
     steps = a.steps.merge(counted, on=["rank", "step"])
-    if is_ovs:
-        comp = _ovs_compute_rows(a, counted)
-        issue = inputs.issue.merge(counted, on=["rank", "step"])
-    else:
-        tl = a.timeline.merge(counted, on=["rank", "step"])
-        comp = attribute_compute(tl, steps, measured_program)
-        issue = inputs.issue.iloc[:0]  # torch on CPU: issue and transfer are one call
-    contention = fit_contention(comp, facts.full_bytes)
+    comp, issue = _compute(a, inputs, counted, measured_program, is_ovs)
+    device = None
+    if inputs.gpu is not None and inputs.host is not None:  # a GPU run: the device model
+        device, coll = gpu_device(
+            inputs.gpu, inputs.host, a.counted_steps, coll, measured_program, torch_gpu
+        )
+        links = _links(coll, world) if device.host_transfers else links  # (from the copy on)
+    # on a GPU the kernels are measured as they ran: no slow-down to divide out
+    contention = 0.0 if device else fit_contention(comp, facts.full_bytes)
     ranks = _ranks(comp, contention, issue, steps, num_steps, measured_program)
     comm_rows = a.timeline.merge(counted, on=["rank", "step"])
     # memory: the largest unit's full bytes; per rank the peak, and the measured curve
@@ -343,4 +391,5 @@ def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
         peer_skew_us=float(coll["straggler_lag_us"].mean()) if len(coll) else 0.0,
         measured=_measured(a, facts),
         manifest=meta,
+        device=device,
     )

@@ -3,7 +3,8 @@
 :func:`replay_run` turns replayed steps into a :class:`~overlapscope.trace.loader.RunTraces`
 (schema: ``overlapscope/trace/schema.py``): per rank, one ``step`` row per replayed step and
 the replay's compute, issue, wait and comm intervals with their phase, unit, collective kind,
-bytes and queue position. Steps follow each other as in :mod:`overlapscope.sim.export`: each
+bytes and queue position; a GPU replay's activities as GPU rows on their streams (the analysis
+then reads the device, as it does a measured GPU run). Steps follow each other as in :mod:`overlapscope.sim.export`: each
 starts on every rank when the slowest rank has finished the previous one. Predicted step
 time, exposed communication and NCCL wait are then the analysis' own
 (:func:`overlapscope.analysis.metrics.step_table`); nothing in the simulator re-derives them.
@@ -31,26 +32,30 @@ COMM_TID, MAIN_TID = 2, 1
 def _rows(replays: Sequence[Replay]) -> pd.DataFrame:
     records: list[tuple[object, ...]] = []
     offset = 0.0
+    first = replays[0].origin_us if replays else None
     for step, rep in enumerate(replays):
         colls = rep.program.collectives
+        if rep.origin_us is not None and first is not None:  # GPU: steps back to back
+            offset = rep.origin_us - first
+        starts = rep.step_start_us or {}
         for r, end in rep.step_time_us.items():
-            records.append(
-                (r, step, MAIN_TID, "step", None, None, None, -1, -1, offset, offset + end)
-            )
+            at = offset + starts.get(r, 0.0)
+            records.append((r, step, MAIN_TID, -1, "step", None, None, None, -1, -1, at, at + end))
         for iv in rep.intervals:
             c = colls[iv.collective] if iv.collective >= 0 else None
             kind = c.kind if c is not None and iv.lane == "comm" else None
             nbytes = c.bytes if c is not None and iv.lane == "comm" else -1
             seq = iv.collective if iv.lane == "comm" else -1
-            tid = COMM_TID if iv.lane == "comm" else MAIN_TID
+            tid = iv.stream if iv.stream >= 0 else COMM_TID if iv.lane == "comm" else MAIN_TID
+            phase = iv.phase.value if iv.phase is not None else None
             records.append(
-                (iv.rank, step, tid, iv.lane, iv.phase.value, iv.unit, kind, nbytes, seq,
+                (iv.rank, step, tid, iv.stream, iv.lane, phase, iv.unit, kind, nbytes, seq,
                  offset + iv.start_us, offset + iv.end_us)
             )  # fmt: skip
         offset += max(rep.step_time_us.values())
     return pd.DataFrame.from_records(
         records,
-        columns=["rank", "step", "tid", "lane", "phase", "unit", "kind", "bytes", "seq", "ts_us", "end_us"],
+        columns=["rank", "step", "tid", "stream", "lane", "phase", "unit", "kind", "bytes", "seq", "ts_us", "end_us"],
     )  # fmt: skip
 
 
@@ -63,10 +68,11 @@ def replay_events(replays: Sequence[Replay]) -> pd.DataFrame:
         1 + max((len(r.program.collectives) for r in replays), default=0)
     )
     df.loc[df["lane"] != "comm", "seq"] = -1
-    df["stream"] = -1
-    df["on_gpu"] = False
+    df["on_gpu"] = df["stream"] >= 0
     df["cat"] = "user_annotation"
+    df.loc[df["on_gpu"], "cat"] = "kernel"
     df["name"] = df["phase"].fillna("ProfilerStep") + "/" + df["unit"].fillna("")
+    df.loc[df["on_gpu"], "name"] = "kernel/" + df["unit"].fillna("")
     df["group"] = df["lane"].where(df["lane"] != "comm", GROUP).where(df["lane"] == "comm")
     df["correlation"] = -1
     df["lane"] = pd.Categorical(df["lane"], categories=LANE_CATEGORIES)
@@ -81,6 +87,7 @@ def replay_run(replays: Sequence[Replay], world_size: int, backend: str = "gloo"
     """The replayed steps as a loaded run the analysis functions take."""
     events = replay_events(replays)
     steps = tuple(range(len(replays)))
+    gpu = any(rep.origin_us is not None for rep in replays)
     ranks = tuple(
         RankInfo(
             rank=int(r),
@@ -88,10 +95,10 @@ def replay_run(replays: Sequence[Replay], world_size: int, backend: str = "gloo"
             world_size=world_size,
             backend=backend,
             framework=Ours.name,
-            compute_source=ComputeSource.OVS_RANGES,
+            compute_source=ComputeSource.GPU_KERNELS if gpu else ComputeSource.OVS_RANGES,
             steps=steps,
             num_events=int((events["rank"] == r).sum()),
-            has_gpu=False,
+            has_gpu=gpu,
             base_time_ns=None,
         )
         for r in sorted(events["rank"].unique())

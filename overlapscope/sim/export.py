@@ -22,6 +22,7 @@ from overlapscope.errors import UserError
 from overlapscope.manifest import Predicted, RunManifest, read_manifest, write_manifest
 from overlapscope.outputs import replace_dir
 from overlapscope.phases import CollectiveKind
+from overlapscope.sim.calibrate import Calibration
 from overlapscope.sim.predict import Prediction
 from overlapscope.trace.files import trace_name
 from overlapscope.trace.names import format_range
@@ -66,7 +67,7 @@ def rank_trace(pred: Prediction, rank: int, first_step: int) -> dict[str, Any]:
                     numel //= calib.world_size  # the input is the shard
                 dims = {"Input type": ["float"], "Input Dims": [[numel]]}
                 events.append(_event(f"gloo:{c.kind}", COMM_TID, start, end, **dims))
-            else:
+            elif iv.phase is not None:
                 events.append(_event(format_range(iv.phase, iv.unit), MAIN_TID, start, end))
         offset += max(rep.step_time_us.values())
     return {
@@ -84,6 +85,16 @@ def rank_trace(pred: Prediction, rank: int, first_step: int) -> dict[str, Any]:
     }
 
 
+def check_writable(calib: Calibration) -> None:
+    """Only a CPU prediction is written as a trace (its training thread's ranges)."""
+    if calib.device is not None:
+        raise UserError(
+            f"--trace: {calib.source or 'the run'} is a GPU run, and a GPU prediction (kernels "
+            "on their streams, their launches) is not written as a trace; use --json, or the "
+            "dashboard's What-if tab, which draws it"
+        )
+
+
 def _is_predicted_run(d: Path) -> bool:
     try:
         manifest = read_manifest(d)
@@ -97,8 +108,10 @@ def write_predicted_run(pred: Prediction, out: Path | str, *, force: bool = Fals
 
     The directory is built beside ``out`` and moved into place, so a failure leaves ``out``
     as it was. An existing ``out`` is replaced only with ``force`` and only if it is an
-    earlier prediction; ``out`` may never be, hold or lie inside the measured run.
+    earlier prediction; ``out`` may never be, hold or lie inside the measured run. A GPU
+    prediction is refused: its kernels would be written as host ranges.
     """
+    check_writable(pred.calibration)
     return replace_dir(
         out,
         lambda tmp: _write_run(pred, tmp),

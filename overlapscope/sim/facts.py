@@ -88,29 +88,36 @@ def ovs_facts(manifest: RunManifest, coll: pd.DataFrame, where: str) -> Facts:
     )
 
 
-def torch_facts(a: RunAnalysis, coll: pd.DataFrame) -> Facts:
-    frameworks = set(a.summary.frameworks.values())
-    inferred = frameworks & {p.name for p in producers() if p.infers_schedule}
+def fsdp_framework(a: RunAnalysis) -> str:
+    """The torch FSDP producer the run's traces show (one whose schedule the what-if infers,
+    producers' ``infers_schedule``); one line if they show none."""
+    inferred = set(a.summary.frameworks.values()) & {
+        p.name for p in producers() if p.infers_schedule
+    }
     if not inferred:
         raise UserError(
             "neither an overlapscope run (no run.json) nor a torch FSDP trace: what-if needs "
             "a run written by `overlapscope run` or the traces of a torch FSDP1/FSDP2 run"
         )
-    if a.summary.has_gpu:
-        raise UserError(
-            "a torch FSDP GPU trace: what-if calibrates torch FSDP from CPU (gloo) traces only "
-            "so far; record with `overlapscope run` for a GPU what-if"
-        )
-    model = step_shape(coll)
-    scenario = infer_scenario(coll, model)
+    return sorted(inferred)[0]
+
+
+def torch_facts(a: RunAnalysis, coll: pd.DataFrame, places: list[int] | None = None) -> Facts:
+    """A torch FSDP run's facts from its collectives: on CPU the matched gloo collectives;
+    on GPU the host's calls, with where each was issued among the units' compute
+    (``places``, sim/torch_cuts.py)."""
+    gpu = places is not None
+    framework = fsdp_framework(a)
+    model = step_shape(coll, blocking=not gpu)
+    scenario = infer_scenario(coll, model, places)
     program = build_program(model, scenario)
     return Facts(
-        framework=sorted(inferred)[0],
+        framework=framework,
         model=model,
         scenario=scenario,
         full_bytes=dict(model.ag_bytes),
         link_gbit=None,
-        backend="gloo",
+        backend="nccl" if gpu else "gloo",
         peaks=[],
         max_alive_units=program.max_alive_units,
         max_alive_in_backward=program.max_alive_in_backward,

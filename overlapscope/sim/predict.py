@@ -36,6 +36,7 @@ from overlapscope.sim.calibrate import (
     with_contention,
 )
 from overlapscope.sim.events import replay_metrics
+from overlapscope.sim.gpu_predict import check_gpu, gpu_replays
 from overlapscope.sim.memory import predicted_peak
 from overlapscope.sim.replay import Replay, replay
 from overlapscope.sim.schedule import Collective, Program, Scenario, build_program
@@ -128,6 +129,7 @@ class Prediction:
                 "exposed_comm_per_step_us": c.measured.exposed_comm_us,
                 "nccl_wait_per_step_us": c.measured.nccl_wait_us,
                 "peak_mem_bytes": c.measured.peak_mem_bytes or None,
+                "idle_per_step_us": c.measured.idle_us,
             },
             "calibration": {
                 "contention": c.contention,
@@ -137,6 +139,13 @@ class Prediction:
                 "lag_fixed_us": c.lag_fixed_us,
                 "peer_skew_us": c.peer_skew_us,
                 "blocking_collectives": c.step_model.blocking,
+                "device": None
+                if c.device is None
+                else {
+                    "launch_latency_us": c.device.launch_latency_us,
+                    "gathers_follow_compute": c.device.gathers_follow_compute,
+                    "host_transfers": len(c.device.host_transfers),
+                },
                 "links": {
                     k: {
                         "latency_us": v.latency_us,
@@ -248,26 +257,10 @@ def _peak_mem(calib: Calibration, program: Program, rank: int, baseline: float) 
     return baseline + program.max_mem_units_in_backward * calib.alive_unit_bytes
 
 
-def predict_from(
-    calib: Calibration,
-    scenario: Scenario,
-    *,
-    contention: float | None = None,
-    speed_scale: float = 1.0,
-    forward_scale: float = 1.0,
-) -> Prediction:
-    """Replay the calibrated run's steps under ``scenario``, one replay per measured step
-    (that step's compute and transfer times), and average them. ``contention``: an α fitted
-    elsewhere instead of the run's own; ``speed_scale``: a factor on every base compute
-    duration, ``forward_scale`` one more on the forward ones (all three from runs of the same
-    workload: overlapscope/sim/across.py)."""
-    program = build_program(calib.step_model, scenario)
-    links = scaled_links(calib, scenario)
-    if contention is not None and contention != calib.contention:
-        calib = with_contention(calib, contention)  # base compute re-derived with this α
-    if (speed_scale, forward_scale) != (1.0, 1.0):
-        calib = at_speed(calib, speed_scale, forward_scale)
-    alpha = contention_under(calib, links)
+def _host_replays(
+    calib: Calibration, program: Program, links: dict[str, LinkModel], alpha: float
+) -> list[Replay]:
+    """One replay of the training thread per measured step (CPU runs, sim/schedule.py)."""
     samples = list(
         zip(calib.step_compute_us, calib.step_transfer_us, calib.step_lag_us, strict=True)
     ) or [({r: t.compute_us for r, t in calib.ranks.items()}, calib.transfer_us, {})]
@@ -282,6 +275,39 @@ def predict_from(
             for c in program.collectives
         ]
         replays.append(replay(program, ranks, transfer, alpha))
+    return replays
+
+
+def predict_from(
+    calib: Calibration,
+    scenario: Scenario,
+    *,
+    contention: float | None = None,
+    speed_scale: float = 1.0,
+    forward_scale: float = 1.0,
+) -> Prediction:
+    """Replay the calibrated run's steps under ``scenario``, one replay per measured step
+    (that step's compute and transfer times), and average them. ``contention``: an α fitted
+    elsewhere instead of the run's own; ``speed_scale``: a factor on every base compute
+    duration, ``forward_scale`` one more on the forward ones (all three from runs of the same
+    workload: overlapscope/sim/across.py)."""
+    if calib.device is not None:
+        across = contention is not None or (speed_scale, forward_scale) != (1.0, 1.0)
+        check_gpu(calib, scenario, across=across)
+    program = build_program(calib.step_model, scenario)
+    links = scaled_links(calib, scenario)
+    if contention is not None and contention != calib.contention:
+        calib = with_contention(calib, contention)  # base compute re-derived with this α
+    if (speed_scale, forward_scale) != (1.0, 1.0):
+        calib = at_speed(calib, speed_scale, forward_scale)
+    alpha = contention_under(calib, links)
+    replays = (
+        _host_replays(calib, program, links, alpha)
+        if calib.device is None
+        else gpu_replays(
+            calib, program, lambda c, measured, lags: transfer_us(calib, links, c, measured, lags)
+        )
+    )
     # the analysis' own figures of the replayed steps (sim/events.py), mean over steps
     metrics = replay_metrics(replays, calib.world_size)[list(PER_RANK_COLUMNS)]
     per_rank = metrics.groupby("rank", as_index=False).mean()

@@ -40,12 +40,13 @@ class RankTimes:
 @dataclass(frozen=True, slots=True)
 class Interval:
     rank: int
-    lane: str  # "compute", "wait", "issue" (training thread) or "comm"
-    phase: Phase
+    lane: str  # "compute", "wait", "issue" (training thread) or "comm"; GPU: "memory" too
+    phase: Phase | None  # None: a GPU activity outside every unit's phase
     unit: str
     start_us: float
     end_us: float
     collective: int = -1
+    stream: int = -1  # a GPU activity's stream (sim/device_replay.py); -1: the host's
 
     @property
     def dur_us(self) -> float:
@@ -59,9 +60,8 @@ class Replay:
     step_time_us: dict[int, float]  # per rank
     coll_start_us: tuple[float, ...]
     coll_end_us: tuple[float, ...]
-
-    def lane(self, rank: int, lane: str) -> list[Interval]:
-        return [iv for iv in self.intervals if iv.rank == rank and iv.lane == lane]
+    origin_us: float | None = None  # GPU (device_replay.py): the step's start, steps back to back
+    step_start_us: dict[int, float] | None = None  # GPU: each rank's start after origin_us
 
 
 def _stretch(t: float, work_us: float, busy: Sequence[tuple[float, float]], factor: float) -> float:

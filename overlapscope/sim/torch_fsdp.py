@@ -38,41 +38,68 @@ def _first_step(coll: pd.DataFrame) -> pd.DataFrame:
     return coll[coll["step"] == coll["step"].min()].sort_values("seq")
 
 
-def step_shape(coll: pd.DataFrame) -> StepModel:
-    """Units in forward order (their forward all-gathers' order) and their bytes."""
+def step_shape(coll: pd.DataFrame, *, blocking: bool = True) -> StepModel:
+    """Units in forward order (their forward all-gathers' order) and their bytes. A unit
+    named ``root`` (FSDP2's root module with parameters of its own) is the schedule's root.
+    ``blocking``: the collectives block their thread (gloo on CPU), not the device's."""
     first = _first_step(coll)
     fwd = first[first["phase"] == Phase.AG_FWD.value]
-    units = tuple(dict.fromkeys(fwd["unit"].astype(str)))
+    units = tuple(u for u in dict.fromkeys(fwd["unit"].astype(str)) if u != ROOT_UNIT)
     if not units:
         raise UserError("no forward all-gathers with a unit: not an FSDP full_shard run")
     ag = coll[coll["phase"].isin(values(issuing(ALL_GATHER)))].groupby("unit")["bytes"].max()
     rs = coll[coll["phase"].isin(values(issuing(REDUCE_SCATTER)))]
     red = rs.groupby("unit")["bytes"].max()
     kind = str(rs["kind"].astype(str).mode().iloc[0]) if len(rs) else REDUCE_SCATTER.value
-    ag_bytes = {u: int(ag.get(u, 0)) for u in units} | {ROOT_UNIT: 0}
-    reduce_bytes = {u: int(red.get(u, 0)) for u in units} | {ROOT_UNIT: 0}
-    return StepModel(units, ag_bytes, reduce_bytes, kind, blocking=True)
+    every = (*units, ROOT_UNIT)
+    ag_bytes = {u: max(int(ag.get(u, 0)), 0) for u in every}
+    reduce_bytes = {u: max(int(red.get(u, 0)), 0) for u in every}
+    return StepModel(units, ag_bytes, reduce_bytes, kind, blocking=blocking)
 
 
-def infer_scenario(coll: pd.DataFrame, model: StepModel) -> Scenario:
-    """The engine schedule whose collectives come in the run's measured order."""
+def infer_scenario(
+    coll: pd.DataFrame, model: StepModel, places: list[int] | None = None
+) -> Scenario:
+    """The engine schedule whose collectives come in the run's measured order. Orders alone
+    do not tell ``backward_pre`` from ``backward_post``, nor forward prefetch (they move an
+    issue past compute, not past another issue): ``places``, where the trace shows it (GPU:
+    how many units' compute the host had begun before each collective), picks the schedule
+    that issues each collective after as many; without it the first in order."""
     first = _first_step(coll)
     measured = list(zip(first["phase"].astype(str), first["unit"].astype(str), strict=True))
+    found: list[tuple[int, Scenario]] = []
     for policy, fwd, depth in itertools.product(
         [Policy.BACKWARD_PRE, Policy.BACKWARD_POST, Policy.NONE], [False, True], [1, 2, 3]
     ):
         if policy is Policy.NONE and depth > 1:
             continue
         s = Scenario(policy, forward_prefetch=fwd, prefetch_depth=depth)
-        order = [(c.phase.value, c.unit) for c in build_program(model, s).collectives]
+        program = build_program(model, s)
+        order = [(c.phase.value, c.unit) for c in program.collectives]
         if order == measured:
-            return s
+            if places is None:
+                return s
+            off = sum(a != b for a, b in zip(issue_places(program), places, strict=True))
+            found.append((off, s))
+    if found:
+        return min(found, key=lambda x: x[0])[1]  # (ties: the first in order)
     shown = ", ".join(f"{p}:{u}" for p, u in measured[:8])
     raise UserError(
         f"the run's collectives ({shown}{', ...' if len(measured) > 8 else ''}) come in an "
         "order no prefetch policy of the what-if model issues (a prefetch depth above 3, "
         "a limiter, or another schedule): what-if cannot calibrate it"
     )
+
+
+def issue_places(program: Program) -> list[int]:
+    """Per collective: how many units' compute ops the program runs before issuing it."""
+    out, units = [], 0
+    for op in program.ops:
+        if op.kind is OpKind.COMPUTE and op.unit not in (ROOT_UNIT, OPTIM_UNIT):
+            units += 1
+        elif op.kind is OpKind.ISSUE:
+            out.append(units)
+    return out
 
 
 Op3 = tuple[str, str, int]  # (phase, unit, piece) of a compute op

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dashboards.data import RunSource, discover_runs
+from dashboards.data import RunSource, discover_runs, read_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 TRACES = REPO / "traces"
@@ -53,6 +53,18 @@ def sample_runs() -> list[RunSource]:
     runs = discover_runs([TRACES]) if TRACES.is_dir() else []
     runs = [r for r in runs if not r.label.startswith("gpu-")]
     assert runs, f"no sample runs under {TRACES}: the dashboard's default needs them"
+    return runs
+
+
+@pytest.fixture(scope="session")
+def sweep_runs(sample_runs: list[RunSource]) -> list[RunSource]:
+    """The bundled CPU sweep's runs (traces/ also holds GPU runs, of another workload: the
+    what-if tests that compare the sweep's configurations take these)."""
+    runs = []
+    for r in sample_runs:
+        m = read_manifest(r.path)
+        if m is not None and m.device != "cuda":
+            runs.append(r)
     return runs
 
 

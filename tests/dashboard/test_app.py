@@ -114,10 +114,10 @@ def test_the_whatif_callback_predicts_over_http(sample_runs: list[RunSource]) ->
     assert json.loads(idle)["response"] == {}
 
 
-def test_the_whatif_target_follows_the_scenario_over_http(sample_runs: list[RunSource]) -> None:
-    app = create_app(sample_runs)
+def test_the_whatif_target_follows_the_scenario_over_http(sweep_runs: list[RunSource]) -> None:
+    app = create_app(sweep_runs)
     client = app.server.test_client()
-    run_a, run_b = default_pair(sample_runs)
+    run_a, run_b = default_pair(sweep_runs)
     names = [ids.RUN_A, ids.RUN_B, *WHATIF_CONTROLS]
     limited = (WHATIF_DEFAULTS[0], [], 2, *WHATIF_DEFAULTS[3:])
     body = {

@@ -202,16 +202,16 @@ def _numbers(row: list[str]) -> list[float]:
 
 
 def test_whatif_panel_predicts_a_scenario_and_compares(
-    dash_duo: Any, sample_runs: list[RunSource]
+    dash_duo: Any, sweep_runs: list[RunSource]
 ) -> None:
-    app = create_app(sample_runs)
+    app = create_app(sweep_runs)
     dash_duo.start_server(app)
     by_limit = {
         (
             r.policy,
             json.loads((r.path / "run.json").read_text())["config"]["engine"]["limit_all_gathers"],
         ): r
-        for r in sample_runs
+        for r in sweep_runs
     }
     assert dash_duo.find_element(f"#{ids.WHATIF_PANEL}").is_displayed() is False
 

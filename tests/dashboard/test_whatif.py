@@ -165,7 +165,10 @@ def test_self_replay_is_within_5_percent_of_the_measured_step(
         assert step["predicted"] > 0 and step["measured_source"] > 0
         assert step["measured_target"] == step["measured_source"]
         assert abs(step["error_pct"]) <= 100 * SELF_REPLAY_TOLERANCE, run.label
-        assert np.isfinite(rows["error_pct"]).all()
+        # (an error against a measured 0 is undefined: a GPU run's NCCL wait where nothing
+        # waited, a torch trace's peak memory where none was recorded)
+        measured = rows["measured_target"] != 0
+        assert np.isfinite(rows.loc[measured, "error_pct"]).all(), run.label
 
 
 def test_whatif_table_converts_units_and_leaves_target_columns_empty_without_one(

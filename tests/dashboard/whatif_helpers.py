@@ -12,9 +12,11 @@ from dashboards.data import RunSource, read_manifest
 
 
 def by_policy(runs: list[RunSource], policy: str, limit: int | None = None) -> RunSource:
+    """The bundled CPU sweep's run of ``policy`` (traces/ also holds GPU runs of the same
+    policies: another workload)."""
     for r in runs:
         m = read_manifest(r.path)
-        engine = m.engine if m else None
+        engine = m.engine if m and m.device != "cuda" else None
         if engine and engine.policy.value == policy and engine.limit_all_gathers == limit:
             return r
     raise AssertionError(f"no sample run with policy {policy} and limit {limit}")
