@@ -23,7 +23,7 @@ from overlapscope.trace.events import (
 )
 from overlapscope.trace.fingerprint import Fingerprint, fingerprint
 from overlapscope.trace.header import MAX_WORLD_SIZE, RunStamp, read_header
-from overlapscope.trace.reader import read_document
+from overlapscope.trace.reader import BOM_SKIPPED, read_document
 
 __all__ = [
     "MAX_WORLD_SIZE",
@@ -92,7 +92,7 @@ def _usable(path: Path, cols: Columns) -> np.ndarray:
 def read_trace(path: Path) -> RawTrace:
     """Decode one ``.json`` / ``.json.gz`` Kineto trace; raise :class:`TraceFileError` with the
     file and the problem when it cannot be used."""
-    obj, cols = read_document(path)
+    obj, cols, bom = read_document(path)
     keep = _usable(path, cols)
     header = read_header(path, obj)
     ts = cols.ts
@@ -145,7 +145,7 @@ def read_trace(path: Path) -> RawTrace:
         fingerprint=fp,
         memory_us=cols.memory_ts - first_ts,
         memory_bytes=cols.memory_bytes,
-        header_warnings=header.warnings,
+        header_warnings=(*header.warnings, BOM_SKIPPED) if bom else header.warnings,
     )
 
 

@@ -110,7 +110,7 @@ def _trace_case(seed: int, case: Path) -> Case:
     doc = load_doc(source)
     if kind in ("truncate", "bom"):
         raw, what = mutated_bytes(json.dumps(doc).encode(), rng, kind)
-        invalid = "cut off" if kind == "truncate" else None
+        invalid = "cut off" if kind == "truncate" else "a byte-order mark"
     else:
         what = mutated_doc(doc, rng, kind)
         raw, invalid = json.dumps(doc).encode(), fuzz_contract.problem(doc)

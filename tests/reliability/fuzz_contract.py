@@ -1,7 +1,8 @@
 """What a valid trace is, written out independently of the loader: the fuzz test holds the
 loader to it. A mutated trace this module calls invalid must end with an error or a warning
 the clean trace did not give; one it calls valid (a key no reader needs deleted, a string
-swapped for another string, a duplicated event, a byte-order mark) may end any clean way.
+swapped for another string, a duplicated event) may end any clean way. (A byte-order mark
+or a cut-off file, which this module never sees as a document, must end with one too.)
 
 The rules are those docs/RELIABILITY.md states: a complete (``X``) event needs ``cat`` and
 ``name`` strings, a ``tid`` that is an integer or a string, a finite ``ts`` (|ts| <= 1e16 µs)

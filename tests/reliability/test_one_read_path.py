@@ -88,7 +88,7 @@ def _renamed(run: Path) -> None:
 
 # class -> (damage, expected outcome, what its one line says)
 CLASSES: dict[str, tuple[Callable[[Path], None], str, str]] = {
-    "bom": (_bytes(lambda t: b"\xef\xbb\xbf" + t), "ok", ""),
+    "bom": (_bytes(lambda t: b"\xef\xbb\xbf" + t), "warning", "a UTF-8 byte-order mark before the JSON text, skipped"),
     "ts-null": (_event(lambda e: e.update(ts=None)), "warning", "1 event with a missing or non-numeric ts ignored in rank-1"),
     "ts-string": (_event(lambda e: e.update(ts="soon")), "warning", "1 event with a missing or non-numeric ts ignored in rank-1"),
     "ph-deleted": (_event(lambda e: e.pop("ph")), "warning", "1 event with a missing or unknown ph ignored in rank-1"),
