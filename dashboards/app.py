@@ -10,6 +10,7 @@ from dash import Dash
 from dashboards import callbacks, guard, perfetto_link
 from dashboards.data import RunRegistry, RunSource
 from dashboards.layout import build_layout
+from dashboards.values import value_checks
 
 if TYPE_CHECKING:
     from overlapscope.pipeline.run import Target
@@ -36,7 +37,8 @@ def create_app(
         suppress_callback_exceptions=True,  # the timeline graph exists only on its tab
         serve_locally=True,
     )
-    guard.install(app)  # malformed requests: 4xx, capped bodies, only registered assets
+    # malformed requests or values: 4xx; capped bodies; only registered assets
+    guard.install(app, value_checks([r.key for r in runs]))
     app.layout = build_layout(registry)
     callbacks.register(app, registry)
     perfetto_link.install(app, registry)

@@ -26,6 +26,8 @@ ERROR_STYLE = {
     "borderRadius": "6px",
     "margin": "8px 0",
 }
+WARNING_STYLE = {**ERROR_STYLE, "border": "1px solid #ff7f0e", "background": "#fff4e5",
+                 "color": "#663c00"}  # fmt: skip
 GRAPH_CONFIG: dcc.Graph.Config = {"displaylogo": False, "scrollZoom": True}
 
 
@@ -34,6 +36,18 @@ def error_panel(message: str, title: str = "Cannot show this run: ") -> html.Div
         [html.Strong(title), html.Span(message)],
         className=ids.ERROR_PANEL_CLASS,
         style=ERROR_STYLE,
+    )
+
+
+def warning_panel(label: str, warnings: Sequence[str]) -> html.Div:
+    """The loader's warnings about a run (what it left out), as ``analyze`` prints them."""
+    return html.Div(
+        [
+            html.Strong(f"{label}: {len(warnings)} warning{'s' if len(warnings) != 1 else ''}"),
+            html.Ul([html.Li(w) for w in warnings]),
+        ],
+        className=ids.WARNING_PANEL_CLASS,
+        style=WARNING_STYLE,
     )
 
 

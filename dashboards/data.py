@@ -66,8 +66,10 @@ __all__ = [
 ]
 
 # Bump when what is pickled changes shape.
-# 2: clocks and the critical path; 3: what-if SimInputs; 4: one cache; 5: a GPU run's launches
-CACHE_VERSION = 5
+# 2: clocks and the critical path; 3: what-if SimInputs; 4: one cache; 5: a GPU run's
+# launches; 6: 5 with run.json's trace stamps (issue 32); 7: 6 with where the GPU waits
+# (issue 30) and the Perfetto export's rank infos (issue 35)
+CACHE_VERSION = 7
 # What-if calibrations kept in memory (a few MB each: per-step compute and transfer tables).
 CALIBRATION_CACHE_SIZE = 8
 

@@ -42,6 +42,7 @@ WHATIF_TABLE = "whatif-table"
 WHATIF_SUMMARY = "whatif-summary"
 WHATIF_GRAPH = "whatif-graph"
 ERROR_PANEL_CLASS = "error-panel"
+WARNING_PANEL_CLASS = "warning-panel"
 
 # Tab values.
 TAB_OVERVIEW = "overview"

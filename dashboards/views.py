@@ -26,6 +26,7 @@ from dashboards.components import (
     error_panel,
     html_table,
     run_panel,
+    warning_panel,
 )
 from dashboards.critical_path import add_paths, clock_mode, panel_path
 from dashboards.data import LoadedRun, RunRegistry, RunSource
@@ -106,9 +107,13 @@ def overview_html(table: pd.DataFrame) -> html.Table:
 
 def overview_view(registry: RunRegistry) -> list[Component]:
     runs, errors = _load_many(registry, [s.key for s in registry.sources])
+    warned = [
+        warning_panel(r.source.label, r.analysis.warnings) for r in runs if r.analysis.warnings
+    ]
     return [
         html.H3("Runs and ranks (per-step means over the profiled steps)"),
         *errors,
+        *warned,
         overview_html(overview_table(runs)),
         html.H3("Findings (largest time at stake first)"),
         html.Div(_findings(findings_table(runs)), id=ids.FINDINGS),

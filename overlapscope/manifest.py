@@ -80,6 +80,8 @@ class RunManifest:
     hosts: tuple[str, ...] = ()
     predicted: Predicted | None = None
     run_id: str | None = None
+    # each listed trace's run stamp (its run id, its rank), as the trace's header holds it
+    trace_stamps: tuple[tuple[str, int], ...] = ()
 
     @property
     def is_engine_run(self) -> bool:
@@ -118,6 +120,7 @@ class RunManifest:
             **{k: list(getattr(self, k)) or None for k in PER_RANK[1:]},
             "predicted": None if self.predicted is None else _predicted_dict(self.predicted),
             "run_id": self.run_id,
+            "trace_stamps": [{"run_id": r, "rank": k} for r, k in self.trace_stamps] or None,
         }
         return {k: v for k, v in doc.items() if v is not None}
 
@@ -257,7 +260,22 @@ def _parse(path: Path, doc: dict[str, Any]) -> RunManifest:
         hosts=f.items("hosts", lambda v: isinstance(v, str), "a list of host names per rank"),
         predicted=_parse_predicted(f),
         run_id=f.text("run_id"),
+        trace_stamps=_parse_stamps(f),
     )
+
+
+def _parse_stamps(f: _Fields) -> tuple[tuple[str, int], ...]:
+    """``trace_stamps``: one ``{run_id, rank}`` per listed trace."""
+    stamps = f.items(
+        "trace_stamps",
+        lambda v: isinstance(v, dict) and isinstance(v.get("run_id"), str)
+        and _is_int(v.get("rank")),
+        "a list of {run_id, rank}, one per trace",
+    )  # fmt: skip
+    traces = f.doc.get("traces") or []
+    if stamps and len(stamps) != len(traces):
+        raise _bad(f.path, "trace_stamps", f.doc["trace_stamps"], f"one per trace ({len(traces)})")
+    return tuple((str(v["run_id"]), int(v["rank"])) for v in stamps)
 
 
 def _parse_units(f: _Fields) -> tuple[UnitSize, ...] | None:

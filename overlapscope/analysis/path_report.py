@@ -23,21 +23,34 @@ GROUP = ["rank", "kind", "unit", "phase", "host_activity", "host_op"]
 _PHASE_WORDS = {p.value: p.words for p in Phase}
 
 
+def _work(kind: str, unit: object, phase: object) -> str:
+    """``backward all-gather of blocks.1``: the phase's words and the unit (the kind's name
+    where the link has no phase)."""
+    what = _PHASE_WORDS.get(phase, phase) if isinstance(phase, str) else None
+    of = f" of {unit}" if isinstance(unit, str) else ""
+    return f"{what or kind}{of}"
+
+
 def link_name(
     rank: int, kind: str, unit: object, phase: object, host: tuple[object, object] = (None, None)
 ) -> str:
-    """``rank 3's forward of blocks.7``, ``rank 0's exposed reduce-scatter of blocks.1``,
-    ``rank 1's host (data loading, in enumerate(DataLoader)#...)`` (``host``: a host link's
-    activity and op, host_path.py)."""
+    """What a link of the path is, for each kind: ``rank 3's forward of blocks.7``, ``rank
+    0's exposed reduce-scatter of blocks.1``, ``rank 1's wait for the backward all-gather of
+    blocks.2``, ``rank 1's host (data loading, in enumerate(DataLoader)#...)`` (``host``: a
+    host link's activity and op, host_path.py), ``rank 2's idle time (nothing traced)``."""
     if kind == "host":
         activity, op = (h if isinstance(h, str) else None for h in host)
         detail = ", in ".join(x for x in (activity, op) if x)
         return f"rank {rank}'s host" + (f" ({detail})" if detail else "")
-    what = _PHASE_WORDS.get(phase, phase) if isinstance(phase, str) else kind
     if kind == "comm":
-        what = f"exposed {what}" if isinstance(phase, str) else "exposed communication"
-    of = f" of {unit}" if isinstance(unit, str) else ""
-    return f"rank {rank}'s {what}{of}"
+        return f"rank {rank}'s exposed {_work('communication', unit, phase)}"
+    if kind == "wait":
+        has_work = isinstance(phase, str) or isinstance(unit, str)
+        on = f"the {_work('communication', unit, phase)}" if has_work else "communication"
+        return f"rank {rank}'s wait for {on}"
+    if kind == "idle":
+        return f"rank {rank}'s idle time (nothing traced)"
+    return f"rank {rank}'s {_work(kind, unit, phase)}"
 
 
 def path_groups(path: CriticalPath) -> pd.DataFrame:
@@ -110,21 +123,19 @@ def _name(link: pd.Series) -> str:
 
 
 def _shortened(b: pd.Series) -> str:
-    """What the best what-if shortens, in words."""
-    if b["kind"] == "comm":
+    """What the best what-if shortens, in words: a matched collective on every rank
+    (critical_path's savings), any other link on its own rank; a host link with the op whose
+    launch it makes sooner."""
+    step, seq = int(b["step"]), b.get("seq")
+    if b["kind"] == "comm" and pd.notna(seq) and int(seq) >= 0:
+        what = _work("collective", b["unit"], b["phase"])
         return (
-            f"that collective (group {b['group']}, step {int(b['step'])}, seq "
-            f"{int(b['seq'])}) on every rank by {SHORTEN:.0%}"
+            f"the {what} (group {b['group']}, step {step}, seq {int(seq)}) on every rank by "
+            f"{SHORTEN:.0%}"
         )
-    if b["kind"] == "host":
-        late = (
-            f", so it launches {b['late_op']} sooner" if isinstance(b.get("late_op"), str) else ""
-        )
-        return (
-            f"{_name(b)} (step {int(b['step'])}, {float(b['dur_us']):,.0f} µs) by "
-            f"{SHORTEN:.0%}{late}"
-        )
-    return f"{_name(b)} (step {int(b['step'])}, {float(b['dur_us']):,.0f} µs) by {SHORTEN:.0%}"
+    late = b.get("late_op") if b["kind"] == "host" else None
+    sooner = f", so it launches {late} sooner" if isinstance(late, str) else ""
+    return f"{_name(b)} (step {step}, {float(b['dur_us']):,.0f} µs) by {SHORTEN:.0%}{sooner}"
 
 
 def path_paragraph(path: CriticalPath) -> str:

@@ -14,6 +14,7 @@ import os
 import re
 from pathlib import Path
 
+from overlapscope.trace.files import RUN_STAMP_KEY
 from overlapscope.trace.loader import find_trace_files
 
 SHIFT_NS_PER_RANK = 1500
@@ -22,6 +23,7 @@ _FIELDS = {
     "world_size": re.compile(rb'("distributedInfo"\s*:\s*\{[^}]*?"world_size"\s*:\s*)(\d+)'),
     "base": re.compile(rb'("baseTimeNanoseconds"\s*:\s*)(\d+)'),
 }
+_STAMP = re.compile(rb'"' + RUN_STAMP_KEY.encode() + rb'"\s*:\s*\{[^}]*\}\s*,\s*')
 
 
 def _load(path: Path) -> bytes:
@@ -30,9 +32,10 @@ def _load(path: Path) -> bytes:
 
 
 def _reranked(data: bytes, rank: int, world: int, path: Path) -> bytes:
-    """``data`` with its header saying ``rank`` of ``world`` and its clock shifted."""
+    """``data`` with its header saying ``rank`` of ``world`` and its clock shifted (a run
+    stamp left out: the copies are no rank of the run that stamped it)."""
     cut = data.find(b'"traceEvents"')
-    header = data[:cut]
+    header = _STAMP.sub(b"", data[:cut])
     values = {"rank": rank, "world_size": world}
     for field, pattern in _FIELDS.items():
         m = pattern.search(header)

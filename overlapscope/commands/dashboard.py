@@ -119,9 +119,12 @@ def warm(app: Any, runs: Sequence[Any], dask: bool) -> list[UserError]:
     failed: list[UserError] = []
     for src in runs:
         try:
-            registry.load(src.key)
+            loaded = registry.load(src.key)
         except UserError as e:  # shown as an error panel in the app; say it here too
             failed.append(e)
+            continue
+        for w in loaded.analysis.warnings:  # shown on the overview; said here as analyze does
+            print(f"warning: {src.label}: {w}", file=sys.stderr)
     if runs and len(failed) == len(runs):
         if dask:
             raise UserError(str(failed[0]))

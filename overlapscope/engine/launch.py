@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 from overlapscope.config import RunConfig
@@ -33,6 +34,7 @@ from overlapscope.outputs import (
     swap_in,
     write_file,
 )
+from overlapscope.trace.files import RUN_ID_ENV
 
 WORKER = "overlapscope.engine.worker"
 # Everything a run directory holds; a folder with anything else is the user's, never replaced.
@@ -58,8 +60,9 @@ def torchrun_argv(run_dir: Path, launcher_args: list[str]) -> list[str]:
     ]
 
 
-def _env(cfg: RunConfig) -> dict[str, str]:
+def _env(cfg: RunConfig, run_id: str) -> dict[str, str]:
     env = dict(os.environ)
+    env[RUN_ID_ENV] = run_id  # stamped into every rank's trace and listed in run.json
     env["OMP_NUM_THREADS"] = str(cfg.threads_per_rank)
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
@@ -112,12 +115,12 @@ def stop_tree(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def _run_local(cfg: RunConfig, staging: Path) -> int:
+def _run_local(cfg: RunConfig, staging: Path, run_id: str) -> int:
     with (staging / "logs" / "launcher.log").open("wb") as log:
         local = ["--standalone", "--nnodes", "1", "--nproc-per-node", str(cfg.nproc)]
         # Its own session: a Ctrl-C or a signal to our group reaches us, and we stop the tree.
         proc = subprocess.Popen(
-            torchrun_argv(staging, local), stderr=log, env=_env(cfg), start_new_session=True
+            torchrun_argv(staging, local), stderr=log, env=_env(cfg, run_id), start_new_session=True
         )
         try:
             return proc.wait()
@@ -126,7 +129,7 @@ def _run_local(cfg: RunConfig, staging: Path) -> int:
                 stop_tree(proc)
 
 
-def _run_in_lab(cfg: RunConfig, staging: Path) -> int:
+def _run_in_lab(cfg: RunConfig, staging: Path, run_id: str) -> int:
     """One torchrun per rank, each in its own network namespace behind the shaped link
     (the same worker a multi-node ``torchrun --nnodes N --node-rank K`` starts)."""
     from overlapscope.lab import RankSlot, check_lab_available, shaped_network
@@ -139,7 +142,7 @@ def _run_in_lab(cfg: RunConfig, staging: Path) -> int:
             node += ["--nproc-per-node", "1", "--master-addr", lab.master_addr]
             return torchrun_argv(staging, [*node, "--master-port", str(lab.master_port)])
 
-        codes = lab.run_ranks(argv, _env(cfg), staging / "logs")
+        codes = lab.run_ranks(argv, _env(cfg, run_id), staging / "logs")
     return 0 if all(c == 0 for c in codes) else 1
 
 
@@ -154,7 +157,9 @@ def launch(cfg: RunConfig, out: Path, *, force: bool = False) -> Path:
     write_file(staging / "config.json", json.dumps(cfg.to_dict(), indent=1) + "\n", "--out")
     ok = False
     try:
-        rc = _run_in_lab(cfg, staging) if cfg.link_gbit is not None else _run_local(cfg, staging)
+        run_id = uuid.uuid4().hex  # this run's identity (trace.files.RUN_STAMP_KEY)
+        run = _run_in_lab if cfg.link_gbit is not None else _run_local
+        rc = run(cfg, staging, run_id)
         ok = rc == 0 and (staging / RUN_JSON).exists()
     finally:
         if not ok:

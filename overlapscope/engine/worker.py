@@ -31,6 +31,8 @@ from overlapscope.engine.sharded import ShardedModel
 from overlapscope.engine.workloads import build_model, global_batch, local_rows
 from overlapscope.manifest import SCHEMA_VERSION, RunManifest, UnitSize, write_manifest
 from overlapscope.trace.capture import RankProfiler, trace_name, versions
+from overlapscope.trace.files import RUN_ID_ENV
+from overlapscope.trace.header import RUN_ID_RE
 
 FAIL_ENV = "OVERLAPSCOPE_FAIL_AT"  # "RANK:STEP": raise at that step (tests of failure paths)
 # "warn" or "error": on CUDA, torch flags every CPU-GPU synchronisation in forward and backward
@@ -86,9 +88,12 @@ def train(cfg: RunConfig, run_dir: Path) -> None:
 
     model, units = build_model(cfg.model, cfg.seed)
     sharded = ShardedModel(model.to(device), units, cfg.engine, device=device)
-    with RankProfiler(run_dir, rank, cfg.window, device.type == "cuda") as prof:
+    run_id = os.environ.get(RUN_ID_ENV)  # the launcher's (engine/launch.py)
+    if run_id is not None and not RUN_ID_RE.match(run_id):
+        raise RuntimeError(f"{RUN_ID_ENV}={run_id[:40]!r}: not a run id (8-64 hex digits)")
+    with RankProfiler(run_dir, rank, cfg.window, device.type == "cuda", run_id) as prof:
         losses, step_us = _train_steps(cfg, sharded, device, prof, rank, world)
-    _finish(cfg, run_dir, sharded, losses, step_us, prof.peak_mem_bytes)
+    _finish(cfg, run_dir, sharded, losses, step_us, prof.peak_mem_bytes, run_id)
     dist.barrier()
     dist.destroy_process_group()
 
@@ -137,7 +142,7 @@ def _train_steps(
 
 def _finish(
     cfg: RunConfig, run_dir: Path, sharded: ShardedModel, losses: list[torch.Tensor],
-    step_us: list[float], profiled_peak_bytes: int,
+    step_us: list[float], profiled_peak_bytes: int, run_id: str | None,
 ) -> None:  # fmt: skip
     """After the profiled window: gather what run.json needs (blocking, deliberately) and,
     on rank 0, write it."""
@@ -186,6 +191,8 @@ def _finish(
         max_alive_in_backward=alive_bwd,
         deferred_prefetches=deferred,
         hosts=hosts,
+        run_id=run_id,
+        trace_stamps=() if run_id is None else tuple((run_id, r) for r in range(world)),
     ))  # fmt: skip
 
 

@@ -93,8 +93,8 @@ def _parse_and_store(path: Path, world_hint: int, cache: Cache, key: str) -> Non
     comm = (events["lane"] == Lane.COMM.value) & (events["seq"] >= 0)
     comm.iloc[:1] = True  # the first row names the rank to the clock estimate
     light = dataclasses.replace(parsed.table, events=events.iloc[:0])
-    meta = RankMeta(
-        parsed=_Parsed(parsed.raw, light),
+    meta = RankMeta(  # (the memory curve is the what-if's, which loads runs itself)
+        parsed=_Parsed(parsed.raw.without_memory(), light),
         clock_rows=events.loc[comm.to_numpy(), CLOCK_COLUMNS].reset_index(drop=True),
         num_events=len(events),
         has_gpu=bool(events["on_gpu"].any()),

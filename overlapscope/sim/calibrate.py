@@ -76,11 +76,12 @@ class SimInputs:
 def sim_inputs(traces: RunTraces) -> SimInputs:
     ev = traces.events
     issue = ev.loc[(ev["lane"] == "issue") & (ev["step"] >= 0), ["rank", "step", "phase", "ts_us", "end_us", "dur_us"]]  # fmt: skip
-    windows = (
-        {}
-        if traces.has_gpu or traces.manifest is None  # (only the engine's ranges have windows)
-        else {info.rank: w for info in traces.ranks if (w := window_peaks(info.path))}
-    )
+    windows: dict[int, dict[WindowKey, int]] = {}
+    if not traces.has_gpu and traces.manifest is not None:  # (the engine's ranges only)
+        memory = dict(tuple(traces.memory.groupby("rank")))
+        for rank, rows in ev.groupby("rank", observed=True):
+            if w := window_peaks(rows, memory.get(rank, traces.memory.iloc[:0])):
+                windows[int(rank)] = w
     src = str(traces.sources[0].parent) if traces.sources else ""
     if not traces.has_gpu:
         return SimInputs(traces.manifest, issue.reset_index(drop=True), windows, src)

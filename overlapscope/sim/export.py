@@ -153,6 +153,8 @@ def _write_run(pred: Prediction, out: Path) -> None:
         max_alive_units=(pred.max_alive_units,) * len(ranks),
         max_alive_in_backward=(pred.max_alive_in_backward,) * len(ranks),
         deferred_prefetches=(pred.deferred_prefetches,) * len(ranks),
+        run_id=None,  # a prediction is not the measured run: its traces carry no run stamp
+        trace_stamps=(),
         predicted=Predicted(
             source=str(Path(calib.source).resolve()) if calib.source else "",
             scenario=s.label,

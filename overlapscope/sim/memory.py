@@ -17,59 +17,50 @@ so the peak moves to whichever window is highest under the new schedule. (A run 
 peak sits late in backward, when most activations are freed, gains less than a unit from
 one more prefetched unit; the single-window model added a whole one.)
 
-:func:`window_peaks` reads each rank's trace once more: the loader empties the arguments of
-events the analysis never reads, ``[memory]``'s among them, to parse large traces fast. On
-the bundled samples that is about a tenth of a calibration's time (31 of 282 ms).
+:func:`window_peaks` reads the loader's tables (one read of each trace, with its checks): the
+step and ``ovs/`` compute rows of a rank and its ``[memory]`` totals
+(:attr:`~overlapscope.trace.loader.RunTraces.memory`).
 """
 
 from __future__ import annotations
 
-import gzip
 import re
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
-import orjson
+import numpy as np
+import pandas as pd
 
-from overlapscope.phases import Phase
+from overlapscope.phases import Lane, Phase
 
 WindowKey = tuple[Phase, str, int]  # a compute op: (phase, unit, piece)
 _COMPUTE = re.compile(r"^ovs/(fwd|bwd|optim)/([^/]+)$")
 
 
-def _load(path: Path) -> list[dict[str, object]]:
-    raw = path.read_bytes()
-    if path.suffix == ".gz":
-        raw = gzip.decompress(raw)
-    events = orjson.loads(raw).get("traceEvents", [])
-    return [e for e in events if isinstance(e, dict)]
-
-
-def window_peaks(path: Path) -> dict[WindowKey, int]:
-    """Highest ``Total Allocated`` per compute window, over every profiled step of one rank's
-    trace; empty if the trace has no CPU memory events or no ``ovs/`` compute ranges."""
-    events = _load(path)
-    memory = sorted(
-        (float(e["ts"]), int(args.get("Total Allocated", 0)))  # type: ignore[arg-type]
-        for e in events
-        if e.get("name") == "[memory]"
-        and isinstance(args := e.get("args"), dict)
-        and args.get("Device Type", 0) == 0
-    )
-    steps = sorted(
-        (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))  # type: ignore[arg-type]
-        for e in events
-        if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
-    )
-    compute = sorted(
-        (float(e["ts"]), m.group(1), m.group(2))  # type: ignore[arg-type]
-        for e in events
-        if e.get("ph") == "X" and (m := _COMPUTE.match(str(e.get("name", ""))))
-    )
-    if not memory or not steps or not compute:
+def window_peaks(events: pd.DataFrame, memory: pd.DataFrame) -> dict[WindowKey, int]:
+    """Highest ``Total Allocated`` per compute window, over every profiled step of one rank:
+    ``events`` its rows of the loaded event table, ``memory`` its rows of the memory table;
+    empty if the rank has no CPU memory events or no ``ovs/`` compute ranges."""
+    if memory.empty:
         return {}
-    times = [t for t, _ in memory]
+    step_rows = events[events["lane"] == Lane.STEP.value]
+    steps = sorted(zip(step_rows["ts_us"].tolist(), step_rows["end_us"].tolist(), strict=True))
+    names = events["name"].astype(str)
+    found = names.str.extract(_COMPUTE)
+    is_op = found[0].notna().to_numpy()
+    compute = sorted(
+        zip(
+            events["ts_us"].to_numpy()[is_op].tolist(),
+            found[0][is_op],
+            found[1][is_op],
+            strict=True,
+        )
+    )
+    if not steps or not compute:
+        return {}
+    order = np.argsort(memory["ts_us"].to_numpy(), kind="stable")
+    times = memory["ts_us"].to_numpy()[order].tolist()
+    totals = memory["bytes"].to_numpy()[order].tolist()
     peaks: dict[WindowKey, int] = {}
     for s0, s1 in steps:
         ops = [(ts, ph, u) for ts, ph, u in compute if s0 <= ts < s1]
@@ -78,7 +69,7 @@ def window_peaks(path: Path) -> dict[WindowKey, int]:
             piece = seen.get((ph, u), 0)
             seen[(ph, u)] = piece + 1
             end = ops[i + 1][0] if i + 1 < len(ops) else s1
-            inside = [b for _, b in memory[bisect_left(times, ts) : bisect_left(times, end)]]
+            inside = totals[bisect_left(times, ts) : bisect_left(times, end)]
             if inside:
                 key = (Phase(ph), u, piece)
                 peaks[key] = max(peaks.get(key, 0), max(inside))

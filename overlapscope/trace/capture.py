@@ -12,6 +12,7 @@ import gzip
 import os
 import shutil
 import tempfile
+from io import BufferedIOBase
 from pathlib import Path
 
 import orjson
@@ -19,7 +20,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from overlapscope.config import ProfileWindow
-from overlapscope.trace.files import trace_name
+from overlapscope.trace.files import RUN_STAMP_KEY, trace_name
 
 __all__ = [
     "ProfileWindow",
@@ -38,13 +39,33 @@ def peak_memory_from_trace(trace_json: Path) -> int:
     return peak
 
 
+def stamp_header(src: BufferedIOBase, dst: BufferedIOBase, stamp: dict[str, object]) -> None:
+    """Copy the exported document's opening brace and put the run stamp after it as its
+    first key; the rest of ``src`` is copied after it unchanged."""
+    head = src.read(1 << 16)
+    brace = head.find(b"{")
+    if brace < 0:
+        raise ValueError("the profiler's export is not a JSON object")
+    dst.write(head[: brace + 1])
+    dst.write(orjson.dumps({RUN_STAMP_KEY: stamp})[1:-1] + b",")
+    dst.write(head[brace + 1 :])
+
+
 class RankProfiler:
     """Profiles one rank's active window and writes its gzipped trace atomically."""
 
-    def __init__(self, out_dir: Path | str, rank: int, window: ProfileWindow, cuda: bool) -> None:
+    def __init__(
+        self,
+        out_dir: Path | str,
+        rank: int,
+        window: ProfileWindow,
+        cuda: bool,
+        run_id: str | None = None,
+    ) -> None:
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.rank = rank
+        self.run_id = run_id  # stamped into the trace's header (trace.files.RUN_STAMP_KEY)
         self.cuda = cuda
         self.peak_mem_bytes = 0
         self._aborted = False
@@ -71,6 +92,8 @@ class RankProfiler:
                 self.peak_mem_bytes = peak_memory_from_trace(raw)
             part = final.with_name(final.name + ".partial")
             with raw.open("rb") as src, gzip.open(part, "wb", compresslevel=6) as dst:
+                if self.run_id is not None:
+                    stamp_header(src, dst, {"run_id": self.run_id, "rank": self.rank})
                 shutil.copyfileobj(src, dst, 1 << 20)
         os.replace(part, final)
 

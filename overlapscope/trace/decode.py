@@ -5,15 +5,15 @@ which declare only the fields used: every other key is skipped while parsing, an
 built per event (:mod:`overlapscope.trace.reader` feeds large files a slice of events at a
 time). Values follow orjson's reading of the document, as before this decoder: a document
 msgspec refuses is read again with orjson, which either gives the error the user sees
-(``truncated or invalid JSON ...``) or a document msgspec then decodes; integers orjson reads
-as floats (beyond 64 bits) are read as floats where a column is built.
+(:mod:`overlapscope.trace.json_error`: truncated, or invalid JSON at a byte and event) or a
+document msgspec then decodes; integers orjson reads as floats (beyond 64 bits) are read as
+floats where a column is built.
 """
 
 from __future__ import annotations
 
 import itertools
-import zlib
-from collections import defaultdict
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,19 +24,43 @@ import orjson
 import pandas as pd
 
 from overlapscope.errors import UserError
+from overlapscope.trace.columns import (
+    Strings,
+    float_column,
+    int_column,
+    odd_types,
+    strings,
+)
 from overlapscope.trace.comm_args import COMM_FIELDS, add_comm_rows, comm_frame, is_comm_name
-from overlapscope.trace.events import bad_events
+from overlapscope.trace.events import (
+    BAD_MEMORY,
+    BAD_THREAD_NAME,
+    MAX_TS_US,
+    MEMORY_EVENT,
+    NO_PHASE,
+    NOT_AN_OBJECT,
+    bad_events,
+)
 from overlapscope.trace.fields import (
     BY_PHASE,
     EVENTS,
+    HEADER_FIELDS,
+    NO_MEMORY,
     OUTLINE,
+    PHASES,
     TRACE,
     Args,
     Complete,
     Event,
+    EventArgs,
+    Instant,
+    MemoryArgs,
     Metadata,
+    Outline,
+    Trace,
     orjson_number,
 )
+from overlapscope.trace.json_error import describe
 
 
 class TraceFileError(UserError):
@@ -50,39 +74,6 @@ class TraceFileError(UserError):
 
 class NotATraceError(TraceFileError):
     """A readable JSON document that is not a Kineto trace (e.g. another tool's file)."""
-
-
-def _int_column(values: list[Any]) -> np.ndarray:
-    try:
-        return np.asarray(values, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        values = [orjson_number(v) for v in values]
-        num = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
-        out = num.to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
-        bad = ~np.isfinite(out)
-        # Non-numeric ids (e.g. tid "PyTorch Profiler") get stable negative ids.
-        out[bad] = [-2.0 - zlib.crc32(str(values[i]).encode()) for i in np.flatnonzero(bad)]
-        with np.errstate(invalid="ignore"):  # a float beyond int64 (1e308): garbage, not a warning
-            return out.astype(np.int64)
-
-
-def _float_column(values: list[Any]) -> np.ndarray:
-    try:
-        return np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(
-            dtype=np.float64, na_value=np.nan
-        )
-
-
-def _category(values: list[Any]) -> pd.Categorical:
-    try:
-        cat = pd.Categorical(values)
-    except TypeError:  # unhashable values (a list where a string belongs)
-        return pd.Categorical([str(orjson_number(v)) for v in values])
-    if any(not isinstance(c, str) for c in cat.categories):
-        cat = pd.Categorical([str(orjson_number(v)) for v in values])
-    return cat
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,72 +90,23 @@ class Columns:
     comm: pd.DataFrame  # indexed by position within the complete events
     thread_names: dict[int, str]
     bad: np.ndarray  # int8 per event: 0 valid, else 1 + index into BAD_REASONS
+    others: dict[str, int]  # entries left out before they were complete events, by reason
+    memory_ts: np.ndarray  # the host allocator's [memory] events: their ts (file's clock)
+    memory_bytes: np.ndarray  # and its Total Allocated after each, int64
 
 
-class _Strings:
-    """One string column built a slice at a time: each value's code in order of first
-    appearance, the categories sorted at the end, as pandas makes them of the whole column
-    (which it does itself, :func:`_category`, when some value is not a string)."""
-
-    def __init__(self) -> None:
-        # A value met for the first time gets the next code: the dict's length, given by
-        # the dict itself (no Python call per row; half the CPU of a pass to find the new
-        # values and another to look every row up, measured).
-        self.index: defaultdict[Any, int] = defaultdict()
-        self.index.default_factory = self.index.__len__
-        self.parts: list[np.ndarray | list[Any]] = []  # codes, or a slice's odd values
-
-    def add(self, values: list[Any], keep_odd: bool = True) -> np.ndarray | None:
-        """The slice's codes (None when some value is not a string: the slice is then kept
-        as it is, or, ``keep_odd`` False, not added)."""
-        index, known = self.index, len(self.index)
-        try:
-            codes = np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
-        except TypeError:  # an unhashable value (a list where a string belongs)
-            codes = None
-        # Every value that is not a string is a new key here (the known ones are strings,
-        # which equal nothing else): such a slice is kept as it is, its new keys dropped.
-        if codes is None or not all(type(v) is str for v in itertools.islice(index, known, None)):
-            while len(index) > known:
-                index.popitem()
-            if keep_odd:
-                self.parts.append(values)
-            return None
-        self.parts.append(codes)
-        return codes
-
-    def categorical(self) -> pd.Categorical:
-        cats = list(self.index)
-        if any(isinstance(p, list) for p in self.parts):
-            found = np.asarray(cats, dtype=object)
-            values: list[Any] = []
-            for p in self.parts:
-                values += p if isinstance(p, list) else found[p].tolist()
-            return _category(values)
-        order = sorted(range(len(cats)), key=cats.__getitem__)
-        rank = np.empty(len(cats), dtype=np.int64)
-        rank[order] = np.arange(len(cats))
-        codes = rank[np.concatenate(self.parts)] if self.parts else np.empty(0, np.int64)
-        return pd.Categorical.from_codes(codes, categories=[cats[i] for i in order])
-
-
-def _thread_names(metadata: list[Any]) -> dict[int, str]:
-    """Thread names from the metadata (``ph: "M"``) events."""
+def _thread_names(metadata: list[Any], others: Counter[str]) -> dict[int, str]:
+    """Thread names from the metadata (``ph: "M"``) events; a ``thread_name`` record without
+    an integer tid and a non-empty string ``args.name`` is counted in ``others``."""
     names: dict[int, str] = {}
     for e in metadata:
         if e.name == "thread_name":
-            a, tid = e.args, orjson_number(e.tid)
-            if isinstance(a, Args) and isinstance(tid, int):
-                names[tid] = str(orjson_number(a.name))
+            name = e.args.name if isinstance(e.args, Args) else None
+            if type(orjson_number(e.tid)) is int and type(name) is str and name:
+                names[e.tid] = name
+            else:
+                others[BAD_THREAD_NAME] += 1
     return names
-
-
-def _odd(values: list[Any], *usual: type) -> np.ndarray:
-    """Per value: its type is none of ``usual`` (all False, found in one pass in C, for a
-    well-formed trace)."""
-    if set(map(type, values)) <= set(usual):
-        return np.zeros(len(values), dtype=bool)
-    return np.fromiter((type(v) not in usual for v in values), dtype=bool, count=len(values))
 
 
 def _ids(fields: list[Any]) -> tuple[list[Any], list[Any]]:
@@ -181,12 +123,14 @@ def _args(fields: list[Any]) -> tuple[list[Any], np.ndarray, tuple[list[Any], li
     try:  # (any value but an Args or None has no attribute: no pass to find them first)
         return fields, np.zeros(len(fields), dtype=bool), _ids(fields)
     except AttributeError:  # args that are not an object: left out as None
-        odd = _odd(fields, Args, type(None))
-        fields = [a if type(a) is Args else None for a in fields]
+        odd = odd_types(fields, Args, EventArgs, type(None))
+        fields = [a if isinstance(a, Args) else None for a in fields]
         return fields, odd, _ids(fields)
 
 
-def _of_phase(events: list[Any], by_phase: bool, cls: type[Complete | Metadata]) -> list[Any]:
+def _of_phase(
+    events: list[Any], by_phase: bool, cls: type[Complete | Metadata | Instant]
+) -> list[Any]:
     """The events of ``cls``'s phase: by their type when decoded by :data:`BY_PHASE`, else
     by their ``ph``."""
     if by_phase:
@@ -202,7 +146,7 @@ class EventColumns:
     array at a time (:meth:`add`) or all at once."""
 
     def __init__(self) -> None:
-        self.names, self.cats = _Strings(), _Strings()
+        self.names, self.cats = Strings(), Strings()
         self.numeric: dict[str, list[np.ndarray]] = {k: [] for k in _NUMERIC}
         self.comm_name: list[bool] = []  # per name code: may carry collective arguments
         self.comm_idx: list[np.ndarray] = []
@@ -210,6 +154,9 @@ class EventColumns:
         self.tensor_bytes: dict[tuple[bytes, bytes], tuple[int, int]] = {}
         self.thread_names: dict[int, str] = {}
         self.num_events = 0
+        self.others: Counter[str] = Counter()  # entries that are no complete event, by reason
+        self.memory_ts: list[np.ndarray] = []
+        self.memory_bytes: list[np.ndarray] = []
 
     def add_slice(self, text: bytearray, lo: int, hi: int) -> None:
         """Add the run of events ``text[lo + 1 : hi - 1]`` cut from an events array
@@ -233,34 +180,53 @@ class EventColumns:
         """Add decoded events: :class:`Event` s, or (``by_phase``) the classes of
         :data:`BY_PHASE`, told apart by their type (half the CPU of reading ``ph``)."""
         complete = _of_phase(events, by_phase, Complete)
-        codes, odd_names = self._names([e.name for e in complete])
+        if not by_phase:  # (BY_PHASE decodes only events of the format's phases)
+            self.others[NO_PHASE] += sum(
+                type(e.ph) is not str or e.ph not in PHASES for e in events
+            )
+        codes, odd_names = strings(self.names, [e.name for e in complete])
         fields, odd_args, ids = _args([e.args for e in complete])
         self._add_comm(codes, fields)
-        ts = _float_column([e.ts for e in complete])
-        dur = _float_column([e.dur for e in complete])
-        self.cats.add([e.cat for e in complete])
+        # (decoded by phase, the keys' types are msgspec's checked ones: no pass over them)
+        ts = float_column([e.ts for e in complete], checked=by_phase)
+        dur = float_column([e.dur for e in complete], checked=by_phase)
+        _, odd_cats = strings(self.cats, [e.cat for e in complete])
+        odd_tids: list[np.ndarray] = []
+        tids = int_column([e.tid for e in complete], None if by_phase else odd_tids)
+        none = np.zeros(len(complete), dtype=bool)
+        odd = (odd_names, odd_cats, odd_tids[0] if odd_tids else none, odd_args)
         if len(complete) < len(events):  # (a pass over the events: only where some are not)
-            self.thread_names.update(_thread_names(_of_phase(events, by_phase, Metadata)))
+            self.thread_names.update(
+                _thread_names(_of_phase(events, by_phase, Metadata), self.others)
+            )
+            self._add_memory(_of_phase(events, by_phase, Instant))
         for key, column in (
-            ("tid", _int_column([e.tid for e in complete])),
-            ("stream", _int_column(ids[0])),
-            ("correlation", _int_column(ids[1])),
+            ("tid", tids),
+            ("stream", int_column(ids[0])),
+            ("correlation", int_column(ids[1])),
             ("ts", ts),
             ("dur", dur),
-            ("bad", bad_events(odd_names, odd_args, ts, dur)),
+            ("bad", bad_events(odd, ts, dur)),
         ):
             self.numeric[key].append(column)
         self.num_events += len(complete)
 
-    def _names(self, names: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-        """The slice's name codes, and which names are not strings (coded as "")."""
-        codes = self.names.add(names, keep_odd=False)
-        if codes is not None:  # all strings: nothing was left out (no pass to find out)
-            return codes, np.zeros(len(names), dtype=bool)
-        odd = _odd(names, str)
-        codes = self.names.add([n if type(n) is str else "" for n in names])
-        assert codes is not None  # every name is a string now
-        return codes, odd
+    def _add_memory(self, instants: list[Any]) -> None:
+        """The host allocator's total after each ``[memory]`` event (Device Type 0, CPU);
+        one without a numeric ts or an integer Total Allocated is counted, left out."""
+        mem = [e for e in instants if e.name == MEMORY_EVENT]
+        if not mem:
+            return
+        args = [e.args if isinstance(e.args, (MemoryArgs, EventArgs)) else NO_MEMORY for e in mem]
+        total = [a.total_allocated for a in args]
+        ts = float_column([e.ts for e in mem])
+        with np.errstate(invalid="ignore"):
+            bad = odd_types(total, int) | ~(np.abs(ts) <= MAX_TS_US)
+        self.others[BAD_MEMORY] += int(bad.sum())
+        device = int_column([a.device_type for a in args])
+        keep = ~bad & (device == 0)
+        self.memory_ts.append(ts[keep])
+        self.memory_bytes.append(float_column(total)[keep].astype(np.int64))
 
     def _add_comm(self, codes: np.ndarray, fields: list[Any]) -> None:
         new = list(itertools.islice(self.names.index, len(self.comm_name), None))
@@ -283,6 +249,11 @@ class EventColumns:
             comm=comm_frame(self.comm_rows, idx),
             thread_names=self.thread_names,
             bad=num["bad"].astype(np.int8),
+            others=dict(self.others),
+            memory_ts=np.concatenate(self.memory_ts) if self.memory_ts else np.empty(0),
+            memory_bytes=(
+                np.concatenate(self.memory_bytes) if self.memory_bytes else np.empty(0, np.int64)
+            ),
         )
 
 
@@ -291,8 +262,9 @@ class EventColumns:
 _REFUSED = (msgspec.DecodeError, OverflowError, orjson.JSONDecodeError)
 
 
-def _columns(events: list[Event]) -> Columns:
+def _columns(events: list[Event], not_objects: int = 0) -> Columns:
     build = EventColumns()
+    build.others[NOT_AN_OBJECT] += not_objects
     build.add(events)
     return build.finish()
 
@@ -316,10 +288,12 @@ def _batched(events: list[msgspec.Raw]) -> Columns:
     return build.finish()
 
 
-def _top(distributed: msgspec.Raw, base: msgspec.Raw) -> dict[str, Any]:
+def _top(doc: Trace | Outline) -> dict[str, Any]:
+    """The header fields the document holds (:data:`HEADER_FIELDS`), as orjson reads them."""
     return {
-        "distributedInfo": orjson.loads(bytes(distributed)),
-        "baseTimeNanoseconds": orjson.loads(bytes(base)),
+        key: orjson.loads(bytes(raw))
+        for key, attr in HEADER_FIELDS.items()
+        if (raw := getattr(doc, attr)) is not msgspec.UNSET
     }
 
 
@@ -329,9 +303,7 @@ def _strict(data: bytes | bytearray, path: Path) -> tuple[dict[str, Any], Column
     try:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError as e:
-        raise TraceFileError(
-            path, f"truncated or invalid JSON ({e}); the export was probably cut short"
-        ) from e
+        raise TraceFileError(path, describe(data, e.pos, e.msg)) from e
     del data
     if not isinstance(obj, dict) or not isinstance(obj.get("traceEvents"), list):
         raise NotATraceError(
@@ -339,11 +311,14 @@ def _strict(data: bytes | bytearray, path: Path) -> tuple[dict[str, Any], Column
             "not a Kineto trace (no 'traceEvents' list); pass files written by "
             "torch.profiler's export_chrome_trace",
         )
-    if not all(isinstance(e, dict) for e in obj["traceEvents"]):
-        raise TraceFileError(path, "malformed trace: 'traceEvents' holds non-object entries")
+    events = obj["traceEvents"]
+    objects = [e for e in events if isinstance(e, dict)]  # the rest: counted, left out
+    not_objects = len(events) - len(objects)
+    if not_objects:
+        obj["traceEvents"] = objects
     doc = TRACE.decode(orjson.dumps(obj))
-    del obj
-    return _top(doc.distributedInfo, doc.baseTimeNanoseconds), _columns(doc.traceEvents)
+    del obj, events, objects
+    return _top(doc), _columns(doc.traceEvents, not_objects)
 
 
 def decode(data: bytes | bytearray, path: Path) -> tuple[dict[str, Any], Columns]:
@@ -353,9 +328,8 @@ def decode(data: bytes | bytearray, path: Path) -> tuple[dict[str, Any], Columns
     try:
         if len(data) < 2 * BATCH_BYTES:
             doc = TRACE.decode(data)
-            return _top(doc.distributedInfo, doc.baseTimeNanoseconds), _columns(doc.traceEvents)
+            return _top(doc), _columns(doc.traceEvents)
         outline = OUTLINE.decode(data)
-        top = _top(outline.distributedInfo, outline.baseTimeNanoseconds)
-        return top, _batched(outline.traceEvents)
+        return _top(outline), _batched(outline.traceEvents)
     except _REFUSED:
         return _strict(data, path)

@@ -8,3 +8,10 @@ recipe) and ``logs/``.
 
 def trace_name(rank: int) -> str:
     return f"rank-{rank}.pt.trace.json.gz"
+
+
+# The top-level key of the run stamp ``overlapscope run`` writes into each trace (the run's id
+# and the rank: ``{"run_id": "...", "rank": K}``); ``run.json`` lists each trace's stamp.
+RUN_STAMP_KEY = "overlapscopeRun"
+# How the launcher hands each rank the run's id (a fresh uuid4 hex per run).
+RUN_ID_ENV = "OVERLAPSCOPE_RUN_ID"

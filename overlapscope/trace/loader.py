@@ -20,6 +20,7 @@ import pandas as pd
 from overlapscope.errors import UserError
 from overlapscope.manifest import RunManifest
 from overlapscope.pool import PARALLEL_MIN_BYTES, local_map, show_progress
+from overlapscope.trace import same_run
 from overlapscope.trace.discover import ALLOW_FLAG, find_trace_files
 from overlapscope.trace.merged import expand_merged
 from overlapscope.trace.parse import (
@@ -27,6 +28,7 @@ from overlapscope.trace.parse import (
     NotATraceError,
     RawTrace,
     TraceFileError,
+    memory_table,
     read_trace,
 )
 from overlapscope.trace.ranks import (
@@ -68,6 +70,9 @@ class RunTraces:
     completed_run: bool  # an overlapscope run directory with run.json and no *.partial
     warnings: tuple[str, ...]
     sources: tuple[Path, ...]
+    # the host allocator's total after each [memory] event: rank, ts_us (the events'
+    # clock), bytes; empty where the traces record none (trace.decode reads them)
+    memory: pd.DataFrame = dataclasses.field(default_factory=lambda: memory_table([]))
 
     @property
     def has_gpu(self) -> bool:
@@ -151,11 +156,14 @@ def load_run(
     parsed = _parse_usable(parse, files, world_hint, progress, path_list, strict, warnings)
     parsed = _resolve_ranks(parsed, warnings, strict, rank_from_names)
     check_one_run([p.raw for p in parsed])
+    our_run = bool(dirs) and meta is not None and bool(meta.traces)
+    kept = same_run.one_job([p.raw for p in parsed], meta, our_run, strict, warnings)
+    parsed = [parsed[i] for i in kept]
     world = _world(parsed, world_hint, dirs, strict, warnings)
     if len({p.raw.base_time_ns is None for p in parsed}) > 1:
         warnings.append("some traces lack baseTimeNanoseconds: cross-rank alignment is approximate")
 
-    events, infos = _assemble(parsed, warnings)
+    events, infos, memory = _assemble(parsed, warnings)
     return RunTraces(
         events=events,
         ranks=tuple(infos),
@@ -164,6 +172,7 @@ def load_run(
         completed_run=completed,
         warnings=tuple(warnings),
         sources=tuple(files),
+        memory=memory,
     )
 
 
@@ -226,7 +235,7 @@ def _world(
     return world
 
 
-def _named_ranks(parsed: list[_Parsed]) -> list[_Parsed]:
+def _named_ranks(parsed: list[_Parsed], warnings: list[str]) -> list[_Parsed]:
     out = []
     for p in parsed:
         rank = rank_from_name(p.raw.path)
@@ -240,6 +249,11 @@ def _named_ranks(parsed: list[_Parsed]) -> list[_Parsed]:
                 f"{p.raw.path}: {RANK_FROM_NAME_FLAG}: the file name carries no rank "
                 "(rank-<N>); rename the file, or leave out the flag"
             )
+        if p.raw.rank not in (None, rank):
+            warnings.append(
+                f"{p.raw.path.name}: {RANK_FROM_NAME_FLAG}: rank {rank} taken from the name; "
+                f"its distributedInfo says rank {p.raw.rank}"
+            )
         out.append(_Parsed(dataclasses.replace(p.raw, rank=rank), p.table))
     return out
 
@@ -248,7 +262,7 @@ def _resolve_ranks(
     parsed: list[_Parsed], warnings: list[str], strict: bool, from_names: bool
 ) -> list[_Parsed]:
     if from_names:
-        parsed = _named_ranks(parsed)
+        parsed = _named_ranks(parsed, warnings)
     no_info = [p for p in parsed if p.raw.rank is None]
     with_info = [p for p in parsed if p.raw.rank is not None]
     if no_info:
@@ -290,10 +304,15 @@ def _with_rank(raw: RawTrace, rank: int) -> RawTrace:
     return dataclasses.replace(raw, rank=rank, world_size=1)
 
 
-def _assemble(parsed: list[_Parsed], warnings: list[str]) -> tuple[pd.DataFrame, list[RankInfo]]:
+def _assemble(
+    parsed: list[_Parsed], warnings: list[str]
+) -> tuple[pd.DataFrame, list[RankInfo], pd.DataFrame]:
+    """The run's event table, its ranks and its memory table: every rank shifted onto the
+    run's clock (0: the earliest event)."""
     epoch = min(p.raw.origin_ns for p in parsed)
     frames: list[pd.DataFrame] = []
     infos: list[RankInfo] = []
+    memory: list[tuple[int, np.ndarray, np.ndarray]] = []
     for p in sorted(parsed, key=lambda q: int(q.raw.rank or 0)):
         rank = int(p.raw.rank or 0)
         shift_us = (p.raw.origin_ns - epoch) / 1000.0
@@ -301,9 +320,11 @@ def _assemble(parsed: list[_Parsed], warnings: list[str]) -> tuple[pd.DataFrame,
         ev = ev.assign(ts_us=ev["ts_us"] + shift_us, end_us=ev["end_us"] + shift_us)
         ev.insert(0, "rank", np.int32(rank))
         frames.append(ev)
+        memory.append((rank, p.raw.memory_us + shift_us, p.raw.memory_bytes))
         if p.raw.dropped:
             warnings.append(f"{p.raw.dropped} ignored in {p.raw.path.name}")
-        warnings.extend(f"rank {rank} ({p.raw.path.name}): {w}" for w in p.table.warnings)
+        for w in (*p.raw.header_warnings, *p.table.warnings):
+            warnings.append(f"rank {rank} ({p.raw.path.name}): {w}")
         infos.append(
             RankInfo(
                 rank=rank,
@@ -320,8 +341,7 @@ def _assemble(parsed: list[_Parsed], warnings: list[str]) -> tuple[pd.DataFrame,
                 num_unlaunched=p.table.num_unlaunched,
             )
         )
-    events = _concat_categorical(frames)
-    return events, infos
+    return _concat_categorical(frames), infos, memory_table(memory)
 
 
 def _concat_categorical(frames: list[pd.DataFrame]) -> pd.DataFrame:

@@ -1,8 +1,8 @@
 """Which rank each trace is, and whether the traces make one run (checked once, here).
 
 Refused with a one-line :class:`~overlapscope.errors.UserError`: two traces of one rank,
-traces reporting different world sizes, traces whose clocks start too far apart to be one
-run. Missing ranks are summarised as ranges (``127 of 128 ranks missing: 1-127``).
+traces reporting different world sizes (the other checks that traces are one job's:
+:mod:`overlapscope.trace.same_run`). Missing ranks are summarised as ranges (``127 of 128 ranks missing: 1-127``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ if TYPE_CHECKING:  # (the flag's name is read by the CLI's parser: no trace read
 
 RANK_FROM_NAME_FLAG = "--rank-from-name"
 _RANK_NAME_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
-# Traces of one run start within this of each other (same profiler schedule on every rank).
-MAX_START_SPREAD_NS = 3600 * 10**9
 
 
 def rank_from_name(path: Path) -> int | None:
@@ -64,7 +62,8 @@ def duplicate_error(a: Path, b: Path, rank: int, allow_flag: str) -> UserError:
 
 
 def check_one_run(raws: Sequence[RawTrace]) -> None:
-    """Refuse traces that cannot be one run: different world sizes or clocks far apart."""
+    """Refuse traces that report different world sizes (the other checks of one run:
+    :mod:`overlapscope.trace.same_run`)."""
     sizes = {r.world_size for r in raws if r.world_size is not None}
     if len(sizes) > 1:
         listing = ", ".join(f"{r.path.name}: {r.world_size}" for r in raws)
@@ -72,13 +71,3 @@ def check_one_run(raws: Sequence[RawTrace]) -> None:
             f"mixed runs: traces report different world sizes ({listing}); "
             "pass the traces of one run"
         )
-    timed = [r for r in raws if r.base_time_ns is not None]
-    if len(timed) == len(raws) and len(timed) > 1:
-        first = min(timed, key=lambda r: r.origin_ns)
-        last = max(timed, key=lambda r: r.origin_ns)
-        spread = last.origin_ns - first.origin_ns
-        if spread > MAX_START_SPREAD_NS:
-            raise UserError(
-                f"mixed runs: {last.path.name} starts {spread / 3.6e12:.1f} h after "
-                f"{first.path.name}; traces of one run start together: pass the traces of one run"
-            )

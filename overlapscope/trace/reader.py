@@ -23,6 +23,12 @@ from overlapscope.trace.decode import Columns, EventColumns, TraceFileError, dec
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark (editors on Windows)
+# The warning for a trace whose text follows a byte-order mark: read as if it had none, but
+# not said nothing of (the file is not as the profiler wrote it).
+BOM_SKIPPED = (
+    "a UTF-8 byte-order mark before the JSON text, skipped: the profiler writes none "
+    "(was the file re-saved by an editor?)"
+)
 # torch's export_chrome_trace writes one event per indented block; the events array is cut
 # at these separators.
 _EVENT_SEP = b"\n  },\n  {"
@@ -43,29 +49,36 @@ def _gunzip(data: bytes, path: Path) -> bytes:
         pass
     try:
         return gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as e:
+    except EOFError as e:  # the stream stops before its end marker: the file ends early
+        raise TraceFileError(
+            path, f"truncated gzip ({e}); the file was cut short: copy or export it again"
+        ) from e
+    except (OSError, zlib.error) as e:
         raise TraceFileError(
             path, f"corrupt gzip ({e}); copy the file again or re-export the trace"
         ) from e
 
 
-def _checked(data: bytes | bytearray, path: Path) -> bytes | bytearray:
-    if data.startswith(_BOM):
+def _text(data: bytes | bytearray, path: Path) -> tuple[bytes | bytearray, bool]:
+    """The JSON text past a byte-order mark, and whether there was one; an empty file
+    raises."""
+    bom = data.startswith(_BOM)
+    if bom:
         data = data[3:]
     if not data or data.isspace():  # (strip() would copy the whole file)
         raise TraceFileError(path, "empty file; the profiler did not write this trace")
-    return data
+    return data, bom
 
 
 def read_bytes(path: Path) -> bytes | bytearray:
-    """The file's JSON text, gunzipped, without a byte-order mark."""
+    """The file's bytes, gunzipped."""
     try:
         data = path.read_bytes()
     except OSError as e:
         raise TraceFileError(path, f"cannot read ({e.strerror or e})") from e
     if data[:2] == _GZIP_MAGIC:
         data = _gunzip(data, path)
-    return _checked(data, path)
+    return data
 
 
 class _Stream:
@@ -134,7 +147,7 @@ def _opening(stream: _Stream) -> tuple[int, int, int]:
     return first, key, open_ + 1
 
 
-def _sliced(stream: _Stream) -> tuple[dict[str, Any], Columns]:
+def _sliced(stream: _Stream) -> tuple[dict[str, Any], Columns, bool]:
     """Decode a Kineto-layout stream a slice of events at a time."""
     first, key, pos = _opening(stream)
     buf = stream.buf
@@ -161,12 +174,13 @@ def _sliced(stream: _Stream) -> tuple[dict[str, Any], Columns]:
     top = orjson.loads(head + b'"traceEvents": []' + buf[close + 1 : stream.end])
     if not isinstance(top, dict):
         raise _NotSliced()
-    return top, build.finish()
+    return top, build.finish(), first > 0
 
 
-def read_document(path: Path) -> tuple[dict[str, Any], Columns]:
-    """The top-level fields the analysis reads and the event columns of one trace file;
-    raises :class:`TraceFileError` naming ``path`` when it cannot be used."""
+def read_document(path: Path) -> tuple[dict[str, Any], Columns, bool]:
+    """The top-level fields the analysis reads, the event columns of one trace file and
+    whether a UTF-8 byte-order mark (skipped) came before its text; raises
+    :class:`TraceFileError` naming ``path`` when it cannot be used."""
     data: bytes | bytearray | None = None
     stream: _Stream | None = None
     try:
@@ -179,5 +193,6 @@ def read_document(path: Path) -> tuple[dict[str, Any], Columns]:
     finally:
         if stream is not None:
             stream.close()
-    whole = read_bytes(path) if data is None else _checked(data, path)
-    return decode(whole, path)
+    text, bom = _text(read_bytes(path) if data is None else data, path)
+    obj, cols = decode(text, path)
+    return obj, cols, bom

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from dashboards import create_app, ids
+from dashboards import create_app, ids, views
 from dashboards.app import registry_of
 from dashboards.callbacks import WHATIF_CONTROLS, parse_window
 from dashboards.data import RunSource, default_pair
@@ -52,10 +52,14 @@ def _post(client: Any, body: dict[str, Any]) -> str:
 def test_a_run_key_from_the_client_that_was_not_offered_is_refused(
     sample_runs: list[RunSource], key: Any
 ) -> None:
+    """Over HTTP the guard refuses it (400, dashboards/values.py) before any callback runs;
+    a view given it anyway shows an error panel, reading nothing from the path."""
     app = create_app(sample_runs)
     client = app.server.test_client()
     for tab in ids.TAB_VALUES:
-        text = _post(client, _view_request(tab, key))
+        resp = client.post("/_dash-update-component", json=_view_request(tab, key))
+        assert resp.status_code == 400 and b"run-a.value" in resp.data
+        text = str(views.render_view(registry_of(app), tab, key, None, None))
         assert "unknown run" in text and "error-panel" in text
         assert "root:" not in text  # nothing read from the path
 

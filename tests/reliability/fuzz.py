@@ -1,7 +1,11 @@
-"""Seeded mutations of real traces (ours in ``traces/``, the shared external ones) and the
-check that ``overlapscope analyze`` ends cleanly on each: exit 0 (warning where it left
-something out) or exit 2 with one ``overlapscope: error:`` line; never a traceback, never a
-MemoryError, never a changed input file.
+"""Seeded fuzz of real inputs: each seed mutates a trace (ours in ``traces/``, the shared
+external ones), several ranks of a sample run, or its ``run.json``
+(tests/reliability/fuzz_mutations.py), and runs one reader on it: ``analyze``, ``diagnose``,
+``whatif`` or the dashboard's data path (by seed). It must end cleanly: exit 0, or exit 2
+with one ``overlapscope: error:`` line (the dashboard: its error panel's message); never a
+traceback or a MemoryError, never a changed input; and never silently: an input that is not
+a valid trace (tests/reliability/fuzz_contract.py) must give an error or a warning the clean
+input did not give.
 
 Used by ``tests/reliability/test_fuzz.py`` (a fixed, small set of seeds) and by
 ``scripts/fuzz_traces.py`` (as many seeds as you like).
@@ -10,7 +14,6 @@ Used by ``tests/reliability/test_fuzz.py`` (a fixed, small set of seeds) and by
 from __future__ import annotations
 
 import contextlib
-import copy
 import gzip
 import hashlib
 import io
@@ -20,80 +23,37 @@ import shutil
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-SAMPLE_RUN = REPO / "traces" / "none"
+from tests.reliability import fuzz_contract
+from tests.reliability.fuzz_mutations import (
+    REPO,
+    SAMPLE_RUN,
+    SAMPLES,
+    load_doc,
+    mutated_bytes,
+    mutated_doc,
+    mutated_manifest,
+    mutated_run,
+    sample_runs,
+)
+
 EXTERNAL = REPO.parent / "shared" / "external-traces"
 SOURCES = [
-    REPO / "traces" / "none" / "rank-0.pt.trace.json.gz",
+    SAMPLES / "none" / "rank-0.pt.trace.json.gz",
+    SAMPLES / "backward_pre" / "rank-1.pt.trace.json.gz",
     EXTERNAL / "hta-cpu-only-rank34.json.gz",
     EXTERNAL / "hta-amd-mi250-rank0.json.gz",
     EXTERNAL / "hta-trace-compare-base-rank1.json.gz",
     EXTERNAL / "hta-no-distributed-info.json.gz",
 ]
-_ODD_VALUES: list[Any] = [None, "", "x", -1, 0, 1e308, -1e308, [], {}, True, 2**70, "1e3"]
+COMMANDS = ("analyze", "diagnose", "whatif", "dashboard")
+KINDS = {"events": 10, "header": 4, "top": 2, "truncate": 2, "bom": 1, "swap-in": 2,
+         "exchange": 1}  # fmt: skip
+OK = ("ok", "warning", "error")
 
 
 def available_sources() -> list[Path]:
     return [p for p in SOURCES if p.is_file()]
-
-
-def _load(path: Path) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads(gzip.decompress(path.read_bytes()))
-    return doc
-
-
-def _mutate_events(doc: dict[str, Any], rng: random.Random) -> str:
-    events = doc.get("traceEvents", [])
-    if not events:
-        return "no events"
-    what = []
-    for _ in range(rng.randint(1, 6)):
-        i = rng.randrange(len(events))
-        ev = events[i]
-        if not isinstance(ev, dict) or not ev:
-            continue
-        key = rng.choice(sorted(ev))
-        op = rng.choice(["delete", "retype", "duplicate", "swap"])
-        if op == "delete":
-            del ev[key]
-        elif op == "retype":
-            ev[key] = rng.choice(_ODD_VALUES)
-        elif op == "duplicate":
-            events.insert(i, copy.deepcopy(ev))
-        else:
-            other = rng.choice(sorted(ev))
-            ev[key], ev[other] = ev[other], ev[key]
-        what.append(f"{op} {key} of event {i}")
-    return "; ".join(what)
-
-
-def _mutate_top(doc: dict[str, Any], rng: random.Random) -> str:
-    key = rng.choice(sorted(doc))
-    if rng.random() < 0.5:
-        del doc[key]
-        return f"delete top-level {key}"
-    doc[key] = rng.choice(_ODD_VALUES)
-    return f"retype top-level {key}"
-
-
-def mutated_trace(source: Path, seed: int) -> tuple[bytes, str]:
-    """The bytes of a mutated copy of ``source`` (gzipped JSON) and what was done."""
-    rng = random.Random(seed)
-    doc = _load(source)
-    kind = rng.choices(["events", "top", "truncate", "bom"], weights=[14, 3, 2, 1])[0]
-    if kind == "events":
-        what = _mutate_events(doc, rng)
-    elif kind == "top":
-        what = _mutate_top(doc, rng)
-    raw = json.dumps(doc).encode()
-    if kind == "truncate":  # a trace cut off by a full disk
-        cut = rng.randrange(len(raw))
-        return gzip.compress(raw[:cut]), f"truncated at byte {cut} of {len(raw)}"
-    if kind == "bom":
-        return gzip.compress(b"\xef\xbb\xbf" + raw), "UTF-8 BOM"
-    return gzip.compress(raw), what
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,12 +61,22 @@ class FuzzResult:
     seed: int
     source: str
     mutation: str
-    outcome: str  # "ok", "error" (one line), or what went wrong
+    outcome: str  # "ok", "warning", "error" (one line), or what went wrong
     detail: str
 
     @property
     def clean(self) -> bool:
-        return self.outcome in ("ok", "error")
+        return self.outcome in OK
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    run: Path  # what the reader is given: a run directory, or a trace file
+    clean: Path  # the same input unmutated (its warnings are not the mutation's)
+    source: str
+    mutation: str
+    invalid: str | None  # why the input is not a valid trace (None: it is)
+    command: str
 
 
 def digest(path: Path) -> dict[str, str]:
@@ -114,71 +84,128 @@ def digest(path: Path) -> dict[str, str]:
     return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
-def mutated_manifest(seed: int) -> tuple[dict[str, Any], str]:
-    """``traces/none/run.json`` with one to three fields (top level or one below) deleted
-    or retyped."""
+def case_kind(seed: int) -> str:
+    """The kind of mutation of ``seed`` (the first draw of its generator)."""
+    return random.Random(seed).choices(list(KINDS), weights=list(KINDS.values()))[0]
+
+
+def _trace_case(seed: int, case: Path) -> Case:
     rng = random.Random(seed)
-    doc: dict[str, Any] = json.loads((SAMPLE_RUN / "run.json").read_text())
-    what = []
-    for _ in range(rng.randint(1, 3)):
-        holder = doc
-        key = rng.choice(sorted(holder))
-        if isinstance(holder[key], dict) and holder[key] and rng.random() < 0.5:
-            holder = holder[key]
-            key = rng.choice(sorted(holder))
-        if rng.random() < 0.4:
-            del holder[key]
-            what.append(f"delete run.json {key}")
-        else:
-            holder[key] = rng.choice(_ODD_VALUES)
-            what.append(f"retype run.json {key}")
-    return doc, "; ".join(what)
+    kind = rng.choices(list(KINDS), weights=list(KINDS.values()))[0]
+    command = COMMANDS[seed % len(COMMANDS)]
+    run = case / "run"
+    if kind in ("swap-in", "exchange"):
+        clean = rng.choice(sample_runs())
+        shutil.copytree(clean, run)
+        return Case(run, clean, clean.name, mutated_run(run, clean, rng, kind), kind, command)
+    source = rng.choice(available_sources())
+    ours = source.parent.parent == SAMPLES  # one rank of a sample run: the run is given
+    clean = source.parent if ours else case / "clean"
+    if ours:
+        shutil.copytree(clean, run)
+    else:
+        run.mkdir()
+        clean.mkdir()
+        shutil.copy(source, clean / source.name)
+    doc = load_doc(source)
+    if kind in ("truncate", "bom"):
+        raw, what = mutated_bytes(json.dumps(doc).encode(), rng, kind)
+        invalid = "cut off" if kind == "truncate" else "a byte-order mark"
+    else:
+        what = mutated_doc(doc, rng, kind)
+        raw, invalid = json.dumps(doc).encode(), fuzz_contract.problem(doc)
+    (run / source.name).write_bytes(gzip.compress(raw))
+    if not ours and command != "whatif":  # another tool's single rank: the file is given
+        run, clean = run / source.name, clean / source.name
+    return Case(run, clean, source.name, what, invalid, command)
 
 
-def _manifest_case(seed: int, case: Path) -> tuple[list[str], Path, str, str]:
-    """A copy of the sample run with a mutated run.json; analyze or whatif reads it."""
+def _manifest_case(seed: int, case: Path) -> Case:
+    """A copy of the sample run with a mutated run.json (a field retyped is a one-line
+    error; a field deleted may be accepted)."""
     run = case / "run"
     shutil.copytree(SAMPLE_RUN, run)
     doc, what = mutated_manifest(seed)
     (run / "run.json").write_text(json.dumps(doc))
-    command = ["whatif", str(run), "--policy", "none"] if seed % 2 else ["analyze", str(run)]
-    return [*command, "--json", str(case / "out.json")], run, "run.json", what
+    # odd seeds: whatif (the regression seeds 11, 13, 19 are the what-if's); even: the others
+    command = "whatif" if seed % 2 else ("analyze", "diagnose", "dashboard")[seed // 2 % 3]
+    return Case(run, SAMPLE_RUN, "run.json", what, None, command)
 
 
-def _trace_case(seed: int, case: Path) -> tuple[list[str], Path, str, str]:
-    sources = available_sources()
-    source = sources[seed % len(sources)]
-    data, what = mutated_trace(source, seed)
-    trace = case / "rank-0.pt.trace.json.gz"
-    trace.write_bytes(data)
-    argv = ["analyze", str(trace), "--no-progress", "--json", str(case / "out.json")]
-    return argv, trace, source, what
+def _cli(argv: list[str]) -> tuple[int, list[str], str]:
+    """(exit status, warning lines, the error line) of ``overlapscope ARGV``."""
+    from overlapscope.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        code = main(argv)
+    text = out.getvalue() + err.getvalue()
+    errors = [ln for ln in err.getvalue().splitlines() if ln.startswith("overlapscope: error:")]
+    if code != 0 and not (code == 2 and len(errors) == 1 and "Traceback" not in text):
+        raise AssertionError(f"exit {code}: {text[-300:]}")
+    warnings = [ln for ln in text.splitlines() if ln.startswith("warning: ")]
+    return code, warnings, errors[0] if errors else ""
+
+
+def _dashboard(run: Path) -> tuple[int, list[str], str]:
+    """The dashboard's data path: its registry loads the run, its overview renders it."""
+    from dashboards import views
+    from dashboards.data import RunRegistry, discover_runs
+    from overlapscope.errors import UserError
+
+    try:
+        registry = RunRegistry(discover_runs([run]), use_disk_cache=False)
+        views.overview_view(registry)
+        loaded = registry.load(registry.sources[0].key)
+    except UserError as e:
+        return 2, [], f"overlapscope: error: {e}"
+    return 0, [f"warning: {w}" for w in loaded.analysis.warnings], ""
+
+
+def read(command: str, run: Path, out: Path) -> tuple[int, list[str], str]:
+    """Run one reader on ``run``: (exit status, warnings, error line); the warnings with
+    the run's path replaced, so that a mutated copy compares with the clean input."""
+    argv = {
+        "analyze": ["analyze", str(run), "--no-progress", "--json", str(out)],
+        "diagnose": ["diagnose", str(run), "--no-progress"],
+        "whatif": ["whatif", str(run), "--policy", "backward_pre", "--json", str(out)],
+    }
+    code, warnings, error = _dashboard(run) if command == "dashboard" else _cli(argv[command])
+    return code, [w.replace(str(run), "RUN") for w in warnings], error
+
+
+_BASELINES: dict[tuple[str, str], set[str]] = {}
+
+
+def _baseline(case: Case, out: Path) -> set[str]:
+    key = (str(case.clean), case.command)
+    if key not in _BASELINES:
+        _BASELINES[key] = set(read(case.command, case.clean, out)[1])
+    return _BASELINES[key]
 
 
 def run_case(seed: int, work: Path, *, manifest: bool = False) -> FuzzResult:
-    """Mutate one source trace (picked by ``seed``), or with ``manifest`` the sample run's
-    ``run.json``, run the command on it, classify the ending."""
-    from overlapscope.cli import main
-
-    case = work / f"seed-{seed}-{'manifest' if manifest else 'trace'}"
-    case.mkdir(parents=True)
-    argv, given, source, what = (_manifest_case if manifest else _trace_case)(seed, case)
-    before = digest(given)
-    err = io.StringIO()
+    """Mutate an input (picked by ``seed``), or with ``manifest`` the sample run's
+    ``run.json``, run the seed's reader on it, classify the ending."""
+    case_dir = work / f"seed-{seed}-{'manifest' if manifest else 'trace'}"
+    case_dir.mkdir(parents=True)
+    case = (_manifest_case if manifest else _trace_case)(seed, case_dir)
+    what = f"{case.command}: {case.mutation}"
+    before = digest(case.run)
     try:
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            code = main(argv)
+        code, warnings, error = read(case.command, case.run, case_dir / "out.json")
+        new = set(warnings) - _baseline(case, case_dir / "clean.json")
     except MemoryError:
-        return FuzzResult(seed, source, what, "MemoryError", "")
+        return FuzzResult(seed, case.source, what, "MemoryError", "")
     except BaseException as e:  # any escape is what this looks for
         tb = traceback.format_exception(e)[-1].strip()
-        return FuzzResult(seed, source, what, "traceback", tb)
-    lines = err.getvalue().strip().splitlines()
-    if digest(given) != before:
-        return FuzzResult(seed, source, what, "input changed", "")
-    if code == 0:
-        return FuzzResult(seed, source, what, "ok", err.getvalue().strip()[:200])
-    errors = [ln for ln in lines if ln.startswith("overlapscope: error:")]
-    if code == 2 and len(errors) == 1 and "Traceback" not in err.getvalue():
-        return FuzzResult(seed, source, what, "error", errors[0][:200])
-    return FuzzResult(seed, source, what, f"exit {code}", err.getvalue()[-300:])
+        return FuzzResult(seed, case.source, what, "traceback", tb)
+    if digest(case.run) != before:
+        return FuzzResult(seed, case.source, what, "input changed", "")
+    if code == 2:
+        return FuzzResult(seed, case.source, what, "error", error[:200])
+    if new:
+        return FuzzResult(seed, case.source, what, "warning", sorted(new)[0][:200])
+    if case.invalid is not None:
+        return FuzzResult(seed, case.source, what, "silent", f"not a valid trace: {case.invalid}")
+    return FuzzResult(seed, case.source, what, "ok", "")

@@ -5,6 +5,7 @@ it was given changed."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -13,9 +14,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from dashboards.guard import declared_outputs
 from overlapscope.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -133,3 +136,57 @@ def signal_when_ready(
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     return started, err
+
+
+# ---------------------------------------------------------------- dashboard callback requests
+
+
+def callback_request(
+    app: Any, output: str, values: dict[tuple[str, str], object]
+) -> dict[str, Any]:
+    """A request for the callback ``output`` as Dash's renderer sends it, with ``values``
+    per (id, property) (left out: none sent, as for an unset property)."""
+    spec = app.callback_map[output]
+    outs = [{"id": i, "property": p} for i, p in declared_outputs(output)]
+
+    def items(part: str) -> list[dict[str, Any]]:
+        out = []
+        for d in spec.get(part, []):
+            key = (d["id"], d["property"])
+            out.append(
+                {
+                    "id": key[0],
+                    "property": key[1],
+                    **({"value": values[key]} if key in values else {}),
+                }
+            )
+        return out
+
+    inputs = items("inputs")
+    return {
+        "output": output,
+        "outputs": outs if output.startswith("..") else outs[0],
+        "inputs": inputs,
+        "state": items("state"),
+        "changedPropIds": [f"{inputs[0]['id']}.{inputs[0]['property']}"],
+    }
+
+
+def good_values(app: Any) -> dict[tuple[str, str], object]:
+    from dashboards import ids
+
+    key = next(iter(app.server.config["OVERLAPSCOPE_REGISTRY"].sources)).key
+    return {
+        (ids.RUN_A, "value"): key, (ids.RUN_B, "value"): None, (ids.STEP, "value"): 2,
+        (ids.TABS, "value"): ids.TAB_OVERVIEW, (ids.CLOCKS, "value"): "aligned",
+        (ids.RANKS, "value"): [], (ids.TIMELINE_GRAPH, "relayoutData"): {"xaxis.range": [0, 5]},
+        (ids.WHATIF_POLICY, "value"): "none", (ids.WHATIF_FORWARD_PREFETCH, "value"): [],
+        (ids.WHATIF_LIMIT, "value"): "off", (ids.WHATIF_NETWORK_MODE, "value"): "scale",
+        (ids.WHATIF_NETWORK_VALUE, "value"): 1.0, (ids.WHATIF_TARGET, "value"): None,
+    }  # fmt: skip
+
+
+def post(client: Any, body: object) -> int:
+    resp = client.post("/_dash-update-component", data=json.dumps(body),
+                       content_type="application/json")  # fmt: skip
+    return int(resp.status_code)

@@ -4,7 +4,6 @@ wrong type (issue #21, point 6). The real Flask server of the app, through its t
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from typing import Any
@@ -14,8 +13,9 @@ from flask.testing import FlaskClient
 
 from dashboards import create_app, discover_runs
 from dashboards.guard import MAX_BODY_BYTES
+from dashboards.values import value_checks
 from dashboards.zoom import x_window
-from tests.reliability.helpers import SAMPLE_RUN
+from tests.reliability.helpers import SAMPLE_RUN, callback_request, good_values, post
 
 
 @pytest.fixture(scope="module")
@@ -134,25 +134,101 @@ def test_zoom_values_of_the_wrong_type_are_ignored(case: str) -> None:
     assert x_window(relayout) == expected
 
 
-def test_zoom_callback_with_string_ranges_answers(app: Any, client: FlaskClient) -> None:
-    """The timeline zoom callback itself, given string and null ranges: no 500."""
-    zoom = [k for k, v in app.callback_map.items() if any(
-        i["property"] == "relayoutData" for i in v["inputs"])]  # fmt: skip
-    if not zoom:
-        pytest.skip("no callback reads relayoutData in this layout")
-    spec = app.callback_map[zoom[0]]
-    for value in ({"xaxis.range": ["a", None]}, {"xaxis.range[0]": None}):
-        inputs = [
-            {**i, "value": value if i["property"] == "relayoutData" else None}
-            for i in spec["inputs"]
-        ]
-        body = {
-            "output": zoom[0],
-            "outputs": {"id": zoom[0].split(".")[0], "property": zoom[0].split(".")[-1]},
-            "inputs": inputs,
-            "state": [{**s, "value": None} for s in spec.get("state", [])],
-            "changedPropIds": [f"{inputs[0]['id']}.{inputs[0]['property']}"],
-        }
-        resp = client.post("/_dash-update-component", data=json.dumps(body),
-                           content_type="application/json")  # fmt: skip
-        assert resp.status_code in (200, 204), resp.data[:300]
+def test_every_callback_input_and_state_has_a_value_check(app: Any) -> None:
+    checks = value_checks(["k"])
+    for output, spec in app.callback_map.items():
+        for d in [*spec["inputs"], *spec.get("state", [])]:
+            assert (d["id"], d["property"]) in checks, (output, d)
+
+
+def test_a_well_formed_request_to_every_callback_is_answered(app, client, caplog) -> None:
+    good = good_values(app)
+    assert set(good) == set(value_checks(["k"]))
+    with caplog.at_level(logging.DEBUG):
+        for output in app.callback_map:
+            assert post(client, callback_request(app, output, good)) in (200, 204), output
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def _misfits(app: Any, output: str, good: dict[tuple[str, str], object]) -> dict[str, object]:
+    """Requests for ``output`` that do not fit its declaration, by what is wrong."""
+    body = callback_request(app, output, good)
+    first = body["inputs"][0]
+    wrong_out = {"id": "no-such", "property": "children"}
+    cases: dict[str, object] = {
+        "too-few-inputs": {**body, "inputs": body["inputs"][:-1]},
+        "too-many-inputs": {**body, "inputs": [*body["inputs"], first]},
+        "no-inputs": {**body, "inputs": []},
+        "wrong-input-id": {**body, "inputs": [{**first, "id": "no-such"}, *body["inputs"][1:]]},
+        "wrong-input-property": {**body, "inputs": [{**first, "property": "style"}, *body["inputs"][1:]]},
+        "inputs-reordered": {**body, "inputs": body["inputs"][::-1]} if len(body["inputs"]) > 1 else None,
+        "too-many-state": {**body, "state": [*body["state"], first]},
+        "too-few-state": {**body, "state": body["state"][:-1]} if body["state"] else None,
+        "wrong-outputs": {**body, "outputs": [wrong_out] if isinstance(body["outputs"], list) else wrong_out},
+        "changed-not-an-input": {**body, "changedPropIds": ["no-such.value"]},
+    }  # fmt: skip
+    return {k: v for k, v in cases.items() if v is not None}
+
+
+# Values of the wrong type for any property (a run key as a list or a path, a zoom range
+# as lists or strings, ...): each one the property's check refuses is answered 400.
+ODD_VALUES: list[object] = [
+    ["a"], {"a": 1}, "/etc/passwd", "../traces/none", 1e308, True, -1, "", [[1], [2]],
+    {"xaxis.range": [[1], [2]]}, {"xaxis.range": ["1", "2"]}, {"xaxis.range[0]": "a"},
+    {"xaxis.range": [0]}, [1.5], ["on", "off"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("what", ["fit", "values"])
+def test_a_request_that_does_not_fit_its_callback_is_400_never_500(app, client, caplog, what):
+    good = good_values(app)
+    checks = value_checks([next(iter(app.server.config["OVERLAPSCOPE_REGISTRY"].sources)).key])
+    sent = 0
+    for output, spec in app.callback_map.items():
+        if what == "fit":
+            bodies = {k: (b, 400) for k, b in _misfits(app, output, good).items()}
+        else:
+            bodies = {}
+            for d in [*spec["inputs"], *spec.get("state", [])]:
+                key = (d["id"], d["property"])
+                refused = [v for v in ODD_VALUES if not checks[key](v)]
+                assert refused, key  # every property refuses some of them
+                for v in ODD_VALUES:
+                    expect = 400 if v in refused else 200
+                    bodies[f"{key}={v!r}"] = (
+                        callback_request(app, output, {**good, key: v}),
+                        expect,
+                    )
+        for case, (body, expect) in bodies.items():
+            caplog.clear()
+            with caplog.at_level(logging.DEBUG):
+                code = post(client, body)
+            sent += 1
+            assert code != 500 and (code == 400) == (expect == 400), (output, case, code)
+            assert not [r for r in caplog.records if r.levelno >= logging.ERROR], (output, case)
+            if code == 400:
+                lines = [r for r in caplog.records if r.levelno == logging.WARNING]
+                assert len(lines) == 1 and "bad callback request" in lines[0].getMessage()
+    assert sent > 50
+
+
+def test_the_issues_requests_are_400(app: Any, client: FlaskClient) -> None:
+    """The requests that once answered 500: fewer inputs than declared, a zoom range as a
+    list of lists or of strings, a run key as a list or a path."""
+    from dashboards import ids
+
+    good = good_values(app)
+    zoom = next(o for o, s in app.callback_map.items()
+                if any(i["property"] == "relayoutData" for i in s["inputs"]))  # fmt: skip
+    view = f"{ids.VIEW}.children"
+    fewer = callback_request(app, view, good)
+    fewer["inputs"] = fewer["inputs"][:2]
+    zkey = (ids.TIMELINE_GRAPH, "relayoutData")
+    for body in (
+        fewer,
+        callback_request(app, zoom, {**good, zkey: {"xaxis.range": [[0, 1], [2, 3]]}}),
+        callback_request(app, zoom, {**good, zkey: {"xaxis.range": ["0", "5"]}}),
+        callback_request(app, view, {**good, (ids.RUN_A, "value"): ["none"]}),
+        callback_request(app, view, {**good, (ids.RUN_A, "value"): str(SAMPLE_RUN)}),
+    ):
+        assert post(client, body) == 400

@@ -1,6 +1,9 @@
-"""Seeded fuzz of real inputs (issue #21, point 7): every mutated trace or ``run.json`` ends
-cleanly, exit 0 or one ``overlapscope: error:`` line, never a traceback or MemoryError, and
-the input is never changed. A longer run: ``python scripts/fuzz_traces.py --seeds 2000``."""
+"""Seeded fuzz of real inputs (issues #21 and #32): every mutated trace, run or ``run.json``
+ends cleanly in the reader its seed picks (analyze, diagnose, whatif, the dashboard's data
+path): exit 0 or one ``overlapscope: error:`` line, never a traceback or MemoryError, never
+a changed input, and never silently (an input that is not a valid trace gets an error or a
+warning the clean input did not give). A longer run:
+``python scripts/fuzz_traces.py --seeds 2000``."""
 
 from __future__ import annotations
 
@@ -10,12 +13,12 @@ import pytest
 
 from tests.reliability.fuzz import available_sources, run_case
 
-TRACE_SEEDS = list(range(24))
-# even seeds: analyze, odd: whatif
+TRACE_SEEDS = list(range(48))
+# odd seeds: whatif; even: analyze, diagnose, the dashboard
 MANIFEST_SEEDS = [*range(8), 11, 13, 19]
-# Seeds that once failed, kept as regressions: 5 (an event's name retyped to a dict), 11
-# (run.json world_size a list), 13 and 19 (whatif reading run.json untyped). Known failures go here,
-# seed -> reason, marked xfail; none are known today.
+# Seeds that once failed, kept as regressions: run.json seeds 11 (world_size a list), 13 and
+# 19 (whatif reading run.json untyped). Known failures go here, seed -> reason, marked xfail;
+# none are known today.
 TRACE_XFAIL: dict[int, str] = {}
 MANIFEST_XFAIL: dict[int, str] = {}
 
@@ -42,3 +45,13 @@ def test_mutated_trace_ends_cleanly(seed: int, tmp_path: Path) -> None:
 def test_mutated_manifest_ends_cleanly(seed: int, tmp_path: Path) -> None:
     result = run_case(seed, tmp_path, manifest=True)
     assert result.clean, f"{result.source}: {result.mutation}: {result.outcome} {result.detail}"
+
+
+def test_the_fixed_seeds_reach_every_reader_and_mutation(tmp_path: Path) -> None:
+    """The suite's seeds cover each reader and each kind of mutation (so a new kind or
+    reader cannot go untested by mistake)."""
+    from tests.reliability.fuzz import COMMANDS, KINDS, case_kind
+
+    seen = {(case_kind(s), COMMANDS[s % len(COMMANDS)]) for s in TRACE_SEEDS}
+    assert {k for k, _ in seen} == set(KINDS)
+    assert {c for _, c in seen} == set(COMMANDS)

@@ -12,6 +12,7 @@ from overlapscope.phases import Phase
 from overlapscope.sim import load_calibration, predict_from
 from overlapscope.sim.memory import predicted_peak, window_peaks
 from overlapscope.sim.schedule import Scenario, StepModel, build_program
+from overlapscope.trace.loader import load_run
 
 SAMPLES = Path(__file__).resolve().parents[2] / "traces"
 MB = 1 << 20
@@ -52,7 +53,9 @@ def test_program_windows_follow_the_policy() -> None:
 @pytest.mark.parametrize("config", ["none", "backward_pre"])
 def test_window_peaks_of_a_sample_cover_its_peak(config: str) -> None:
     run = SAMPLES / config
-    peaks = window_peaks(run / "rank-0.pt.trace.json.gz")
+    traces = load_run(run)
+    ev, mem = traces.events, traces.memory
+    peaks = window_peaks(ev[ev["rank"] == 0], mem[mem["rank"] == 0])
     assert peaks, "no compute windows with memory events"
     measured = json.loads((run / "run.json").read_text())["peak_mem_bytes"][0]
     assert max(peaks.values()) == measured

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import orjson
@@ -33,6 +34,12 @@ def good(path: Path, rank: int = 0, world: int = 2) -> Path:
 
 
 def corrupt_gzip(p: Path) -> None:
+    data = bytearray(gzip.compress(orjson.dumps(trace(0, 1, GOOD))))
+    data[20:40] = bytes(20)  # the deflate stream overwritten
+    p.write_bytes(bytes(data))
+
+
+def truncated_gzip(p: Path) -> None:
     p.write_bytes(gzip.compress(orjson.dumps(trace(0, 1, GOOD)))[:40])
 
 
@@ -40,9 +47,28 @@ def truncated_json(p: Path) -> None:
     p.write_bytes(orjson.dumps(trace(0, 1, GOOD))[:-25])
 
 
+def cut_mid_event(p: Path) -> None:
+    p.write_bytes(orjson.dumps(trace(0, 1, GOOD))[:150])
+
+
+def nan_mid_file(p: Path) -> None:
+    """A JSON syntax error in the middle of the file: the 3rd event's ts is a NaN token."""
+    text = orjson.dumps(trace(0, 1, GOOD)).decode()
+    assert '"ts":20,' in text
+    p.write_text(text.replace('"ts":20,', '"ts":NaN,', 1))
+
+
 CASES = [
     ("corrupt-gzip", "r.json.gz", corrupt_gzip, "corrupt gzip"),
-    ("truncated-json", "r.json", truncated_json, "truncated or invalid JSON"),
+    ("truncated-gzip", "r.json.gz", truncated_gzip, "truncated gzip"),
+    ("truncated-json", "r.json", truncated_json, r"truncated: the file ends at byte \d+ after "),
+    ("cut-mid-event", "r.json", cut_mid_event, r"truncated: the file ends at byte 150 in traceE"),
+    (
+        "nan-mid-file",
+        "r.json",
+        nan_mid_file,
+        r"invalid JSON at byte \d+ in traceEvents\[2\] .*'NaN",
+    ),
     ("not-a-trace", "r.json", lambda p: p.write_bytes(b'{"hello": 1}'), "not a Kineto trace"),
     ("json-list", "r.json", lambda p: p.write_bytes(b"[1, 2]"), "not a Kineto trace"),
     ("empty-trace", "r.json", lambda p: write(p, trace(0, 1, [])), "empty trace"),
@@ -65,7 +91,7 @@ def test_unreadable_file_is_one_line_and_exit_2(tmp_path, capsys, case, name, ma
     assert main(["analyze", str(p)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0
-    assert str(p) in err and message in err
+    assert str(p) in err and re.search(message, err)
 
 
 def test_directory_without_traces(tmp_path, capsys):
@@ -318,14 +344,14 @@ def test_sliced_decoding_gives_the_same_table_as_whole_decoding(tmp_path, monkey
     pd.testing.assert_frame_equal(whole.comm_args, sliced.comm_args, check_dtype=False)
     assert sliced.thread_names == whole.thread_names and len(sliced.thread_names) == 2
     assert sliced.base_time_ns == whole.base_time_ns
-    # a cut-off file in this layout still reports truncated JSON, a corrupt gzip the gzip
+    # a cut-off file in this layout still reports truncated JSON, a cut-off gzip the gzip
     cut = text[:-60]
     p.write_bytes(gzip.compress(cut) if gz else cut)
-    with pytest.raises(TraceFileError, match="truncated or invalid JSON"):
+    with pytest.raises(TraceFileError, match="truncated: the file ends"):
         read_trace(p)
     if gz:
         p.write_bytes(gzip.compress(text)[:-30])
-        with pytest.raises(TraceFileError, match="corrupt gzip"):
+        with pytest.raises(TraceFileError, match="truncated gzip"):
             read_trace(p)
 
 

@@ -14,6 +14,7 @@ from overlapscope.cli import main
 from overlapscope.errors import UserError
 from overlapscope.trace.loader import load_run
 from overlapscope.trace.ranks import missing_ranks, rank_ranges
+from overlapscope.trace.reader import BOM_SKIPPED
 from tests.trace.kineto import BASE_NS, gloo, step, trace, write, x
 
 GOOD = [
@@ -45,7 +46,7 @@ def test_bad_events_are_counted_named_and_left_out(tmp_path):
         "2 events with a negative dur",
         "1 event with a missing or non-numeric dur",
         "1 event with a missing or non-numeric ts",
-        "1 event with a name that is not a string",
+        "1 event with a missing or non-string name",
         "1 event with args that are not an object",
         "1 event with an out-of-range ts or dur",
     ):
@@ -55,10 +56,14 @@ def test_bad_events_are_counted_named_and_left_out(tmp_path):
     assert a.ranks.iloc[0]["compute_total_us"] == pytest.approx(20)
 
 
-def test_byte_order_mark_is_accepted(tmp_path):
+def test_byte_order_mark_is_skipped_with_a_warning(tmp_path):
     p = tmp_path / "t.json"
     p.write_bytes(b"\xef\xbb\xbf" + json.dumps(trace(0, 1, GOOD)).encode())
-    assert len(load_run(p).events) == len(GOOD)
+    run = load_run(p)
+    assert len(run.events) == len(GOOD)
+    assert list(run.warnings) == [f"rank 0 (t.json): {BOM_SKIPPED}"]
+    clean = write(tmp_path / "clean.json", trace(0, 1, GOOD))
+    assert not load_run(clean).warnings
 
 
 @pytest.mark.parametrize(("rank", "world"), [(2**31, 4), (5, 4), (-1, 2), (0, 2 * 10**9)], ids=str)
@@ -125,7 +130,7 @@ def test_traces_without_distributed_info_take_ranks_from_names(tmp_path):
 def test_ranks_whose_clocks_start_hours_apart_are_two_runs(tmp_path):
     write(tmp_path / "rank-0.json", trace(0, 2, GOOD))
     write(tmp_path / "rank-1.json", trace(1, 2, GOOD, base_ns=BASE_NS + 5 * 3600 * 10**9))
-    with pytest.raises(UserError, match=r"mixed runs: rank-1\.json starts 5\.0 h after rank-0"):
+    with pytest.raises(UserError, match=r"rank-1\.json: step 1 starts 5\.0 h after rank-0\.json"):
         load_run([tmp_path / "rank-0.json", tmp_path / "rank-1.json"])
 
 
