@@ -31,7 +31,7 @@ from overlapscope.perfetto.select import Selection, overlaps
 from overlapscope.trace.events import HOST_CATEGORIES
 from overlapscope.trace.labels import STEP_RE
 from overlapscope.trace.merged import SOURCE_PID, SOURCE_TID
-from overlapscope.trace.reader import read_bytes
+from overlapscope.trace.reader import read_text
 
 PHASES = frozenset("XBEiIbneSTFstfCNODPMRcv()")
 FLOW_PHASES = frozenset("stf")
@@ -240,7 +240,7 @@ class SourceDoc:
 
 
 def read_source(path: Path) -> SourceDoc:
-    doc = orjson.loads(read_bytes(path))
+    doc = orjson.loads(read_text(path))
     raw = doc.get("traceEvents", []) if isinstance(doc, dict) else []
     info = doc.get("distributedInfo") if isinstance(doc, dict) else None
     del doc

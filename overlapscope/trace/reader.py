@@ -81,6 +81,12 @@ def read_bytes(path: Path) -> bytes | bytearray:
     return data
 
 
+def read_text(path: Path) -> bytes | bytearray:
+    """The file's JSON text: gunzipped, past a byte-order mark (the warning for one is the
+    loader's, :data:`BOM_SKIPPED`); an empty file raises."""
+    return _text(read_bytes(path), path)[0]
+
+
 class _Stream:
     """A trace file's text read into one buffer allocated once: gunzipped by ISA-L straight
     into it (``readinto``), the undecoded rest moved to its front before each refill.

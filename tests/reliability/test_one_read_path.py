@@ -1,7 +1,8 @@
 """One read path (issue #32, point 1): every command that reads traces reads them through
 the loader and its checks, so each damaged-trace class ends the same way in every one of
 them: ``analyze``, ``diagnose``, ``whatif``, the dashboard's data path (its run registry,
-and the page's overview) and ``analyze --dask`` on a real scheduler and worker. Each class
+and the page's overview), ``analyze --dask`` on a real scheduler and worker, and ``analyze
+--perfetto`` (which copies the ranks' events into its file). Each class
 damages rank 1 of a copy of the shipped sample run."""
 
 from __future__ import annotations
@@ -174,6 +175,7 @@ def test_every_reader_ends_a_damaged_trace_the_same_way(case, damaged, dask_addr
         "whatif": _cli("whatif", run, "--policy", "backward_pre"),
         "dashboard": _dashboard(run),
         "dask": _cli("analyze", run, "--dask", dask_address, "--cache", tmp_path / "cache"),
+        "perfetto": _cli("analyze", run, "--perfetto", tmp_path / "run.json.gz"),
     }
     for command, (outcome, lines) in outcomes.items():
         assert outcome == expected, (command, lines)
@@ -191,6 +193,12 @@ NOT_READERS = {
     "overlapscope/trace/capture.py": "the profiler's own export, before it is written",
     "overlapscope/sim/export.py": "writes the predicted timeline",
     "overlapscope/cluster/synth.py": "re-ranked copies of a run for benchmarks and tests",
+    "overlapscope/perfetto/source.py": (
+        "copies a rank's events into the Perfetto file after load_run read and checked that "
+        "file (its bytes through trace.reader; what the loader leaves out, it leaves out)"
+    ),
+    "overlapscope/perfetto/export.py": "writes the Perfetto file's traceEvents",
+    "overlapscope/perfetto/__init__.py": "names the file's format in its docstring",
 }
 _TRACE_TOKENS = (
     "traceEvents", "gzip.decompress", "gzip.open", "igzip", "read_trace(", "read_document(",
