@@ -1,6 +1,6 @@
 """A screenshot of a run's Perfetto export opened in Chromium's own trace viewer, headless.
 
-    python scripts/perfetto_screenshot.py RUN OUT.png [--steps 4] [--expand 129,376]
+    python scripts/perfetto_screenshot.py RUN OUT.png [--steps 4] [--expand 129,398]
 
 Exports RUN (``overlapscope analyze RUN --perfetto``), opens DevTools' Performance panel
 (``devtools://devtools/bundled/devtools_app.html?panel=timeline``: the trace viewer built
@@ -77,7 +77,7 @@ def main() -> None:
     p.add_argument("run", type=Path)
     p.add_argument("out", type=Path)
     p.add_argument("--steps", default="4")
-    p.add_argument("--expand", default="129,376", help="heights of the headers to click")
+    p.add_argument("--expand", default="129,398", help="heights of the headers to click")
     p.add_argument("--height", type=int, default=620, help="how much of the window to keep")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
