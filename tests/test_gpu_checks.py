@@ -50,19 +50,25 @@ def _names(trace: Path) -> set[str]:
     return {str(e.get("name", "")).split(" (")[0] for e in doc["traceEvents"]}
 
 
+CAPTURE = REPO / "scripts/gpu/torch_fsdp_capture.py"
+
+
+def _capture(out: Path, *configs: str) -> subprocess.CompletedProcess[str]:
+    """The capture script on the CPU with a tiny model, ``configs`` only."""
+    return subprocess.run(
+        [sys.executable, CAPTURE, "--device", "cpu", "--out", str(out), "--only", *configs,
+         *TINY, "--batch", "2"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
 @pytest.mark.multirank
 def test_torch_fsdp_capture_issues_the_collectives_torch_skips_at_world_size_one(
     tmp_path: Path,
 ) -> None:
     """torch skips FSDP's all-gathers at world size 1 (FSDP1: NO_SHARD; FSDP2: its fast
     path); the capture switches that off, so the trace holds FSDP's collectives."""
-    script = REPO / "scripts/gpu/torch_fsdp_capture.py"
-    only = ["--only", "fsdp2-default", "fsdp1-none"]
-    r = subprocess.run(
-        [sys.executable, script, "--device", "cpu", "--out", str(tmp_path), *only, *TINY,
-         "--batch", "2"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    r = _capture(tmp_path, "fsdp2-default", "fsdp1-none")
     assert r.returncode == 0, r.stdout + r.stderr
     fsdp2 = _names(tmp_path / "fsdp2-default" / "rank-0.pt.trace.json.gz")
     fsdp1 = _names(tmp_path / "fsdp1-none" / "rank-0.pt.trace.json.gz")
@@ -88,13 +94,7 @@ def test_engine_checks_run_on_the_cpu(tmp_path: Path) -> None:
 def test_host_cause_captures_put_their_cause_in_the_trace(tmp_path: Path) -> None:
     """scripts/gpu-check-host-causes.sh's configurations, on the CPU: the slow loader's
     DataLoader and the per-block .item() are in the traces; an unknown name is one line."""
-    script = REPO / "scripts/gpu/torch_fsdp_capture.py"
-    only = ["--only", "fsdp2-slow-loader", "fsdp2-item-per-block"]
-    r = subprocess.run(
-        [sys.executable, script, "--device", "cpu", "--out", str(tmp_path), *only, *TINY,
-         "--batch", "2"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    r = _capture(tmp_path, "fsdp2-slow-loader", "fsdp2-item-per-block")
     assert r.returncode == 0, r.stdout + r.stderr
     loader = _names(tmp_path / "fsdp2-slow-loader" / "rank-0.pt.trace.json.gz")
     item = _names(tmp_path / "fsdp2-item-per-block" / "rank-0.pt.trace.json.gz")
@@ -103,7 +103,6 @@ def test_host_cause_captures_put_their_cause_in_the_trace(tmp_path: Path) -> Non
     assert "aten::_local_scalar_dense" in item
     meta = json.loads((tmp_path / "captures.json").read_text())["configs"]
     assert meta["fsdp2-slow-loader"]["step_time_is"] == "host loop"
-    bad = subprocess.run([sys.executable, script, "--device", "cpu", "--out", str(tmp_path / "x"),
-                          "--only", "nope"], capture_output=True, text=True, timeout=300)  # fmt: skip
+    bad = _capture(tmp_path / "x", "nope")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
     assert "--only nope" in bad.stderr and "fsdp2-slow-loader" in bad.stderr
