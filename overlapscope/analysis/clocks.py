@@ -37,7 +37,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from overlapscope.analysis.clock_bounds import causal_bounds, plausible, uncertainty
-from overlapscope.analysis.matched import Matched, send_receive
+from overlapscope.analysis.matched import FROM_US, Matched, issued_starts, send_receive
 from overlapscope.arrays import FloatArray
 from overlapscope.manifest import RunManifest
 from overlapscope.trace.loader import RunTraces
@@ -159,7 +159,13 @@ def _bounds(
     """Causal bounds of each column's offset at its center (clock_bounds.py), from the
     matched collectives and the send/receive pairs on the drift-corrected clocks."""
     cols = np.broadcast_to(np.arange(matched.ends.shape[1]), matched.ends.shape)
-    starts = _corrected(matched.starts.ravel(), cols.ravel(), fits).reshape(cols.shape)
+    # the earliest each transfer's data may move (a folded point-to-point collective's
+    # issue): the clock rows of a pipeline task carry it (FROM_US), a whole run's events
+    # give it
+    issued = events[FROM_US].to_numpy(np.float64) if FROM_US in events else issued_starts(events)
+    early = matched if issued is None else Matched.of(events, issued)
+    assert early is not None and early.starts.shape == matched.starts.shape
+    starts = _corrected(early.starts.ravel(), cols.ravel(), fits).reshape(cols.shape)
     ends = _corrected(matched.ends.ravel(), cols.ravel(), fits).reshape(cols.shape)
     recv, send, recv_end, send_start = send_receive(events, matched.ranks)
     c = _corrected(recv_end, recv, fits) - _corrected(send_start, send, fits)

@@ -18,8 +18,11 @@ import pandas as pd
 from overlapscope.analysis.segments import column_in, column_values
 from overlapscope.arrays import FloatArray
 from overlapscope.phases import CollectiveKind, Lane
+from overlapscope.trace.p2p import P2P_CAT
 
 KEY = ["group", "step", "seq"]
+# A clock row's earliest time its data may move, where a task computed it (issued_starts).
+FROM_US = "from_us"
 # Collectives whose end is synchronous across ranks: each rank needs every other rank's data.
 SYNC_KINDS = frozenset(
     k.value
@@ -58,7 +61,8 @@ class Matched:
     seq_span: int
 
     @staticmethod
-    def of(events: pd.DataFrame) -> Matched | None:
+    def of(events: pd.DataFrame, start_us: FloatArray | None = None) -> Matched | None:
+        """``start_us``: each row's start to use (default: its ``ts_us``)."""
         rows = _sync_rows(events)
         if len(rows) == 0:
             return None
@@ -74,7 +78,8 @@ class Matched:
         # One transfer per rank and collective; should a rank hold several, its first start
         # and last end count.
         np.maximum.at(ends, (row, col), events["end_us"].to_numpy(np.float64)[rows])
-        np.minimum.at(starts, (row, col), events["ts_us"].to_numpy(np.float64)[rows])
+        start = events["ts_us"].to_numpy(np.float64) if start_us is None else start_us
+        np.minimum.at(starts, (row, col), start[rows])
         ends[np.isinf(ends)] = np.nan
         starts[np.isinf(starts)] = np.nan
         return Matched(ends, starts, ranks, keys, np.asarray(groups), step_span, seq_span)
@@ -91,6 +96,39 @@ class Matched:
         )
         columns = pd.Index(self.ranks.tolist(), name="rank")
         return pd.DataFrame(self.ends, index=index, columns=columns)
+
+
+def issued_starts(events: pd.DataFrame) -> FloatArray | None:
+    """Per row, the earliest its collective's data may have moved, where that is before the
+    row's start: a folded point-to-point collective (trace/p2p.py, the engine on gloo)
+    starts when the one before it on its thread ended, yet its sends were posted at its
+    issue, and a peer may have received them before that start (the quick start's 2-rank
+    run: one rank's all-gather ended 243 µs before the other's folded start). Its issue is
+    the latest issue range of its phase and unit on its thread that began before it. None
+    where the run has no folded row (every other transfer starts when its data can move)."""
+    folded = (events["cat"] == P2P_CAT).to_numpy()
+    if not folded.any():
+        return None
+    keys = [k for k in ("rank", "tid", "phase", "unit") if k in events]  # (a rank's file: no rank)
+    issue = column_in(events["lane"], [Lane.ISSUE.value])
+    ranges = pd.DataFrame({k: events[k].astype(object).to_numpy()[issue] for k in keys})
+    ranges["issue_us"] = events["ts_us"].to_numpy(np.float64)[issue]
+    rows = np.flatnonzero(folded)
+    mine = pd.DataFrame({k: events[k].astype(object).to_numpy()[rows] for k in keys})
+    mine["ts_us"] = events["ts_us"].to_numpy(np.float64)[rows]
+    mine["row"] = rows
+    found = pd.merge_asof(
+        mine.sort_values("ts_us"),
+        ranges.dropna(subset=["phase", "unit"]).sort_values("issue_us"),
+        left_on="ts_us",
+        right_on="issue_us",
+        by=keys,
+        direction="backward",
+    ).dropna(subset=["issue_us"])
+    out = events["ts_us"].to_numpy(np.float64).copy()
+    at = found["row"].to_numpy(np.int64)
+    out[at] = np.minimum(out[at], found["issue_us"].to_numpy(np.float64))
+    return out
 
 
 def matched_ends(events: pd.DataFrame) -> pd.DataFrame:

@@ -91,6 +91,7 @@ def _clocks(
                 rank=pd.Series(info.rank, index=rows.index, dtype="int32"),
                 ts_us=rows["ts_us"] + shifts[info.rank],
                 end_us=rows["end_us"] + shifts[info.rank],
+                from_us=rows["from_us"] + shifts[info.rank],
             )
         )
     clock_run = dataclasses.replace(run, events=pd.concat(frames, ignore_index=True))

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 # Imported with this module, once per worker process: the cache's Arrow files are written
@@ -34,6 +35,7 @@ import pyarrow.pandas_compat
 
 from overlapscope.analysis.clocks import offset_at
 from overlapscope.analysis.critical_path import critical_path
+from overlapscope.analysis.matched import FROM_US, issued_starts
 from overlapscope.analysis.registry import PATH, RANK_FIGURES, Size, rank_tables
 from overlapscope.cache import Cache, RankMeta, code_digest
 from overlapscope.manifest import RunManifest
@@ -84,6 +86,15 @@ def parse_to_cache(path: str, world_hint: int, cache_root: str, key: str, digest
     return key
 
 
+def _clock_rows(events: pd.DataFrame, comm: npt.NDArray[np.bool_]) -> pd.DataFrame:
+    """The rank's rows the clocks read, with the earliest each one's data may move
+    (matched.issued_starts: a folded point-to-point collective's issue)."""
+    rows = events.loc[comm, CLOCK_COLUMNS].reset_index(drop=True)
+    issued = issued_starts(events)
+    rows[FROM_US] = rows["ts_us"] if issued is None else issued[comm]
+    return rows
+
+
 def _parse_and_store(path: Path, world_hint: int, cache: Cache, key: str) -> None:
     parsed = _parse_one(path, world_hint)
     if not isinstance(parsed, _Parsed):
@@ -95,7 +106,7 @@ def _parse_and_store(path: Path, world_hint: int, cache: Cache, key: str) -> Non
     light = dataclasses.replace(parsed.table, events=events.iloc[:0])
     meta = RankMeta(  # (the memory curve is the what-if's, which loads runs itself)
         parsed=_Parsed(parsed.raw.without_memory(), light),
-        clock_rows=events.loc[comm.to_numpy(), CLOCK_COLUMNS].reset_index(drop=True),
+        clock_rows=_clock_rows(events, comm.to_numpy()),
         num_events=len(events),
         has_gpu=bool(events["on_gpu"].any()),
     )
