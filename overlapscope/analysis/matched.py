@@ -106,15 +106,15 @@ def issued_starts(events: pd.DataFrame) -> FloatArray | None:
     run: one rank's all-gather ended 243 µs before the other's folded start). Its issue is
     the latest issue range of its phase and unit on its thread that began before it. None
     where the run has no folded row (every other transfer starts when its data can move)."""
-    folded = (events["cat"] == P2P_CAT).to_numpy()
+    folded = column_in(events["cat"], [P2P_CAT])
     if not folded.any():
         return None
     keys = [k for k in ("rank", "tid", "phase", "unit") if k in events]  # (a rank's file: no rank)
-    issue = column_in(events["lane"], [Lane.ISSUE.value])
-    ranges = pd.DataFrame({k: events[k].astype(object).to_numpy()[issue] for k in keys})
+    issue = np.flatnonzero(column_in(events["lane"], [Lane.ISSUE.value]))
+    ranges = pd.DataFrame({k: column_values(events[k], issue) for k in keys})
     ranges["issue_us"] = events["ts_us"].to_numpy(np.float64)[issue]
     rows = np.flatnonzero(folded)
-    mine = pd.DataFrame({k: events[k].astype(object).to_numpy()[rows] for k in keys})
+    mine = pd.DataFrame({k: column_values(events[k], rows) for k in keys})
     mine["ts_us"] = events["ts_us"].to_numpy(np.float64)[rows]
     mine["row"] = rows
     found = pd.merge_asof(

@@ -66,10 +66,8 @@ class RankPart:
         self, comm: pd.DataFrame, exposed: pd.DataFrame, idle: pd.DataFrame | None = None
     ) -> RankPart:
         """This part with the rank's rows read where its figures lie (a task, the cache);
-        ``idle``: its idle gaps when the client had none to give (an analysis read back
-        from the cache without its on-demand figures has an empty table of them)."""
-        given = self.tables.idle
-        idle = given if given is not None and (len(given) or idle is None) else idle
+        ``idle``: its idle gaps there (None: the cache has none; the part keeps its own)."""
+        idle = idle if idle is not None else self.tables.idle
         tables = dataclasses.replace(self.tables, comm=comm, exposed=exposed, idle=idle)
         return dataclasses.replace(self, tables=tables)
 

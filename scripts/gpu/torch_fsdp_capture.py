@@ -45,51 +45,13 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from capture_config import STEPS, WINDOW, Config  # noqa: E402
+from capture_config import CONFIGS, STEPS, WINDOW, Config  # noqa: E402
 from host_causes import HOST_CAUSES, batches, item_after_each_block  # noqa: E402
 from single_rank import start  # noqa: E402
 
 from overlapscope.config import ModelConfig, ModelKind  # noqa: E402
 from overlapscope.engine.workloads import build_model  # noqa: E402
 from overlapscope.trace.capture import RankProfiler  # noqa: E402
-
-CONFIGS = [
-    Config(
-        "fsdp2-default",
-        "fsdp2",
-        "fully_shard per block; default (implicit) backward prefetch of the next block",
-    ),
-    Config(
-        "fsdp2-noprefetch",
-        "fsdp2",
-        "backward prefetch switched off (no public switch: "
-        "FSDPParamGroup._backward_prefetch made a no-op)",
-        {"backward_prefetch": False},
-    ),
-    Config(
-        "fsdp2-explicit",
-        "fsdp2",
-        "set_modules_to_backward_prefetch (2 blocks ahead) and "
-        "set_modules_to_forward_prefetch (1 ahead)",
-        {"depth": 2, "forward": True},
-    ),
-    Config(
-        "fsdp1-backward-pre",
-        "fsdp1",
-        "FULL_SHARD, BackwardPrefetch.BACKWARD_PRE",
-        {"backward_prefetch": "BACKWARD_PRE"},
-    ),
-    Config(
-        "fsdp1-none", "fsdp1", "FULL_SHARD, backward_prefetch=None", {"backward_prefetch": None}
-    ),
-    Config(
-        "fsdp1-forward-prefetch",
-        "fsdp1",
-        "FULL_SHARD, BACKWARD_PRE, forward_prefetch=True, limit_all_gathers=True",
-        {"backward_prefetch": "BACKWARD_PRE", "forward": True},
-    ),
-]
-
 
 # -- torch's world-size-1 shortcuts ---------------------------------------------------------
 
