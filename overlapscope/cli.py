@@ -11,11 +11,12 @@ of any failure.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from types import FrameType
 from typing import NoReturn
 
@@ -105,18 +106,32 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise Interrupted(signum)
 
 
-def _signals_interrupt() -> None:
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
     """SIGTERM and SIGHUP stop a command the way Ctrl-C does: its ``finally`` blocks stop
-    the processes it started and keep what was written."""
-    if threading.current_thread() is threading.main_thread():
-        for s in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(s, _interrupt)
+    the processes it started and keep what was written. The handlers the caller had come
+    back when the command returns: ``main()`` called in-process (tests, notebooks) leaves the
+    process as it found it, so nothing forked from it later inherits ours."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser, _ = build_parser(argv, every=False)
     args = parser.parse_args(argv)
-    _signals_interrupt()
+    with _signals_interrupt():
+        return _dispatch(args)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    """Run the parsed command; a failure meant for the user is one line and exit status 2."""
     try:
         check_outputs_apart(args)
         return int(args.func(args))

@@ -1,7 +1,8 @@
-"""Shared test helpers: real multi-process gloo runs on CPU."""
+"""Shared test helpers: real multi-process gloo runs on CPU; the suite's last-resort watchdog."""
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import socket
 import sys
@@ -16,6 +17,38 @@ import torch.multiprocessing as mp
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 EXTERNAL_TRACES = SHARED / "external-traces"
+
+
+# pytest-timeout (pyproject's ``timeout``) fails a test that runs too long from a SIGALRM
+# handler, which runs only once the main thread is back in Python. Should a test be stuck where
+# it never is, this dumps every thread's stack and ends the run this long after the bound:
+# a hang costs minutes of CI, never all of it.
+WATCHDOG_GRACE_S = float(os.environ.get("OVERLAPSCOPE_TEST_WATCHDOG_GRACE_S", "120"))
+# The stderr the run started with, kept while pytest_configure runs (output is not captured
+# then): a test's own stderr is captured into a file that an exit would lose.
+_watchdog_err: list[Any] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _watchdog_err.append(os.fdopen(os.dup(2), "w"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    option = item.config.getoption("timeout", None)
+    bound = float(item.config.getini("timeout") if option is None else option or 0)
+    marker = item.get_closest_marker("timeout")
+    if marker is not None and marker.args:
+        bound = float(marker.args[0])
+    if bound > 0:
+        faulthandler.dump_traceback_later(
+            bound + WATCHDOG_GRACE_S, exit=True, file=_watchdog_err[0]
+        )
+    try:
+        yield
+    finally:
+        if bound > 0:
+            faulthandler.cancel_dump_traceback_later()
 
 
 def free_port() -> int:

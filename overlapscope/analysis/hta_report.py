@@ -10,10 +10,8 @@ timestamps to whole µs unless it is set; the difference is reported in ``ns_rou
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
-import logging
+import importlib.util
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from overlapscope.analysis.hta_process import hta_figures
 from overlapscope.trace.loader import RunTraces
 
 
@@ -60,97 +59,34 @@ class HtaReport:
 
 
 def hta_available() -> bool:
-    try:
-        import hta.trace_analysis  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether HTA is installed (found, not imported: it runs in its own process)."""
+    return importlib.util.find_spec("hta") is not None
 
 
 def run_hta(run: RunTraces, *, include_last_profiler_step: bool = True) -> HtaReport:
-    """Run HTA's overlap, temporal and idle-time breakdowns on the run's trace files."""
+    """Run HTA's overlap, temporal and idle-time breakdowns on the run's trace files, in a
+    process of its own (:mod:`overlapscope.analysis.hta_process`)."""
     if not run.has_gpu:
         return HtaReport(HtaStatus.NOT_APPLICABLE)
     if not hta_available():
         return HtaReport(HtaStatus.NOT_INSTALLED)
-    from hta.trace_analysis import TraceAnalysis
-
     files = {r.rank: str(r.path.resolve()) for r in run.ranks if r.has_gpu}
     trace_dir = os.path.commonpath([os.path.dirname(p) for p in files.values()])
     rounding = os.environ.get("HTA_DISABLE_NS_ROUNDING", "0") not in ("1", "true", "True")
-    sink = io.StringIO()
-    hta_logger = logging.getLogger("hta")
-    old_level = hta_logger.level
-    hta_logger.setLevel(logging.ERROR)
-    try:
-        with contextlib.redirect_stdout(sink):
-            ta = TraceAnalysis(
-                trace_files=files,
-                trace_dir=trace_dir,
-                include_last_profiler_step=include_last_profiler_step,
-            )
-            overlap = ta.get_comm_comp_overlap(visualize=False)
-            temporal = _temporal(ta)
-            idle = _idle(ta, sorted(files))
-            steps = {int(r): [int(s) for s in ta.t.get_iterations(r)] for r in files}
-    except Exception as e:  # HTA is third-party: any failure becomes a status, not a crash
-        return HtaReport(f"failed: {type(e).__name__}: {e}")
-    finally:
-        hta_logger.setLevel(old_level)
-    pct = {
-        int(r): float(v)
-        for r, v in zip(overlap["rank"], overlap["comp_comm_overlap_pctg"], strict=False)
-    }
+    got = hta_figures(files, trace_dir, include_last_profiler_step)
+    if "error" in got:
+        return HtaReport(got["error"])
     return HtaReport(
         HtaStatus.RAN,
         include_last_profiler_step=include_last_profiler_step,
         ns_rounding=rounding,
-        overlap_pct=pct,
-        temporal=temporal,
-        idle=idle,
-        counted_steps=steps,
+        overlap_pct=got["overlap"],
+        temporal=got["temporal"],
+        idle=got["idle"],
+        counted_steps=got["steps"],
         negative=hta_negative_us(run) if rounding else None,
         idle_negative=hta_idle_negative_us(run) if rounding else None,
     )
-
-
-def _temporal(ta: Any) -> pd.DataFrame | None:
-    try:
-        df = ta.get_temporal_breakdown(visualize=False)
-    except Exception:
-        return None
-    keep = [
-        c
-        for c in (
-            "rank",
-            "idle_time(us)",
-            "compute_time(us)",
-            "non_compute_time(us)",
-            "kernel_time(us)",
-        )
-        if c in df.columns
-    ]
-    out = df[keep].rename(columns=lambda c: c.replace("(us)", "_us"))
-    return out.astype({c: float for c in out.columns if c != "rank"})
-
-
-def _idle(ta: Any, ranks: list[int]) -> pd.DataFrame | None:
-    """HTA's idle-time breakdown of each rank (HTA's own result names no rank: one call
-    per rank, the rank added): ``rank, stream, idle_category, idle_time_us, ...``."""
-    frames = []
-    for rank in ranks:
-        try:
-            res = ta.get_idle_time_breakdown(ranks=[rank], visualize=False)
-        except Exception:
-            return None
-        df = res[0] if isinstance(res, tuple) else res
-        if not isinstance(df, pd.DataFrame):
-            return None
-        frames.append(df.rename(columns={"idle_time": "idle_time_us"}).assign(rank=rank))
-    if not frames:
-        return None
-    out = pd.concat(frames, ignore_index=True)
-    return out[["rank", *[c for c in out.columns if c != "rank"]]]
 
 
 def round_like_hta(run: RunTraces) -> RunTraces:
