@@ -118,7 +118,7 @@ def test_the_dashboard_serves(plain: Path, tmp_path: Path) -> None:
 def test_the_extras_are_only_what_their_names_say(plain: Path, tmp_path: Path) -> None:
     """No extra's package comes with the plain install, and each command that needs one
     says which to install, in one line."""
-    for module in ("dask", "distributed", "hta", "pytest", "selenium"):
+    for module in ("dask", "distributed", "hta", "pytest", "selenium", "viztracer"):
         proc = subprocess.run(
             [str(plain / "python"), "-c", f"import {module}"], capture_output=True, cwd=tmp_path
         )
