@@ -8,9 +8,16 @@ Every entry is keyed by its inputs' identity (each file's resolved path, size an
 modification time) and by :func:`code_digest`: a digest of every source file of the installed
 package, recursively, and of the trace producers registered at run time. So a changed trace,
 another overlapscope (a producer, the simulator, anything) or another producer never serves a
-stale entry. Files are written to a temporary name and renamed (``table_files.atomic``): a
-reader sees a whole file or none. A failed parse is cached too (its error), so a
-re-analysis does not parse a broken file again.
+stale entry. A failed parse is cached too (its error), so a re-analysis does not parse a
+broken file again.
+
+Every file is sealed (:mod:`overlapscope.sealed`): written under a temporary name, renamed
+whole, and checked before it is read. So analyses sharing a cache at once never read a half
+file, and a file cut short or changed (a killed writer, a full disk, a bad sector) is found
+before any figure comes from it: the entry it belongs to is removed and made again, with a
+line saying so (:func:`healing`). A write that fails (a full disk, a read-only folder) is
+one error naming the file. Temporary files of writers that were killed are removed when the
+cache is next opened.
 
 Layout of ``<cache>``:
 
@@ -32,21 +39,26 @@ import dataclasses
 import functools
 import hashlib
 import os
-import pickle
+import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 
 from overlapscope.errors import UserError
-from overlapscope.table_files import atomic, write_events
+from overlapscope.sealed import DamagedFile, dump, load, sweep
+from overlapscope.table_files import write_events
 from overlapscope.trace.loader import _Parsed
 from overlapscope.trace.parse import NotATraceError, TraceFileError
 from overlapscope.trace.producers import registry_digest
 
-CACHE_FORMAT = 4
+CACHE_FORMAT = 5  # 5: every file sealed
+# The most damaged files one analysis removes and makes again before it gives up.
+MAX_REPAIRS = 64
+T = TypeVar("T")
 CACHE_ENV = "OVERLAPSCOPE_CACHE"
 OLD_CACHE_ENV = "OVERLAPSCOPE_CACHE_DIR"  # the dashboard's, before one cache
 PACKAGE = Path(__file__).resolve().parent
@@ -139,6 +151,7 @@ class Cache:
             ) from e
         if not writable:
             raise UserError(f"{self.root}: cache directory not writable; pass --cache DIR")
+        sweep([self.root, *(p for p in self.root.iterdir() if p.is_dir())])
 
     def meta_path(self, key: str) -> Path:
         return self.root / f"{key}.meta.pkl"
@@ -152,17 +165,16 @@ class Cache:
     def write(self, key: str, result: RankMeta | TraceFileError, events: pd.DataFrame) -> None:
         """Store one parse result (the events first, then the meta that marks it whole)."""
         if isinstance(result, RankMeta):
-            frame = events.reset_index(drop=True)
-            atomic(self.events_path(key), lambda t: write_events(t, frame))
-            data = pickle.dumps(result)
+            write_events(self.events_path(key), events.reset_index(drop=True))
+            dump(self.meta_path(key), result)
         else:
             error = (isinstance(result, NotATraceError), str(result.path), result.problem)
-            data = pickle.dumps(error)
-        atomic(self.meta_path(key), lambda t: t.write_bytes(data))
+            dump(self.meta_path(key), error)
 
     def read(self, key: str, path: Path) -> RankMeta | TraceFileError:
-        """The cached result of ``path`` (named as this analysis names it)."""
-        loaded = pickle.loads(self.meta_path(key).read_bytes())
+        """The cached result of ``path`` (named as this analysis names it);
+        :class:`~overlapscope.sealed.DamagedFile` when its meta is not whole."""
+        loaded = load(self.meta_path(key))
         if isinstance(loaded, RankMeta):
             raw = dataclasses.replace(loaded.parsed.raw, path=path)
             renamed = _Parsed(raw, loaded.parsed.table)
@@ -175,16 +187,68 @@ class Cache:
         """Where a whole-run entry of ``kind`` (``result``, ``path``, ``dashboard``) lies."""
         return self.root / f"{kind}-{token}.pkl"
 
+    def discard(self, damaged: Path) -> None:
+        """Remove the entry a damaged file belongs to, so that it is made again: a folder
+        under the root whole (a rank's figures, a run's path steps); a parse's events and
+        meta together; else the file."""
+        try:
+            top = self.root / damaged.resolve().relative_to(self.root.resolve()).parts[0]
+        except ValueError:  # (not in this cache: nothing of ours to remove)
+            return
+        if top.is_dir():
+            shutil.rmtree(top, ignore_errors=True)
+            return
+        for suffix in (".meta.pkl", ".arrow"):
+            if top.name.endswith(suffix):
+                key = top.name[: -len(suffix)]
+                self.meta_path(key).unlink(missing_ok=True)
+                self.events_path(key).unlink(missing_ok=True)
+                return
+        top.unlink(missing_ok=True)
+
+    def remake(self, damaged: DamagedFile) -> None:
+        """:meth:`discard` the damaged file's entry, with the line that says so."""
+        self.discard(damaged.path)
+        _remade(damaged)
+
+
+def healing(cache: Cache, work: Callable[[], T]) -> T:
+    """``work()``; where it meets a damaged cache file, the file's entry removed (with a
+    line saying so) and ``work()`` again, which makes it again from its inputs. A file
+    damaged again once made again, or more than ``MAX_REPAIRS`` of them, is one error."""
+    seen: set[Path] = set()
+    while True:
+        try:
+            return work()
+        except DamagedFile as e:
+            if e.path in seen or len(seen) >= MAX_REPAIRS:
+                raise UserError(
+                    f"{e}; made again, it is still damaged: check the disk under {cache.root}, "
+                    "or pass --no-cache"
+                ) from e
+            seen.add(e.path)
+            cache.remake(e)
+
 
 def read_entry(path: Path) -> Any | None:
-    """A pickled entry, or None where there is none or it cannot be read (an entry of
-    another version: made again)."""
+    """A pickled entry, or None where there is none or it is not whole (made again, with a
+    line saying so)."""
     try:
-        return pickle.loads(path.read_bytes())
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
+        return load(path)
+    except DamagedFile as e:
+        if path.is_file():
+            _remade(e)
+        return None
+    except OSError:
         return None
 
 
+def _remade(damaged: DamagedFile) -> None:
+    print(
+        f"warning: {damaged.path}: a damaged cache file ({damaged.why}); made again",
+        file=sys.stderr,
+    )
+
+
 def write_entry(path: Path, value: object) -> None:
-    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    atomic(path, lambda t: t.write_bytes(data))
+    dump(path, value)

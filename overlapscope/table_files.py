@@ -4,35 +4,25 @@ for a rank's events and its event-sized tables.
 :func:`write_events` / :func:`read_events` keep a rank's event table (its dtypes as pandas
 gives them); :func:`write_table` / :func:`read_table` keep any frame with its exact pandas
 dtypes in the schema's metadata (Arrow alone has no object column holding None next to NaN),
-and read a step's rows of a few columns without converting the rest. Files are written to a
-temporary name and renamed (:func:`atomic`): a reader sees a whole file or none.
+and read a step's rows of a few columns without converting the rest. Files are sealed
+(:mod:`overlapscope.sealed`): written whole under a temporary name, and checked before Arrow
+reads a byte of them (a damaged one is :class:`~overlapscope.sealed.DamagedFile`).
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import pickle
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-
-def atomic(dest: Path, write: Callable[[Path], object]) -> None:
-    """``write(tmp)`` then rename ``tmp`` to ``dest``: readers see all of it or nothing."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
+from overlapscope.sealed import SEAL_BYTES, DamagedFile, atomic, payload_size
 
 
 def write_events(path: Path, events: pd.DataFrame) -> None:
-    """``events`` (a default index) as an lz4 Arrow IPC file, in this thread.
+    """``events`` (a default index) as an lz4 Arrow IPC file, sealed, in this thread.
 
     Arrow's thread pool would compress the columns in parallel: no less CPU in all, and
     each of its threads allocates from its own mimalloc heap, which pyarrow's pool switch
@@ -41,7 +31,8 @@ def write_events(path: Path, events: pd.DataFrame) -> None:
     ~26 MB resident, in this thread 0.012 s and ~10 MB (measured)."""
     import pyarrow
 
-    _write_ipc(path, pyarrow.Table.from_pandas(events, preserve_index=False, nthreads=1))
+    table = pyarrow.Table.from_pandas(events, preserve_index=False, nthreads=1)
+    atomic(path, lambda t: _write_ipc(t, table))
 
 
 def _write_ipc(path: Path, table: Any) -> None:
@@ -55,22 +46,41 @@ def _write_ipc(path: Path, table: Any) -> None:
         writer.write_table(table)
 
 
+def _checked(path: Path) -> Any:
+    """The Arrow IPC file inside a sealed file, its seal checked (memory-mapped: the
+    columns not read are not copied)."""
+    import pyarrow
+
+    try:
+        buffer = pyarrow.memory_map(str(path)).read_buffer()
+    except FileNotFoundError as e:  # (its entry said it was there)
+        raise DamagedFile(path, "missing from its entry") from e
+    except (OSError, pyarrow.ArrowInvalid) as e:  # (an empty file does not map)
+        if path.is_file() and path.stat().st_size < SEAL_BYTES:
+            raise DamagedFile(path, "empty or cut short") from e
+        raise
+    return buffer.slice(0, payload_size(buffer, path))
+
+
 def read_arrow(path: Path, columns: list[str] | None) -> Any:
     """The Arrow table of an IPC file, ``columns`` only (in that order; all when None),
     the others left unread; its schema's metadata kept."""
     import pyarrow
 
-    with pyarrow.OSFile(str(path)) as source:
+    source = _checked(path)
+    try:
         names = pyarrow.ipc.open_file(source).schema.names
         if columns is None:
             columns = names
         fields = sorted(names.index(c) for c in columns)
         options = pyarrow.ipc.IpcReadOptions(use_threads=False, included_fields=fields)
         return pyarrow.ipc.open_file(source, options=options).read_all().select(columns)
+    except (pyarrow.ArrowInvalid, ValueError) as e:  # (a whole file of another layout)
+        raise DamagedFile(path, f"not the table expected ({e})") from e
 
 
-def read_events(path: Path, columns: list[str]) -> pd.DataFrame:
-    """The ``columns`` of a file written by :func:`write_events`, as ``pd.read_feather``
+def read_events(path: Path, columns: list[str] | None) -> pd.DataFrame:
+    """The ``columns`` (all: None) of a file written by :func:`write_events`, as ``pd.read_feather``
     gives them, read in this thread (:func:`write_events` for why)."""
     return read_arrow(path, columns).to_pandas(use_threads=False)
 
@@ -133,8 +143,7 @@ def table_dtypes(path: Path) -> dict[str, Any]:
     """The columns and exact dtypes of a frame written by :func:`write_table` (no row read)."""
     import pyarrow
 
-    with pyarrow.OSFile(str(path)) as source:
-        return _dtypes(pyarrow.ipc.open_file(source).schema)
+    return _dtypes(pyarrow.ipc.open_file(_checked(path)).schema)
 
 
 def empty_table(path: Path) -> pd.DataFrame:

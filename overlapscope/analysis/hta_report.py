@@ -90,10 +90,10 @@ def run_hta(run: RunTraces, *, include_last_profiler_step: bool = True) -> HtaRe
 
 
 def round_like_hta(run: RunTraces) -> RunTraces:
-    """The run as HTA 0.5.0 sees it (:func:`hta_scope`), its GPU events rounded as HTA rounds
-    them (start up, end down to whole µs of the file's own clock; events that round to
-    nothing keep zero length), so figures can be compared with HTA's to the µs."""
-    run = hta_scope(run)
+    """The run's GPU events rounded as HTA 0.5.0 rounds them (start up, end down to whole µs
+    of the file's own clock; events that round to nothing keep zero length), so figures can
+    be compared with HTA's to the µs. (Its steps are already HTA's: GPU work whose launch the
+    trace lost counts where HTA counts it, trace/unlaunched.py.)"""
     ev = run.events
     offset = ev["rank"].map({r.rank: r.raw_ts_offset_us for r in run.ranks}).to_numpy()
     gpu = ev["on_gpu"].to_numpy()
@@ -102,20 +102,6 @@ def round_like_hta(run: RunTraces) -> RunTraces:
     new_ts = np.where(gpu, np.ceil(ts + offset) - offset, ts)
     new_end = np.where(gpu, np.maximum(np.floor(end + offset) - offset, new_ts), end)
     events = ev.assign(ts_us=new_ts, end_us=new_end, dur_us=new_end - new_ts)
-    return dataclasses.replace(run, events=events)
-
-
-def hta_scope(run: RunTraces) -> RunTraces:
-    """The run with the GPU work HTA 0.5.0 leaves out of every step outside them: in a
-    trace of two or more profiler steps HTA keeps only kernels launched by a CPU event of
-    the counted steps, so work whose launch the trace lost is not counted; overlapscope
-    counts it by its time (trace/unlaunched.py)."""
-    ev = run.events
-    multi = [r.rank for r in run.ranks if len(r.steps) >= 2]
-    lost = unlaunched(ev) & np.isin(ev["rank"].to_numpy(), multi)
-    if not lost.any():
-        return run
-    events = ev.assign(step=np.where(lost, -1, ev["step"].to_numpy()))
     return dataclasses.replace(run, events=events)
 
 
@@ -182,7 +168,6 @@ def hta_idle_negative_us(run: RunTraces) -> pd.DataFrame:
     from overlapscope.analysis.idle import hta_streams
     from overlapscope.analysis.metrics import counted_mask
 
-    run = hta_scope(run)
     ev = run.events[counted_mask(run).to_numpy()]
     offset = ev["rank"].map({r.rank: r.raw_ts_offset_us for r in run.ranks}).to_numpy()
     gpu = ev["on_gpu"].to_numpy()

@@ -249,11 +249,6 @@ def hta_lines(a: RunAnalysis) -> list[str]:
                 f"overlap {pct:.2f}% vs {float(mine['overlap_pct']):.2f}% ({diff:+.2f} pp)"
             )
         steps = hta.counted_steps.get(rank, [])
-        lost = int(mine["num_unlaunched"]) if mine is not None else 0
-        if lost and len(steps) >= 2:
-            parts.append(
-                f"ours counts {lost:,} GPU ops whose launch the trace lost, HTA leaves them out"
-            )
         lines.append(f"  rank {rank} (HTA steps {steps}): " + ", ".join(parts))
     negative = {} if hta.negative is None else hta.negative.set_index("rank").to_dict("index")
     for rank, n in sorted(negative.items()):

@@ -89,19 +89,37 @@ def check_port(host: str, port: int) -> None:
     bind_port(host, port).close()
 
 
+# waitress' worker threads; more requests at once wait in its queue (no thread per request,
+# as the development server starts). The callbacks run Python, one at a time under the GIL.
+SERVER_THREADS = 8
+# Open connections waitress keeps (its default, 100, counts its own two sockets: the 99th
+# browser of 100 at once waited unanswered); each costs a file descriptor, not a thread.
+SERVER_CONNECTIONS = 500
+
+
 def serve(app: Any, sock: socket.socket, host: str, port: int, debug: bool) -> None:
     """Serve ``app`` on the socket ``bind_port`` opened, until Ctrl-C or SIGTERM."""
     if debug:  # Dash's dev tools come with its own runner (which binds again)
         sock.close()
         app.run(host=host, port=port, debug=True, use_reloader=False)
         return
-    from werkzeug.serving import make_server
+    serve_waitress(app, sock)
 
-    server = make_server(host, port, app.server, threaded=True, fd=sock.fileno())
+
+def serve_waitress(app: Any, sock: socket.socket, threads: int = SERVER_THREADS) -> None:
+    """``app`` served by waitress, a production WSGI server, on ``sock``: under 20 and 100
+    clients at once it answered every request, at a lower median latency than the
+    development server (docs/BENCHMARKS.md, "The dashboard under load")."""
+    import waitress
+
+    logging.getLogger("waitress").setLevel(logging.ERROR)  # (its queue-depth line per burst)
+    server = waitress.create_server(
+        app.server, sockets=[sock], threads=threads, connection_limit=SERVER_CONNECTIONS
+    )
     try:
-        server.serve_forever()
+        server.run()
     finally:
-        server.server_close()
+        server.close()
 
 
 def url_for(host: str, port: int) -> str:
@@ -157,7 +175,6 @@ def run(args: argparse.Namespace) -> int:
     if not args.debug:
         # Our line above gives the URL: no second one from Dash, no line per request.
         logging.getLogger("dash.dash").setLevel(logging.WARNING)
-        logging.getLogger("werkzeug").setLevel(logging.WARNING)
     try:
         serve(app, sock, args.host, args.port, args.debug)
     except OSError as e:

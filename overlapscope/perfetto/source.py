@@ -7,6 +7,13 @@ an ``id`` one unique in the file; a global instant becomes the process's. Its
 process metadata is replaced by the export's; its thread names are kept (with the source's
 pid and tid in their args: :mod:`overlapscope.trace.merged` reads them back).
 
+A thread's complete events must nest or lie apart, once in whole nanoseconds as Perfetto
+reads them, or Perfetto drops them ("slice_drop_overlapping_complete_event": 312 of the
+engine's ``gloo:recv`` ranges in ``traces/gpu-engine-gloo2-backward_pre``, which end after the
+range around them). Such an event goes on an extra row of its thread's track, ``<name> (2)``,
+that nests (:func:`_rows`); the extra rows carry the thread's source pid and tid too, and
+:data:`~overlapscope.trace.merged.SOURCE_ROW`.
+
 Left out, counted by reason (one warning per rank): what the loader leaves out too (a name
 that is not a string, args that are not an object, a missing or non-numeric ts or dur, a
 negative dur), events of no known phase, and flow arrows without both ends (Kineto writes a
@@ -30,7 +37,7 @@ from overlapscope.perfetto.events import ADDED, flow_id, rank_pid, thread_names,
 from overlapscope.perfetto.select import Selection, overlaps
 from overlapscope.trace.events import HOST_CATEGORIES
 from overlapscope.trace.labels import STEP_RE
-from overlapscope.trace.merged import SOURCE_PID, SOURCE_TID
+from overlapscope.trace.merged import SOURCE_PID, SOURCE_ROW, SOURCE_TID
 from overlapscope.trace.reader import read_text
 
 PHASES = frozenset("XBEiIbneSTFstfCNODPMRcv()")
@@ -124,6 +131,8 @@ class _Rank:
     tracks: dict[tuple[Any, Any], int]
     flows: dict[tuple[Any, Any], int]
     extra: set[int]  # id() of the flow finishes after a flow's first (left out)
+    rows: dict[int, int]  # id() of a complete event on an extra row of its track: that row
+    row_tracks: dict[tuple[Any, Any, int], int]  # (pid, tid, row): its track index
 
     def kept(self, e: dict[str, Any]) -> bool:
         windows = self.selection.windows
@@ -153,6 +162,42 @@ def _tracks(events: list[dict[str, Any]], rank: int) -> dict[tuple[Any, Any], in
     if len(order) > ADDED:
         track_tid(rank, len(order) + ADDED)  # raises, naming the rank
     return {k: i for i, k in enumerate(order)}
+
+
+def _nanoseconds(us: float) -> int:
+    return round(us * 1000.0)  # (as Perfetto reads a JSON time)
+
+
+def _rows(events: list[dict[str, Any]], state: _Rank) -> None:
+    """Each kept complete event that would overlap another of its thread in part: the row
+    of its thread's track where it nests (the lowest, from 1), in ``state.rows``; each extra
+    row, in ``state.row_tracks`` (track indices after the source's)."""
+    spans: dict[tuple[Any, Any], list[tuple[int, int, int]]] = defaultdict(list)
+    for e in events:
+        if e["ph"] == "X" and state.kept(e):
+            start = _nanoseconds(state.clock.aligned(e["ts"]))
+            spans[(e.get("pid"), e.get("tid"))].append((start, _nanoseconds(e["dur"]), id(e)))
+    for key in sorted(spans, key=state.tracks.__getitem__):
+        stacks: list[list[int]] = []  # per row, the ends of the slices open there
+        for start, dur, ident in sorted(spans[key], key=lambda s: (s[0], -s[1])):
+            end = start + dur
+            row = len(stacks)  # (a new row, unless one of those open takes it)
+            for r, stack in enumerate(stacks):
+                while stack and stack[-1] <= start:
+                    stack.pop()
+                if not stack or end <= stack[-1]:
+                    row = r
+                    break
+            if row == len(stacks):
+                stacks.append([])
+            stacks[row].append(end)
+            if row:
+                state.rows[ident] = row
+                at = (key[0], key[1], row)
+                if at not in state.row_tracks:
+                    state.row_tracks[at] = len(state.tracks) + len(state.row_tracks)
+    if len(state.tracks) + len(state.row_tracks) > ADDED:
+        track_tid(state.rank, len(state.tracks) + len(state.row_tracks) + ADDED)  # raises
 
 
 def _paired_flows(events: list[dict[str, Any]], state: _Rank) -> dict[tuple[Any, Any], int]:
@@ -190,7 +235,10 @@ def _moved(e: dict[str, Any], state: _Rank, ids: dict[tuple[Any, Any], int]) -> 
     """The event in the rank's process, on the aligned clock."""
     out = dict(e)
     out["pid"] = rank_pid(state.rank)
-    out["tid"] = track_tid(state.rank, state.tracks[(e.get("pid"), e.get("tid"))])
+    key = (e.get("pid"), e.get("tid"))
+    row = state.rows.get(id(e), 0)
+    index = state.row_tracks[(key[0], key[1], row)] if row else state.tracks[key]
+    out["tid"] = track_tid(state.rank, index)
     out["ts"] = state.clock.aligned(e["ts"])
     if "id" in e:
         key = (e.get("cat"), e["id"])
@@ -203,19 +251,26 @@ def _moved(e: dict[str, Any], state: _Rank, ids: dict[tuple[Any, Any], int]) -> 
 
 
 def _names(events: Iterable[dict[str, Any]], state: _Rank, sink: Sink) -> None:
-    """The source's thread names on their tracks (every name it gave, in order), and a
-    name for each track it did not name."""
-    named: set[tuple[Any, Any]] = set()
+    """The source's thread names on their tracks (every name it gave, in order), a name for
+    each track it did not name, then each extra row's: its thread's last name, ``(2)``..."""
+    named: dict[tuple[Any, Any], str] = {}
     for e in events:
         key = (e.get("pid"), e.get("tid"))
         if e["ph"] == "M" and e.get("name") == "thread_name" and key in state.tracks:
             args = e["args"] if isinstance(e.get("args"), dict) else {}
             name = args.get("name")
-            _thread(state, key, name if isinstance(name, str) and name else _unnamed(key), sink)
-            named.add(key)
+            named[key] = name if isinstance(name, str) and name else _unnamed(key)
+            _thread(state, key, named[key], sink)
     for key in state.tracks:
         if key not in named:
             _thread(state, key, _unnamed(key), sink)
+    for (pid, tid, row), index in state.row_tracks.items():
+        name = f"{named.get((pid, tid), _unnamed((pid, tid)))} ({row + 1})"
+        source = {SOURCE_PID: pid, SOURCE_TID: tid, SOURCE_ROW: row + 1}
+        base = state.tracks[(pid, tid)]
+        tid_out = track_tid(state.rank, index)
+        for m in thread_names(rank_pid(state.rank), tid_out, name, base, source):
+            sink(m)
 
 
 def _unnamed(key: tuple[Any, Any]) -> str:
@@ -265,7 +320,8 @@ def write_source(
     """Send the rank's source events to ``sink``, moved (module doc); what was left out,
     by reason."""
     events = doc.events
-    state = _Rank(rank, clock, selection, doc.dropped, _tracks(events, rank), {}, set())
+    state = _Rank(rank, clock, selection, doc.dropped, _tracks(events, rank), {}, set(), {}, {})
+    _rows(events, state)
     _names(events, state, sink)
     state.flows = _paired_flows(events, state)
     ids = dict(state.flows)

@@ -11,7 +11,6 @@ bytes (:func:`overlapscope.perfetto.export.assemble`). The file is the one
 
 from __future__ import annotations
 
-import pickle
 import shutil
 import tempfile
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from overlapscope.analysis.api import RunAnalysis
-from overlapscope.cache import Cache, code_digest
+from overlapscope.cache import Cache, code_digest, healing
 from overlapscope.errors import UserError
 from overlapscope.perfetto.export import assemble
 from overlapscope.perfetto.part import PartDone, RankPart, write_part
@@ -33,8 +32,9 @@ from overlapscope.pipeline.run import (
     analyze_stored,
     opened,
 )
-from overlapscope.pipeline.tasks import _same_code, figure_file, read_summary
-from overlapscope.table_files import atomic, read_table
+from overlapscope.pipeline.tasks import _same_code, discarding, figure_file, read_summary
+from overlapscope.sealed import dump, load, temporary_prefix
+from overlapscope.table_files import read_table
 
 PART, DONE = "part", "done"
 Selection = tuple[tuple[int, ...] | None, tuple[int, ...] | None]  # --steps, --ranks
@@ -44,14 +44,13 @@ def perfetto_part(part: RankPart, folder: str, cache_root: str, out: str, digest
     """One rank's part: its figures from the cache (``folder``), then the part into
     ``out/rank-<r>.part``, and what it holds into ``.done`` (written last)."""
     _same_code(digest)
-    with released():
+    with released(), discarding(cache_root):
         tables = read_summary(Path(cache_root) / folder)["tables"]
         part = part.with_rows(tables["comm"], tables["exposed"], _idle(tables, folder, cache_root))
         file = Path(out) / f"rank-{part.rank}.{PART}"
         with open(file, "wb") as f:
             done = write_part(part, f)
-        data = pickle.dumps(done)
-        atomic(Path(out) / f"rank-{part.rank}.{DONE}", lambda t: t.write_bytes(data))
+        dump(Path(out) / f"rank-{part.rank}.{DONE}", done)
 
 
 def _idle(tables: dict[str, pd.DataFrame], folder: str, cache_root: str) -> pd.DataFrame | None:
@@ -70,8 +69,12 @@ def analyze_and_export(
     makes it) and its export into ``path``, in one cache; the export's warnings. Every
     rank's on-demand figures are made into its folder: the GPU idle gaps' track reads them."""
     with opened(target) as cache:
-        done = analyze_stored(inputs, target, cache, timeline=timeline, timeline_files=True)
-        return done.analysis, export_stored(path, done, target, cache, selection)
+
+        def export() -> tuple[RunAnalysis, tuple[str, ...]]:
+            done = analyze_stored(inputs, target, cache, timeline=timeline, timeline_files=True)
+            return done.analysis, export_stored(path, done, target, cache, selection)
+
+        return healing(cache, export)
 
 
 def export_stored(
@@ -83,7 +86,8 @@ def export_stored(
     folders = dict(zip(where.ranks, where.folders, strict=True))
     plan = make_plan(analysis, infos, *selection)
     parts = list(rank_parts(analysis, infos, plan, None))
-    out = Path(tempfile.mkdtemp(prefix="perfetto-", dir=cache.root))
+    # (named as the cache's temporary files are: removed if this process is killed)
+    out = Path(tempfile.mkdtemp(prefix=temporary_prefix("perfetto"), suffix=".tmp", dir=cache.root))
     try:
         args = [(p, folders[p.rank], str(cache.root), str(out), code_digest()) for p in parts]
         names = [str(p.rank) for p in parts]
@@ -97,9 +101,7 @@ def export_stored(
                 f"--perfetto: the parts of {len(failed)} ranks were not written "
                 f"{executor.where} (rank {rank}: {why}); run again"
             )
-        dones: list[PartDone] = [
-            pickle.loads((out / f"rank-{p.rank}.{DONE}").read_bytes()) for p in parts
-        ]
+        dones: list[PartDone] = [load(out / f"rank-{p.rank}.{DONE}") for p in parts]
         files = [(out / f"rank-{p.rank}.{PART}", d.sum) for p, d in zip(parts, dones, strict=True)]
         assemble(path, plan, files)
     finally:

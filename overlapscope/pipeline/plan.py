@@ -16,6 +16,7 @@ from overlapscope.errors import UserError
 from overlapscope.pipeline.executor import Executor
 from overlapscope.pipeline.tasks import RankJob, parse_to_cache
 from overlapscope.pool import PARALLEL_MIN_BYTES, show_progress
+from overlapscope.sealed import DamagedFile
 from overlapscope.trace.loader import ALLOW_FLAG, ParseFiles, RunTraces, _Parsed, load_run
 from overlapscope.trace.parse import TraceFileError
 
@@ -38,7 +39,9 @@ def parse_hook(executor: Executor, cache: Cache, strict: bool, metas: Metas) -> 
         files: list[Path], world_hint: int, progress: bool | None
     ) -> list[_Parsed | TraceFileError]:
         keys = [entry_key(f, world_hint) for f in files]
-        todo = [(f, k) for f, k in zip(files, keys, strict=True) if not cache.has(k)]
+        cached = {k: _cached(cache, k, f) for f, k in zip(files, keys, strict=True)}
+        read = {k: res for k, res in cached.items() if res is not None}
+        todo = [(f, k) for f, k in zip(files, keys, strict=True) if k not in read]
         failed: dict[str, str] = {}
         if todo:
             args = [(str(f.resolve()), world_hint, str(cache.root), k, code_digest()) for f, k in todo]  # fmt: skip
@@ -57,7 +60,7 @@ def parse_hook(executor: Executor, cache: Cache, strict: bool, metas: Metas) -> 
             if k in failed:
                 out.append(TraceFileError(f, f"not analysed {executor.where} ({failed[k]})"))
                 continue
-            res = cache.read(k, f)
+            res = read[k] if k in read else cache.read(k, f)
             if isinstance(res, RankMeta):
                 metas[str(f)] = (k, res)
                 out.append(res.parsed)
@@ -66,6 +69,18 @@ def parse_hook(executor: Executor, cache: Cache, strict: bool, metas: Metas) -> 
         return out
 
     return parse
+
+
+def _cached(cache: Cache, key: str, path: Path) -> RankMeta | TraceFileError | None:
+    """The cached parse of ``path``, or None: not cached, or damaged (then removed, with a
+    line: parsed again)."""
+    if not cache.has(key):
+        return None
+    try:
+        return cache.read(key, path)
+    except DamagedFile as e:
+        cache.remake(e)
+        return None
 
 
 def _fill_infos(run: RunTraces, metas: Metas) -> RunTraces:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import pickle
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -38,7 +37,15 @@ from overlapscope.analysis.api import RunAnalysis, combine
 from overlapscope.analysis.clocks import Clocks
 from overlapscope.analysis.critical_path import CriticalPath, join_paths
 from overlapscope.analysis.registry import Size, rank_tables
-from overlapscope.cache import Cache, code_digest, default_cache_dir, read_entry, write_entry
+from overlapscope.cache import (
+    CACHE_ENV,
+    Cache,
+    code_digest,
+    default_cache_dir,
+    healing,
+    read_entry,
+    write_entry,
+)
 from overlapscope.errors import UserError
 from overlapscope.pipeline.executor import Executor, LocalExecutor
 from overlapscope.pipeline.plan import Inputs, lost, plan
@@ -55,6 +62,7 @@ from overlapscope.pipeline.tasks import (
     step_entry,
     step_path,
 )
+from overlapscope.sealed import load
 from overlapscope.table_files import read_table
 from overlapscope.trace.loader import RankInfo, RunTraces
 
@@ -95,7 +103,7 @@ def opened(target: Target) -> Iterator[Cache]:
     except UserError as e:
         if target.cache_dir is not None or target.dask is not None:
             raise
-        print(f"warning: {e}; analysed without it (set OVERLAPSCOPE_CACHE)", file=sys.stderr)
+        print(f"warning: {e}; analysed without it (set {CACHE_ENV})", file=sys.stderr)
         with opened(Target(no_cache=True)) as tmp_cache:
             yield tmp_cache
         return
@@ -135,7 +143,14 @@ def analyze_stored(
 ) -> StoredAnalysis:
     """:func:`analyze_paths` with where each rank's figures lie in ``cache``;
     ``timeline_files``: every rank's on-demand figures in its folder (the dashboard reads
-    the timeline a step at a time; ``timeline`` gathers them into the analysis as well)."""
+    the timeline a step at a time; ``timeline`` gathers them into the analysis as well). A
+    damaged cache file met on the way is made again (:func:`~overlapscope.cache.healing`)."""
+    return healing(cache, lambda: _stored(inputs, target, cache, timeline, timeline_files))
+
+
+def _stored(
+    inputs: Inputs, target: Target, cache: Cache, timeline: bool, timeline_files: bool
+) -> StoredAnalysis:
     on_demand = timeline_files or timeline
     flags = (inputs.allow_missing_ranks, inputs.rank_from_names, inputs.align_clocks)
     entry = cache.entry("result", result_token(inputs.paths, (*flags, timeline, on_demand)))
@@ -234,9 +249,9 @@ def _path(executor: Executor, cache: Cache, reduced: list[tuple[str, list[int]]]
                     f"critical path of {len(failed)} steps not computed {executor.where} "
                     f"({next(iter(failed.values()))}); run again (the ranks' figures are cached)"
                 )
-        parts = [pickle.loads(step_entry(cache.root, token, s).read_bytes()) for s in steps]
+        parts = [load(step_entry(cache.root, token, s)) for s in steps]
         write_entry(entry, join_paths(parts))
-    path: CriticalPath = pickle.loads(entry.read_bytes())
+    path: CriticalPath = load(entry)
     return path
 
 

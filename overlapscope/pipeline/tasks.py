@@ -17,7 +17,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-import pickle
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,8 @@ from overlapscope.cache import Cache, RankMeta, code_digest
 from overlapscope.manifest import RunManifest
 from overlapscope.phases import Lane
 from overlapscope.pipeline.memory import released
-from overlapscope.table_files import atomic, read_arrow, read_table, write_table
+from overlapscope.sealed import DamagedFile, dump, load
+from overlapscope.table_files import read_arrow, read_table, write_table
 from overlapscope.trace.loader import RankInfo, RunTraces, _parse_one, _Parsed
 from overlapscope.trace.schema import EVENT_COLUMNS
 
@@ -67,6 +68,18 @@ REDUCE_COLUMNS = [c for c in EVENT_COLUMNS if c != "cat"]
 def figure_file(folder: Path, name: str) -> Path:
     """Where an event-sized figure of a reduced rank lies."""
     return folder / f"{name}.arrow"
+
+
+@contextlib.contextmanager
+def discarding(cache_root: str | Path) -> Iterator[None]:
+    """A task's reads of the cache: a damaged file's entry is removed before the error goes
+    on, so that the next analysis makes it again wherever the task ran (a Dask worker's
+    failure reaches the client as a line only)."""
+    try:
+        yield
+    except DamagedFile as e:
+        Cache(Path(cache_root)).discard(e.path)
+        raise
 
 
 def _same_code(digest: str) -> None:
@@ -217,7 +230,7 @@ def reduce_rank(job: RankJob, cache_root: str, digest: str, on_demand: bool = Fa
     with those made only when asked for), with the steps its critical-path rows cover in
     ``summary.pkl`` (written last: it marks the folder whole)."""
     _same_code(digest)
-    with released():
+    with released(), discarding(cache_root):
         _reduce_and_store(job, Cache(Path(cache_root)), on_demand)
 
 
@@ -230,8 +243,7 @@ def _reduce_and_store(job: RankJob, cache: Cache, on_demand: bool) -> None:
         write_table(figure_file(out, name), tables[name])
     path_steps = sorted(int(s) for s in tables[PATH]["step"].unique())
     small = {name: tables[name] for name in SUMMARY_FIGURES}
-    data = pickle.dumps({"tables": small, "path_steps": path_steps})
-    atomic(out / DONE, lambda t: t.write_bytes(data))
+    dump(out / DONE, {"tables": small, "path_steps": path_steps})
 
 
 def on_demand_rank(job: RankJob, cache_root: str, digest: str) -> None:
@@ -239,7 +251,7 @@ def on_demand_rank(job: RankJob, cache_root: str, digest: str) -> None:
     without them, beside its others."""
     _same_code(digest)
     cache = Cache(Path(cache_root))
-    with released():
+    with released(), discarding(cache_root):
         tables = rank_tables(_rank_run(job, cache), (Size.ON_DEMAND,))
         for name in ON_DEMAND_FIGURES:
             write_table(figure_file(cache.root / job.folder, name), tables[name])
@@ -247,17 +259,22 @@ def on_demand_rank(job: RankJob, cache_root: str, digest: str) -> None:
 
 def read_summary(folder: Path) -> dict[str, Any]:
     """``{"tables": {name: frame}, "path_steps": [step, ...]}`` of one reduced rank."""
-    summary: dict[str, Any] = pickle.loads((folder / DONE).read_bytes())
+    summary: dict[str, Any] = load(folder / DONE)
     return summary
 
 
 def cached_reduction(job: RankJob, cache: Cache) -> tuple[str, list[int]] | None:
-    """The folder and path steps of the rank's figures when the cache holds them."""
+    """The folder and path steps of the rank's figures when the cache holds them whole (a
+    damaged folder is removed, with a line: made again)."""
     assert job.folder, "a job's folder is set on the client (RankJob.named)"
     folder = cache.root / job.folder
     if not (folder / DONE).is_file():
         return None
-    return folder.name, list(read_summary(folder)["path_steps"])
+    try:
+        return folder.name, list(read_summary(folder)["path_steps"])
+    except DamagedFile as e:
+        cache.remake(e)
+        return None
 
 
 def step_entry(root: Path, token: str, step: int) -> Path:
@@ -269,8 +286,7 @@ def step_path(folders: list[str], cache_root: str, token: str, step: int) -> Non
     """The critical path of ``step`` from every rank's path rows of that step, ranks in
     order (as they lie in the run's table), through the analysis' own function."""
     root = Path(cache_root)
-    with released():
+    with released(), discarding(root):
         files = [figure_file(root / f, PATH) for f in folders]
         parts = [read_table(f, [("step", "==", step)]) for f in files]
-        data = pickle.dumps(critical_path(pd.concat(parts, ignore_index=True)))
-        atomic(step_entry(root, token, step), lambda t: t.write_bytes(data))
+        dump(step_entry(root, token, step), critical_path(pd.concat(parts, ignore_index=True)))

@@ -56,7 +56,7 @@ class RankInfo:
     has_gpu: bool
     base_time_ns: int | None
     raw_ts_offset_us: float = 0.0  # the file's own ts = ts_us + raw_ts_offset_us
-    num_unlaunched: int = 0  # GPU rows without their launch, counted by time (unlaunched.py)
+    num_unlaunched: int = 0  # GPU rows without their launch (where they count: unlaunched.py)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,8 +32,9 @@ FORMAT_VERSION = 1
 # process_name args of a rank's process
 RANK_ARG, WORLD_ARG, DIST_ARG = "rank", "world_size", "distributed_info"
 RANK_ARGS = (RANK_ARG, WORLD_ARG, DIST_ARG)
-# thread_name args of a thread of the rank's source trace
-SOURCE_PID, SOURCE_TID = "source_pid", "source_tid"
+# thread_name args of a thread of the rank's source trace (and of an extra row of its track:
+# its events the thread's, its name and sort index not; perfetto/source.py)
+SOURCE_PID, SOURCE_TID, SOURCE_ROW = "source_pid", "source_tid", "source_row"
 # top-level fields of the export (under EXPORT_KEY)
 EPOCH_ARG = "epoch_ns"  # the run's time 0 in ns (the loader's epoch): baseTimeNanoseconds
 # How much of the file is read to tell an export from a per-rank trace.
@@ -67,6 +68,7 @@ class _Rank:
     out: gzip.GzipFile | None = None
     path: Path | None = None
     threads: dict[Any, tuple[Any, Any]] = field(default_factory=dict)  # tid -> source's
+    rows: set[Any] = field(default_factory=set)  # tids of extra rows of a source thread
     first: bool = True
 
 
@@ -169,6 +171,10 @@ def _route(event: dict[str, Any], ranks: dict[Any, _Rank], dest: Path, epoch: in
     tid = event.get("tid")
     if ph == "M" and name == "thread_name" and SOURCE_TID in args:
         state.threads[tid] = (args.get(SOURCE_PID), args[SOURCE_TID])
+        if SOURCE_ROW in args:
+            state.rows.add(tid)
+    if ph == "M" and tid in state.rows:
+        return
     if tid in state.threads:
         pid0, tid0 = state.threads[tid]
         _write(state, {**event, "pid": pid0, "tid": tid0})

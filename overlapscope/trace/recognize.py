@@ -287,10 +287,9 @@ def _steps(
     if orphan.any():
         ts, dur = frame["ts_us"].to_numpy(), frame["dur_us"].to_numpy()
         cpu = cpu_steps(step_nos, ts[step_rows], ts[step_rows] + dur[step_rows])
-        step[orphan] = unlaunched_steps(
-            ts, frame["stream"].to_numpy(), step, orphan, cpu, frame["correlation"].to_numpy()
-        )
-        warnings.append(unlaunched_warning(int(orphan.sum()), int((step[orphan] >= 0).sum())))
+        step[orphan] = unlaunched_steps(ts, orphan, cpu)
+        num_counted = int((step[orphan] >= 0).sum()) if steps else int(orphan.sum())
+        warnings.append(unlaunched_warning(int(orphan.sum()), num_counted, len(steps)))
     return step, steps
 
 

@@ -9,7 +9,9 @@ on the file itself (no viewer runs here: docs/PERFETTO.md says how it was looked
   every thread that holds an event has a name;
 * every flow (``s``/``f`` by ``cat`` and ``id``) has one start and one finish, the start no
   later, each inside a slice of its own thread (where both viewers bind it);
-* overlapscope's own tracks hold slices that never overlap in part.
+* overlapscope's own tracks hold slices that never overlap in part; on every track, the
+  complete events nest or lie apart once in whole nanoseconds, as Perfetto reads them (it
+  drops the others: "slice_drop_overlapping_complete_event").
 """
 
 from __future__ import annotations
@@ -129,6 +131,24 @@ def check_our_tracks(trace: Trace) -> None:
             assert a1 >= b0 - 1e-6, f"{trace.threads[key]}: {a0, b0} and {a1}"
 
 
+def check_nesting(trace: Trace) -> None:
+    """On every track the complete events nest or lie apart, their times rounded to whole
+    nanoseconds as Perfetto's JSON reader rounds them, the longer first where two start
+    together (its order)."""
+    spans: defaultdict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+    for e in trace.events:
+        if e["ph"] == "X":
+            start = round(e["ts"] * 1000)
+            spans[(e["pid"], e["tid"])].append((start, start + round(e["dur"] * 1000)))
+    for key, track in spans.items():
+        open_ends: list[int] = []
+        for start, end in sorted(track, key=lambda s: (s[0], s[0] - s[1])):
+            while open_ends and open_ends[-1] <= start:
+                open_ends.pop()
+            assert not open_ends or end <= open_ends[-1], f"{trace.threads.get(key)}: {start, end}"
+            open_ends.append(end)
+
+
 def read_trace(path: Path) -> Trace:
     """The file, checked as the module doc says."""
     doc = json.loads(_one_member(path.read_bytes()))
@@ -142,4 +162,5 @@ def read_trace(path: Path) -> Trace:
     _names(trace)
     check_flows(trace)
     check_our_tracks(trace)
+    check_nesting(trace)
     return trace

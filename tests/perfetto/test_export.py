@@ -15,7 +15,7 @@ import pytest
 from overlapscope.analysis.api import analyze
 from overlapscope.analysis.clocks import offset_at
 from overlapscope.trace.loader import load_run
-from overlapscope.trace.merged import SOURCE_PID, SOURCE_TID
+from overlapscope.trace.merged import SOURCE_PID, SOURCE_ROW, SOURCE_TID
 from overlapscope.trace.reader import read_bytes
 from tests.conftest import EXTERNAL_TRACES, REPO
 from tests.perfetto.conftest import EXTERNAL, NO_EXTERNAL, SHIPPED, Exported, export
@@ -62,7 +62,7 @@ def test_source_threads_keep_their_names(exported: Exported) -> None:
         ours = {
             (args[SOURCE_PID], args[SOURCE_TID]): exported.trace.threads[key]
             for key, args in exported.trace.thread_args.items()
-            if key[0] == pid and SOURCE_TID in args
+            if key[0] == pid and SOURCE_TID in args and SOURCE_ROW not in args
         }
         assert used <= set(ours), f"rank {info.rank}: tracks missing {used - set(ours)}"
         for key in used & set(given):

@@ -148,7 +148,7 @@ def test_rank_events_equal_the_former_ones_on_shipped_runs(path, tmp_path):
 def test_rank_events_with_missing_values_one_event_and_none(tmp_path):
     cache, jobs = _jobs([sorted(RUNS[0].glob("*.json.gz"))[0]], tmp_path)
     stored = cache.events_path(jobs[0].key)
-    events = pd.read_feather(stored)
+    events = read_events(stored, None)
     rng = np.random.default_rng(5)
     holes = events.copy()
     for c in ("dur_us", "name", "unit", "phase", "lane"):

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from overlapscope.analysis.api import analyze
+from overlapscope.sealed import read_payload
 from overlapscope.table_files import (
     empty_table,
     read_events,
@@ -26,13 +27,16 @@ SHIPPED = sorted(p for p in (REPO / "traces").iterdir() if (p / "run.json").is_f
 
 def test_events_file_reads_back_as_pandas_reads_it(tmp_path: Path) -> None:
     """The events' Arrow file, written and read in one thread (cache.write_events), gives
-    the columns asked for with the dtypes, categories and values ``pd.read_feather`` gives."""
+    the columns asked for with the dtypes, categories and values ``pd.read_feather`` gives
+    of the same file without its seal."""
     events = load_run(SHIPPED[0]).events.drop(columns="rank").reset_index(drop=True)
     path = tmp_path / "events.arrow"
     write_events(path, events)
     columns = ["name", "ts_us", "lane", "seq", "group"]
     got = read_events(path, columns)
-    pd.testing.assert_frame_equal(got, pd.read_feather(path, columns=columns))
+    plain = tmp_path / "plain.arrow"
+    plain.write_bytes(read_payload(path))
+    pd.testing.assert_frame_equal(got, pd.read_feather(plain, columns=columns))
     pd.testing.assert_frame_equal(got, events[columns])
 
 

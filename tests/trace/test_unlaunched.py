@@ -1,7 +1,8 @@
-"""GPU work whose launch the trace lost is still work (issue 30 point 7): a known-answer
-trace that drops some launches. Each lost kernel, copy or memset is assigned to a step by
-its time on its own stream, counts in compute or communication like any other, and the
-file gets one warning line with how many there were."""
+"""GPU work whose launch the trace lost (trace/unlaunched.py): a known-answer trace that
+drops some launches. In a trace of one profiled step each lost kernel, copy or memset counts
+in that step by its time, in compute or communication like any other; in a trace of two or
+more it counts in none, as HTA 0.5.0 counts it. Either way the file gets one warning line
+with how many there were and how many count."""
 
 from __future__ import annotations
 
@@ -19,100 +20,103 @@ from tests.trace.kineto import kernel, launch, step, trace, write
 GEMM = "sm90_xmma_gemm_bf16"
 AG = "ncclDevKernel_AllGather_RING_LL(x)"
 
-# (name, start, dur, stream, launch ts or None when the trace lost it, the step it belongs to)
-# CPU steps: 1 = [1000, 2000), 2 = [2000, 3000).
-KERNELS: list[tuple[str, float, float, int, float | None, int]] = [
-    (GEMM, 1040.0, 5.0, 11, None, -1),  # launched before step 1's first launch (id below)
-    (GEMM, 1050.0, 30.0, 7, None, 1),  # before step 1's first launched kernel: the V100 case
-    (GEMM, 1100.0, 100.0, 7, 1010.0, 1),
-    (GEMM, 1250.0, 30.0, 7, None, 1),  # between two kernels of step 1 on its stream
-    (GEMM, 1300.0, 100.0, 7, 1020.0, 1),
-    (AG, 1500.0, 100.0, 9, None, 1),  # communication on its own stream, in step 1's window
-    (GEMM, 2050.0, 40.0, 7, None, 1),  # after step 1's work, before step 2's first kernel
-    (GEMM, 2100.0, 100.0, 7, 2010.0, 2),
-    (GEMM, 2150.0, 10.0, 11, None, 2),  # another stream, nothing around it: its window
-    (GEMM, 2300.0, 100.0, 7, 2020.0, 2),
-    (GEMM, 900.0, 20.0, 11, None, -1),  # ran before step 1 began on the CPU: no step
+# (name, start, dur, stream, launch ts or None when the trace lost it); CPU step 1 = [1000,
+# 2000), and with two steps 2 = [2000, 3000).
+KERNELS: list[tuple[str, float, float, int, float | None]] = [
+    (GEMM, 900.0, 20.0, 11, None),  # ran before step 1 began on the CPU
+    (GEMM, 1050.0, 30.0, 7, None),  # the step before's backlog, before step 1's first kernel
+    (GEMM, 1100.0, 100.0, 7, 1010.0),
+    (GEMM, 1250.0, 30.0, 7, None),  # between two kernels of step 1 on its stream
+    (GEMM, 1300.0, 100.0, 7, 1020.0),
+    (AG, 1500.0, 100.0, 9, None),  # communication on its own stream
+    (GEMM, 2050.0, 40.0, 7, None),  # after step 1's CPU range
+    (GEMM, 2100.0, 100.0, 7, 1030.0),
 ]
 NUM_LOST = sum(k[4] is None for k in KERNELS)
-# correlation ids grow with each launch: 100 + the row's index, but the V100 case's (its
-# launch dropped within step 1: an id among step 1's) and the earlier step's (below all)
-CORRELATION = {1050.0: 150, 1040.0: 50}
 
 
-def _trace(tmp: Path, keep_all: bool) -> Path:
-    events: list[dict[str, Any]] = [step(1, 1000.0, 1000.0), step(2, 2000.0, 1000.0)]
-    for i, (name, ts, dur, stream, at, _) in enumerate(KERNELS):
-        corr = CORRELATION.get(ts, 100 + i)
+def _trace(tmp: Path, num_steps: int, keep_all: bool = False) -> Path:
+    spans = [step(1, 1000.0, 1000.0), step(2, 2000.0, 1000.0)][:num_steps]
+    events: list[dict[str, Any]] = list(spans)
+    for i, (name, ts, dur, stream, at) in enumerate(KERNELS):
+        corr = 100 + i
         events.append(kernel(name, ts, dur, corr, stream=stream))
         if at is not None or keep_all:
-            events.append(launch(at if at is not None else ts - 5.0, corr))
-    return write(tmp / f"rank-0-{keep_all}.json", trace(0, 1, events, backend="nccl"))
+            events.append(launch(at if at is not None else 1005.0, corr))
+    path = tmp / f"rank-0-{num_steps}-{keep_all}.json"
+    return write(path, trace(0, 1, events, backend="nccl"))
 
 
-def test_lost_launches_are_assigned_by_time_and_counted(tmp_path: Path) -> None:
-    run = load_run(_trace(tmp_path, keep_all=False), allow_missing_ranks=True)
-    gpu = run.events[run.events["on_gpu"]].sort_values(["ts_us", "stream"])
-    want = [k[5] for k in sorted(KERNELS, key=lambda k: (k[1], k[3]))]
-    assert gpu["step"].tolist() == want
-    lines = [w for w in run.warnings if "no launch in the trace" in w]
-    assert lines == [
-        f"rank 0 (rank-0-False.json): {NUM_LOST} GPU kernels, copies or memsets have no "
-        "launch in the trace (their correlation ids match no CPU event): assigned to steps "
-        f"by their time on their stream, {NUM_LOST - 2} of them inside the profiled steps"
+def _lost_lines(run) -> list[str]:  # type: ignore[no-untyped-def]
+    return [w for w in run.warnings if "no launch in the trace" in w]
+
+
+def test_one_step_counts_lost_work_by_its_time(tmp_path: Path) -> None:
+    run = load_run(_trace(tmp_path, num_steps=1), allow_missing_ranks=True)
+    gpu = run.events[run.events["on_gpu"]].sort_values("ts_us")
+    # all but the one that ran before the step began on the CPU
+    assert gpu["step"].tolist() == [-1, 1, 1, 1, 1, 1, 1, 1]
+    assert _lost_lines(run) == [
+        f"rank 0 (rank-0-1-False.json): {NUM_LOST} GPU kernels, copies or memsets have no "
+        "launch in the trace (their correlation ids match no CPU event): counted by their "
+        f"time, as HTA counts them in a trace of one step; {NUM_LOST - 1} of them inside the "
+        "profiled steps"
     ]
     a = analyze(run)
     r = a.ranks.iloc[0]
     assert r["num_unlaunched"] == NUM_LOST
-    steps = a.steps.set_index("step")
     t0 = min(k[1] for k in KERNELS)  # the run's time 0: its earliest event
-    # step 1 runs from its first GPU op (the lost one at 1050) to step 2's first (2100: the
-    # one at 2050 is step 1's own)
-    assert (steps.loc[1, "start_us"] + t0, steps.loc[1, "end_us"] + t0) == (1050.0, 2100.0)
-    assert steps.loc[1, "compute_us"] == 30 + 100 + 30 + 100 + 40
-    assert steps.loc[1, "exposed_comm_us"] == 100.0  # the lost all-gather, as communication
-    assert (steps.loc[2, "start_us"] + t0, steps.loc[2, "end_us"] + t0) == (2100.0, 2400.0)
-    assert steps.loc[2, "compute_us"] == 100 + 100  # (the 10 µs one runs under the first)
+    s = a.steps.set_index("step").loc[1]
+    # the step runs from its first GPU op (the lost one at 1050) to its last end (2200)
+    assert (s["start_us"] + t0, s["end_us"] + t0) == (1050.0, 2200.0)
+    assert s["compute_us"] == 30 + 100 + 30 + 100 + 40 + 100
+    assert s["exposed_comm_us"] == 100.0  # the lost all-gather, as communication
     assert len(a.collectives) == 1 and a.collectives["step"].iloc[0] == 1
 
 
-def test_with_every_launch_the_steps_are_the_same(tmp_path: Path) -> None:
-    """Where the launch is known the kernel follows it (here, into the steps the rules
-    give when it is lost), and nothing is warned."""
-    run = load_run(_trace(tmp_path, keep_all=True), allow_missing_ranks=True)
-    gpu = run.events[run.events["on_gpu"]].sort_values(["ts_us", "stream"])
-    want = [k[5] for k in sorted(KERNELS, key=lambda k: (k[1], k[3]))]
-    # the launches put in for the lost ones are 5 µs before each: the same steps, but for
-    # the kernel of 2050 (launched at 2045, in step 2's CPU range), the one of 1040
-    # (launched at 1035, in step 1's) and the one before step 1
-    starts = [k[1] for k in sorted(KERNELS, key=lambda k: (k[1], k[3]))]
-    want[starts.index(2050.0)] = 2
-    want[starts.index(1040.0)] = 1
-    assert gpu["step"].tolist() == want
-    assert not [w for w in run.warnings if "no launch in the trace" in w]
+def test_two_steps_leave_lost_work_out(tmp_path: Path) -> None:
+    run = load_run(_trace(tmp_path, num_steps=2), allow_missing_ranks=True)
+    gpu = run.events[run.events["on_gpu"]].sort_values("ts_us")
+    launched = [k[4] is not None for k in KERNELS]
+    assert gpu["step"].tolist() == [1 if ok else -1 for ok in launched]
+    assert _lost_lines(run) == [
+        f"rank 0 (rank-0-2-False.json): {NUM_LOST} GPU kernels, copies or memsets have no "
+        "launch in the trace (their correlation ids match no CPU event): left out of the 2 "
+        "profiled steps, as HTA leaves them out of a trace of two or more (an earlier step's "
+        "work, still running); 0 of them inside the profiled steps"
+    ]
+    a = analyze(run)
+    assert a.ranks.iloc[0]["num_unlaunched"] == NUM_LOST
+    s = a.steps.set_index("step").loc[1]
+    t0 = min(k[1] for k in KERNELS)
+    assert (s["start_us"] + t0, s["end_us"] + t0) == (1100.0, 2200.0)
+    assert s["compute_us"] == 300.0 and a.collectives.empty
+
+
+@pytest.mark.parametrize("num_steps", [1, 2])
+def test_with_every_launch_there_is_no_warning(tmp_path: Path, num_steps: int) -> None:
+    """Where the launch is known the kernel follows it (here, every one in step 1's CPU
+    range), and nothing is warned."""
+    run = load_run(_trace(tmp_path, num_steps, keep_all=True), allow_missing_ranks=True)
+    gpu = run.events[run.events["on_gpu"]]
+    assert (gpu["step"] == 1).all()
+    assert not _lost_lines(run)
     assert analyze(run).ranks.iloc[0]["num_unlaunched"] == 0
 
 
 @pytest.mark.parametrize(
-    ("ts", "stream", "want"),
+    ("ts", "num_steps", "want"),
     [
-        (5.0, 7, 1),  # before every window, after step 1 began: step 1
-        (25.0, 7, 1),  # inside step 1's window
-        (35.0, 7, 1),  # after step 1's last kernel on stream 7, before step 2's window
-        (45.0, 7, 2),  # ... and in step 2's window (its first kernel ran at 40 on stream 9)
-        (65.0, 7, 2),
-        (45.0, 8, 2),  # another stream: step 2's window (it began at 40 on stream 9)
-        (-5.0, 8, -1),  # before step 1 began on the CPU: none
-        (200.0, 8, 2),  # past every window and CPU step: the last (it may run late)
+        (5.0, 1, 1),  # after the step began on the CPU
+        (500.0, 1, 1),  # after it ended on the CPU: the GPU runs behind
+        (-5.0, 1, -1),  # before it began
+        (5.0, 2, -1),  # two steps: none
+        (50.0, 2, -1),
+        (5.0, 0, -1),  # no steps at all (the whole trace is one: every row counts)
     ],
 )
-def test_rules_on_arrays(ts: float, stream: int, want: int) -> None:
-    # launched: stream 7 at 10 (step 1) and 60 (step 2); stream 9 at 40 (step 2)
-    known_ts = [10.0, 60.0, 40.0]
-    all_ts = np.asarray([*known_ts, ts])
-    streams = np.asarray([7, 7, 9, stream])
-    steps = np.asarray([1, 2, 2, -1])
-    lost = np.asarray([False, False, False, True])
-    cpu = (np.asarray([1, 2]), np.asarray([0.0, 30.0]), np.asarray([30.0, 100.0]))
-    got = unlaunched_steps(all_ts, streams, steps, lost, cpu)
+def test_rules_on_arrays(ts: float, num_steps: int, want: int) -> None:
+    numbers = np.arange(1, num_steps + 1)
+    cpu = (numbers, 30.0 * (numbers - 1), 30.0 * numbers)
+    got = unlaunched_steps(np.asarray([1.0, ts]), np.asarray([False, True]), cpu)
     assert got.tolist() == [want]
