@@ -122,6 +122,13 @@ def _figure_ranks(dash_duo: Any) -> tuple[str, set[int]]:
     return str(got["title"]), {int(y.split(" ")[1]) for y in got["ys"]}
 
 
+def _text_of(dash_duo: Any, element_id: str) -> str:
+    """The element's text as the page has it now, read in one script: an element found
+    first and read after can be re-rendered between the two (stale element reference)."""
+    js = "const el = document.getElementById(arguments[0]); return el ? el.innerText : '';"
+    return str(dash_duo.driver.execute_script(js, element_id))
+
+
 def _graph_fits(dash_duo: Any) -> bool:
     """The timeline's container is as tall as its figure (not the previous render's)."""
     js = (
@@ -149,7 +156,7 @@ def test_a_64_rank_run_served_with_dask_local(dash_duo: Any, ranks64: RankSet) -
         assert ranks == list(range(64))
 
         _open_tab(dash_duo, ids.TAB_TIMELINE)
-        note = dash_duo.find_element(f"#{ids.RANKS_NOTE}").text
+        note = _text_of(dash_duo, ids.RANKS_NOTE)
         title, shown = _figure_ranks(dash_duo)
         assert "of 64 ranks shown" in note and "of 64 shown" in title
         assert 0 < len(shown) <= MAX_SHOWN_RANKS
@@ -159,7 +166,7 @@ def test_a_64_rank_run_served_with_dask_local(dash_duo: Any, ranks64: RankSet) -
 
         _pick(dash_duo, ids.RANKS, "rank 63")  # one rank chosen: only its lanes
         until(lambda: _figure_ranks(dash_duo)[1] == {63}, timeout=30)
-        assert "1 of 64 ranks shown" in dash_duo.find_element(f"#{ids.RANKS_NOTE}").text
+        assert "1 of 64 ranks shown" in _text_of(dash_duo, ids.RANKS_NOTE)
         until(lambda: _graph_fits(dash_duo), timeout=30)  # shrunk to one rank's lanes
 
         other = first_step + 1
@@ -173,7 +180,7 @@ def test_a_64_rank_run_served_with_dask_local(dash_duo: Any, ranks64: RankSet) -
         # Cleared: the default again, the ranks of this step's critical path.
         dash_duo.find_element(f"#{ids.RANKS_PICKER} .dash-dropdown-clear").click()
         dash_duo.find_element("h2").click()  # closes the menu
-        until(lambda: "critical path" in dash_duo.find_element(f"#{ids.RANKS_NOTE}").text, 30)
+        until(lambda: "critical path" in _text_of(dash_duo, ids.RANKS_NOTE), 30)
         title, shown = _figure_ranks(dash_duo)
         assert f"step {other}" in title and 1 < len(shown) <= MAX_SHOWN_RANKS
         until(lambda: _graph_fits(dash_duo), timeout=30)  # grown back to their lanes
