@@ -187,6 +187,9 @@ class RunConfig:
     backend: str = "gloo"
     link_gbit: float | None = None
     threads_per_rank: int = 1
+    # entries of torch's Flight Recorder ring buffer per rank, dumped to comm_traces/ at the
+    # end of the run (overlapscope/flight/); None: off
+    flight_recorder: int | None = None
 
     def __post_init__(self) -> None:
         if self.nproc < 1:
@@ -204,6 +207,8 @@ class RunConfig:
             )
         if self.link_gbit is not None and self.link_gbit <= 0:
             raise ValueError(f"--link-gbit {self.link_gbit} must be > 0")
+        if self.flight_recorder is not None and self.flight_recorder < 1:
+            raise ValueError(f"--flight-recorder {self.flight_recorder} must be >= 1 entries")
 
     def to_dict(self) -> dict[str, Any]:
         def plain(v: Any) -> Any:

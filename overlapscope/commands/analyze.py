@@ -159,6 +159,14 @@ def write_csv(result: RunAnalysis, out: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from overlapscope.flight.discover import find_dumps
+
+    dumps, rest = find_dumps(args.paths)
+    if dumps:  # Flight Recorder dumps, alone or beside the traces
+        from overlapscope.commands import flight_cli
+
+        profile = export_perfetto if args.perfetto else load_and_analyze
+        return flight_cli.analyze(args, dumps, rest, profile, write_csv)
     to_stdout = args.json == "-"
     # Every output path is checked before the (long) analysis, so a bad one costs nothing.
     if args.json and not to_stdout:

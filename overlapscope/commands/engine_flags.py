@@ -63,6 +63,7 @@ def add_engine_flags(p: argparse.ArgumentParser, *, with_policy: bool = True) ->
     t = p.add_argument_group("training and capture")
     _add_training_flags(t)
     _add_capture_flags(t)
+    _add_flight_flag(t)
 
 
 def _add_engine_group(p: argparse.ArgumentParser, with_policy: bool) -> None:
@@ -253,6 +254,20 @@ def _add_capture_flags(t: argparse._ArgumentGroup) -> None:
     )
 
 
+def _add_flight_flag(t: argparse._ArgumentGroup) -> None:
+    t.add_argument(
+        "--flight-recorder",
+        type=int_at_least(1, high=1 << 24),
+        nargs="?",
+        const=20_000,
+        default=None,
+        metavar="N",
+        help="record the last N collectives per rank with torch's Flight Recorder and dump "
+        "them to comm_traces/rank_<K> at the end of the run (N: %(const)s when left out; "
+        "default: off)",
+    )
+
+
 def _backend(asked: str, device: str, nproc: int, lab: bool) -> str:
     """The collective backend: NCCL on CUDA where every rank has a GPU of its own, else gloo
     (on CUDA, staged through pinned host memory; docs/ENGINE.md)."""
@@ -314,6 +329,7 @@ def config_from_args(args: argparse.Namespace, policy: str | None = None) -> Run
             backend=backend,
             link_gbit=args.link_gbit,
             threads_per_rank=threads,
+            flight_recorder=getattr(args, "flight_recorder", None),
         )
     except ValueError as e:
         raise UserError(str(e)) from None

@@ -1,0 +1,74 @@
+"""Which framework issued a Flight Recorder entry, and in which phase, from its ``frames``
+(the Python stack that issued the collective, innermost first) and ``profiling_name``.
+
+The rules name each framework's own functions:
+
+* FSDP2 (``torch.distributed.fsdp._fully_shard``): ``foreach_all_gather`` under
+  ``pre_forward`` (forward all-gather) or under ``pre_backward`` / ``_prefetch_unshard``
+  (backward all-gather); ``foreach_reduce`` (reduce-scatter).
+* FSDP1 (``FullyShardedDataParallel``): ``_all_gather_flat_param`` under
+  ``_pre_forward_unshard`` (forward) or ``_pre_backward_hook`` / ``_prefetch_handle``
+  (backward); ``_reduce_grad`` / ``_post_backward_hook`` (reduce-scatter).
+* this project's engine (``overlapscope/engine/``): its files, and the phase of the method
+  that issued it (``all_gather`` of a forward or backward unshard, ``reduce_scatter_mean``).
+
+A stack that matches none keeps framework and phase None (unknown stays unknown). The unit
+is not in a stack (FSDP's hooks are the same frames for every unit): it comes from a
+profiler trace of the same steps (join.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from overlapscope.phases import Phase
+
+# (framework, the frame that says it, the frames that say the phase, the phase)
+_RULES: tuple[tuple[str, str, tuple[str, ...], Phase], ...] = (
+    ("fsdp2", "foreach_all_gather", ("pre_forward",), Phase.AG_FWD),
+    ("fsdp2", "foreach_all_gather", ("pre_backward", "_prefetch_unshard"), Phase.AG_BWD),
+    ("fsdp2", "foreach_reduce", ("foreach_reduce",), Phase.RS),
+    ("fsdp1", "_all_gather_flat_param", ("_pre_forward_unshard",), Phase.AG_FWD),
+    ("fsdp1", "_all_gather_flat_param", ("_pre_backward_hook", "_prefetch_handle"), Phase.AG_BWD),
+    ("fsdp1", "_post_backward_hook", ("_reduce_grad", "_post_backward_hook"), Phase.RS),
+)
+_ENGINE_FILE = "overlapscope/engine/"
+_ENGINE_RULES: tuple[tuple[tuple[str, ...], Phase], ...] = (
+    (("reduce_scatter_mean", "_reduce_grad", "post_backward"), Phase.RS),
+    (("backward_prefetch", "_pre_backward", "unshard_for_backward"), Phase.AG_BWD),
+    (("forward", "_pre_forward", "unshard"), Phase.AG_FWD),
+)
+INNER_FRAMES = 3  # the call that issued the collective
+CALLER_FRAMES = 4  # ... and the first frames of the code that called into torch
+
+
+def classify(names: Sequence[str], files: Sequence[str]) -> tuple[str | None, Phase | None]:
+    """``(framework, phase)`` of a stack given as its functions' names and files, innermost
+    first; Nones where no rule matches."""
+    have = set(names)
+    for framework, marker, phase_frames, phase in _RULES:
+        if marker in have and have.intersection(phase_frames):
+            return framework, phase
+    if any(_ENGINE_FILE in f for f in files):
+        for frames, phase in _ENGINE_RULES:
+            if have.intersection(frames):
+                return "engine", phase
+        return "engine", None
+    return None, None
+
+
+def _frame(f: dict[str, object]) -> str:
+    file = str(f.get("filename", "?")).rsplit("/", 2)
+    return f"{f.get('name', '?')} ({'/'.join(file[-2:])}:{f.get('line', '?')})"
+
+
+def stack_text(frames: Sequence[dict[str, object]]) -> str:
+    """The stack, innermost first, joined by `` <- ``: the first :data:`INNER_FRAMES` (the
+    library call that issued it), then the first :data:`CALLER_FRAMES` outside torch (the
+    code that called it)."""
+    inner = [_frame(f) for f in frames[:INNER_FRAMES]]
+    rest = frames[INNER_FRAMES:]
+    callers = [f for f in rest if "/torch/" not in str(f.get("filename", ""))][:CALLER_FRAMES]
+    if len(callers) < len(rest) and callers:
+        inner.append("...")
+    return " <- ".join(inner + [_frame(f) for f in callers])
