@@ -39,7 +39,7 @@ _ENGINE_RULES: tuple[tuple[tuple[str, ...], Phase], ...] = (
     (("forward", "_pre_forward", "unshard"), Phase.AG_FWD),
 )
 INNER_FRAMES = 3  # the call that issued the collective
-CALLER_FRAMES = 4  # ... and the first frames of the code that called into torch
+CALLER_FRAMES = 3  # ... of FSDP's (or the engine's) frames, and of the code that called torch
 
 
 def classify(names: Sequence[str], files: Sequence[str]) -> tuple[str | None, Phase | None]:
@@ -64,11 +64,22 @@ def _frame(f: dict[str, object]) -> str:
 
 def stack_text(frames: Sequence[dict[str, object]]) -> str:
     """The stack, innermost first, joined by `` <- ``: the first :data:`INNER_FRAMES` (the
-    library call that issued it), then the first :data:`CALLER_FRAMES` outside torch (the
-    code that called it)."""
-    inner = [_frame(f) for f in frames[:INNER_FRAMES]]
-    rest = frames[INNER_FRAMES:]
-    callers = [f for f in rest if "/torch/" not in str(f.get("filename", ""))][:CALLER_FRAMES]
-    if len(callers) < len(rest) and callers:
-        inner.append("...")
-    return " <- ".join(inner + [_frame(f) for f in callers])
+    library call that issued it), the first :data:`CALLER_FRAMES` of FSDP's or the engine's
+    own frames (which unshard or reduce it was), and as many of the code outside torch that
+    called it; ``...`` where frames are left out."""
+    files = [str(f.get("filename", "")) for f in frames]
+    framework = [i for i, f in enumerate(files) if "/fsdp/" in f or _ENGINE_FILE in f]
+    outside = [i for i, f in enumerate(files) if "/torch/" not in f]
+    keep = sorted(
+        {
+            *range(min(INNER_FRAMES, len(frames))),
+            *framework[:CALLER_FRAMES],
+            *outside[:CALLER_FRAMES],
+        }
+    )
+    parts: list[str] = []
+    for j, i in enumerate(keep):
+        if j and i != keep[j - 1] + 1:
+            parts.append("...")
+        parts.append(_frame(frames[i]))
+    return " <- ".join(parts)
