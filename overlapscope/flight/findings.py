@@ -3,8 +3,9 @@
 
 * **late issuer** (``straggler``): a rank that issues the same collective of the step (same
   phase and slot, steps.py; its unit where a trace is joined) last, by more than
-  :func:`lag_floor_us`, on at least half of the steps the dumps hold (and
-  :data:`MIN_STEPS`). Stake: its lag summed over those steps, per step.
+  :func:`lag_floor_us`, on at least :data:`MIN_SHARE` of the steps the dumps hold (and
+  :data:`MIN_STEPS`). The time goes between the collective before it and it (a late issue
+  says the rank spent longer there). Stake: its lag summed over those steps, per step.
 * **hang** (``collective_hang``): a collective some rank of its group never issued while the
   others did: its sequence number, the last collective each rank completed (``pg_status``)
   and the stack of the stopped rank's last entry. Stake: the collective's timeout.
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from overlapscope.flight.clocks import FlightClocks
 
 MIN_STEPS = 3
+MIN_SHARE = 0.75  # ... and on at least this share of the steps (noise is last by turns)
 LAG_FLOOR_US = 500.0  # below this a lag is scheduling noise on any host
 PEER_WAIT_FLOOR_US = 100.0
 
@@ -63,21 +65,34 @@ def _late(coll: pd.DataFrame, entries: pd.DataFrame) -> list[Finding]:
     out = []
     for (rank, phase, slot, unit), g in late.groupby(["last_rank", "phase", "slot", "unit_key"]):
         n_all = int(occurrences.get((phase, slot, unit), 0))
-        if len(g) < MIN_STEPS or len(g) * 2 < n_all:
+        if len(g) < MIN_STEPS or len(g) < MIN_SHARE * n_all:
             continue
         stack = _stack_of(entries, int(rank), g)
         where = _where(phase, slot, unit or None)
+        before = _before(coll, g)
         out.append(Finding(
             FindingKind.STRAGGLER, float(g["lag_us"].sum()) / max(steps, 1),
             f"rank {rank} issues the {where} late",
             f"last to issue it on {len(g)} of {n_all} steps in the dumps, by "
             f"{g['lag_us'].median():,.0f} µs (median) beyond the other ranks, whose issue "
-            f"times spread {g['others_spread_us'].median():,.0f} µs; issued from {stack}",
+            f"times spread {g['others_spread_us'].median():,.0f} µs: the time goes {before}; "
+            f"issued from {stack}",
             f"see what rank {rank} does before this collective (a slower host, a data loader, "
             "a host sync, an uneven batch): profile that rank's step, or compare its host",
             int(rank),
         ))  # fmt: skip
     return out
+
+
+def _before(coll: pd.DataFrame, late: pd.DataFrame) -> str:
+    """Where the lost time goes: after the collective before the late one, in the step."""
+    prev = coll.set_index(["pg", "is_p2p", "seq_id"]).reindex(
+        list(zip(late["pg"], late["is_p2p"], late["seq_id"] - 1, strict=True))
+    )
+    if prev["phase"].isna().all():
+        return "before it"
+    phase, slot, unit = prev[["phase", "slot", "unit"]].astype(object).mode().iloc[0]
+    return f"between the {_where(phase, slot, unit)} and it"
 
 
 def _stack_of(entries: pd.DataFrame, rank: int, coll: pd.DataFrame) -> str:

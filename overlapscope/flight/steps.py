@@ -65,9 +65,25 @@ def join_trace(coll: pd.DataFrame, trace: pd.DataFrame) -> tuple[pd.DataFrame, s
     coll.loc[at, "trace_step"] = t["step"].to_numpy()
     coll.loc[at, "trace_seq"] = t["seq"].to_numpy()
     seq0 = int(f.loc[at[0], "seq_id"])
+    coll, n_slot = _by_slot(coll)
     return coll, (f"joined to the profiler trace: its {len(t)} collectives of group {tgroup} "
                   f"are the dumps' group {fpg} from seq {seq0} (by phase and the gaps "
-                  "between collectives)")  # fmt: skip
+                  f"between collectives); {n_slot} more outside the trace's steps take the "
+                  "unit of their slot")  # fmt: skip
+
+
+def _by_slot(coll: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The unit of collectives outside the trace's steps, where every joined collective of
+    the same group, phase and slot has one unit (the k-th forward all-gather of a step is
+    the same unit in every step); how many were filled."""
+    key = ["pg", "phase", "slot"]
+    known = coll[coll["unit"].notna() & coll["slot"].notna()]
+    units = known.groupby(key)["unit"].agg(lambda u: u.iloc[0] if u.nunique() == 1 else None)
+    fill = coll["unit"].isna() & coll["slot"].notna() & coll["phase"].notna()
+    idx = pd.MultiIndex.from_frame(coll.loc[fill, key].astype(object))
+    got = units.reindex(idx).to_numpy(object)
+    coll.loc[fill, "unit"] = got
+    return coll, int(pd.notna(got).sum())
 
 
 def _best_shift(f: pd.DataFrame, t: pd.DataFrame) -> int | None:

@@ -56,14 +56,16 @@ def test_a_size_the_ranks_disagree_on_is_named(fsdp2_profiled: Path, tmp_path: P
 
 def test_the_profiler_trace_beside_names_the_units(fsdp2_profiled: Path) -> None:
     """The trace holds steps 1-3 (step 0 is its warm-up): those collectives take its units,
-    the first step's stay null; each slot of a phase is one unit in every step."""
+    each slot of a phase one unit in every step; step 0's take their slot's unit; what has
+    no phase (the run's last all-reduce and barrier) stays null."""
     from overlapscope.analysis.api import analyze
     from overlapscope.trace.loader import load_run
 
     traces = analyze(load_run([fsdp2_profiled], progress=False))
     r = report(fsdp2_profiled, trace_collectives=traces.collectives)
     c = r.collectives[r.collectives["phase"].notna()]
-    assert c.loc[c["step"] == 0, "unit"].isna().all()
+    assert r.collectives.loc[r.collectives["phase"].isna(), "unit"].isna().all()
+    assert list(c.loc[(c["step"] == 0) & (c["phase"] == "ag_fwd"), "unit"]) == ["0", "1", "2"]
     later = c[c["step"] >= 1]
     assert later["unit"].notna().all(), r.join_note
     units = later.groupby(["phase", "slot"])["unit"].unique()
@@ -71,6 +73,7 @@ def test_the_profiler_trace_beside_names_the_units(fsdp2_profiled: Path) -> None
     assert [units[("ag_fwd", k)][0] for k in range(3)] == ["0", "1", "2"]
     assert units[("ag_bwd", 0)][0] == "2"  # backward gathers the last unit first
     assert "joined to the profiler trace" in r.join_note
+    assert "9 more outside the trace's steps take the unit of their slot" in r.join_note
 
 
 def test_the_slowed_rank_is_the_late_issuer_over_many_steps(slow_rank: Path) -> None:
