@@ -4,6 +4,7 @@ findings). No file is written here; the commands print and write it."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from overlapscope.flight.findings import flight_findings
 from overlapscope.flight.match import match, with_key
 from overlapscope.flight.reader import Dump, read_dump
 from overlapscope.flight.steps import join_trace, steps_and_slots
-from overlapscope.flight.table import entries_table
+from overlapscope.flight.table import concat_entries, entries_table
 
 JSON_VERSION = 1
 
@@ -79,16 +80,23 @@ def _pg_ranks(dumps: Sequence[Dump]) -> dict[str, tuple[int, ...]]:
     return out
 
 
-def _read(paths: Sequence[Path]) -> list[Dump]:
-    dumps = [read_dump(p) for p in paths]
+def _read(paths: Sequence[Path]) -> tuple[list[Dump], pd.DataFrame]:
+    """The dumps (their entries dropped once tabled: one rank's records in memory at a
+    time) and the table of every entry."""
+    dumps: list[Dump] = []
+    tables = []
     seen: dict[int, Path] = {}
-    for d in dumps:
+    for p in paths:
+        d = read_dump(p)
         if d.rank in seen:
             raise UserError(
                 f"{d.path}: rank {d.rank} again (also {seen[d.rank]}); pass one dump per rank"
             )
         seen[d.rank] = d.path
-    return sorted(dumps, key=lambda d: d.rank)
+        tables.append(entries_table([d]))
+        dumps.append(dataclasses.replace(d, entries=[]))
+    order = sorted(range(len(dumps)), key=lambda i: dumps[i].rank)
+    return [dumps[i] for i in order], concat_entries([tables[i] for i in order])
 
 
 def analyze_dumps(
@@ -98,8 +106,8 @@ def analyze_dumps(
     """The flight report of the dumps in ``paths``; ``shared_host``: the one host every rank
     ran on (its clock is theirs: not aligned); ``trace_collectives``: the ``collectives``
     table of a profiler trace of the same run (joined by group and sequence)."""
-    dumps = _read(paths)
-    entries = with_key(entries_table(dumps))
+    dumps, table = _read(paths)
+    entries = with_key(table)
     if entries.empty:
         raise UserError(
             f"{dumps[0].path}: the dumps hold no entries; was TORCH_FR_BUFFER_SIZE set?"

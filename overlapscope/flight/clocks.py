@@ -28,6 +28,9 @@ from overlapscope.flight.match import KEY, base_ns, raw_us
 # collectives that end together on every rank (a broadcast's root need not wait)
 _SYNCHRONISING = frozenset({"all_gather", "all_reduce", "reduce_scatter", "barrier", "all_to_all",
                             "_allgather_base", "_reduce_scatter_base", "allgather", "alltoall"})  # fmt: skip
+# The fit runs on at most this many matched collectives, evenly spaced over the dumps (a
+# ring buffer of 20,000: Theil-Sen's pairs grow with the square).
+MAX_FIT_POINTS = 2_000
 OFFSET_COLUMNS = ["rank", "reference_rank", "offset_us", "drift_ppm", "center_us",
                   "num_collectives", "lo_us", "hi_us", "applied"]  # fmt: skip
 
@@ -68,7 +71,9 @@ def estimate(entries: pd.DataFrame, apply: bool, why_not: str | None) -> FlightC
             rows.append(_row(r, ref, n=n, bounds=(lo.get(r, -np.inf), hi.get(r, np.inf))))
             continue
         x = m.loc[both, r].to_numpy(np.float64)
-        offset, slope, center, _spread = fit_offset(x, x - m.loc[both, ref].to_numpy(np.float64))
+        d = x - m.loc[both, ref].to_numpy(np.float64)
+        pick = np.linspace(0, n - 1, min(n, MAX_FIT_POINTS)).astype(np.int64)
+        offset, slope, center, _spread = fit_offset(x[pick], d[pick])
         a, b = lo.get(r, -np.inf), hi.get(r, np.inf)
         if a <= b:
             offset = float(np.clip(offset, a, b))

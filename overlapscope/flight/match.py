@@ -89,7 +89,9 @@ def _lags(rows: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def expected_ranks(pg_ranks: dict[str, tuple[int, ...]], pg: str, all_ranks: tuple[int, ...]):
+def expected_ranks(
+    pg_ranks: dict[str, tuple[int, ...]], pg: str, all_ranks: tuple[int, ...]
+) -> tuple[int, ...]:
     return pg_ranks.get(pg) or all_ranks
 
 
@@ -97,16 +99,22 @@ def _absent(rows: pd.DataFrame, agg: pd.DataFrame, pg_ranks: dict[str, tuple[int
             all_ranks: tuple[int, ...]) -> pd.DataFrame:  # fmt: skip
     """``never_issued_by`` and ``out_of_window``: the group's ranks without the collective,
     by whether their dump's entries of the group end before it or start after it."""
+    expected = [len(expected_ranks(pg_ranks, k[0], all_ranks)) for k in agg.index]
+    agg = agg.assign(num_expected=expected, never_issued_by=None, out_of_window=None)
+    short = agg.index[agg["num_ranks"].to_numpy() < np.asarray(expected)]
+    if not len(short):
+        return agg
     span = rows.groupby(["pg", "is_p2p", "rank"], observed=True)["seq_id"].agg(["min", "max"])
-    never, window = [], []
-    for (pg, p2p, seq), have in zip(agg.index, agg["ranks_set"], strict=True):
-        absent = [r for r in expected_ranks(pg_ranks, pg, all_ranks) if r not in have]
+    have = rows.set_index(KEY).loc[short].groupby(level=KEY, observed=True)["rank"].agg(set)
+    for key in short:
+        pg, p2p, seq = key
+        absent = [r for r in expected_ranks(pg_ranks, pg, all_ranks) if r not in have[key]]
         lo = [
             r for r in absent if (pg, p2p, r) in span.index and seq < span.loc[(pg, p2p, r), "min"]
         ]
-        never.append(",".join(str(r) for r in absent if r not in lo) or None)
-        window.append(",".join(str(r) for r in lo) or None)
-    return agg.assign(never_issued_by=never, out_of_window=window)
+        agg.loc[key, "never_issued_by"] = ",".join(str(r) for r in absent if r not in lo) or None
+        agg.loc[key, "out_of_window"] = ",".join(str(r) for r in lo) or None
+    return agg
 
 
 def match(entries: pd.DataFrame, offset_us: np.ndarray, pg_ranks: dict[str, tuple[int, ...]]
@@ -123,9 +131,8 @@ def match(entries: pd.DataFrame, offset_us: np.ndarray, pg_ranks: dict[str, tupl
         input_bytes=("input_bytes", "max"), num_ranks=("rank", "size"),
         first_issue_us=("issue_us", "min"), start_us=("start_us", "min"),
         end_us=("end_us", "max"), duration_us=("duration_us", "median"),
-        peer_wait_us=("peer_wait_us", lambda s: s.sum(min_count=1)),
-        ranks_set=("rank", frozenset),
     )  # fmt: skip
+    agg["peer_wait_us"] = g["peer_wait_us"].sum(min_count=1)
     agg = agg.join(_lags(rows))
     multi = agg["num_ranks"] >= 2
     agg["lag_us"] = agg["lag_us"].where(multi)
@@ -133,7 +140,6 @@ def match(entries: pd.DataFrame, offset_us: np.ndarray, pg_ranks: dict[str, tupl
     agg["mismatch"] = _mismatch(rows).reindex(agg.index)
     all_ranks = tuple(sorted(int(r) for r in rows["rank"].unique()))
     agg = _absent(rows, agg, pg_ranks, all_ranks)
-    agg["num_expected"] = [len(expected_ranks(pg_ranks, k[0], all_ranks)) for k in agg.index]
     for c in ("op", "phase", "framework"):
         agg[c] = agg[c].astype(object)
     coll = agg.reset_index()[COLLECTIVE_COLUMNS]

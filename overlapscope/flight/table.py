@@ -12,6 +12,7 @@ phase (frames.py) puts right.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -48,6 +49,9 @@ def _bytes(sizes: object, dtypes: object) -> int:
     return total
 
 
+_FRAME_KEY = operator.itemgetter("name", "filename", "line")
+
+
 class _Stacks:
     """Each distinct stack classified and written out once (a run repeats a few stacks)."""
 
@@ -55,8 +59,12 @@ class _Stacks:
         self.seen: dict[tuple[Any, ...], tuple[str | None, str | None, str]] = {}
 
     def of(self, frames: object) -> tuple[str | None, str | None, str]:
-        fr = [f for f in frames if isinstance(f, dict)] if isinstance(frames, list) else []
-        key = tuple((f.get("name"), f.get("filename"), f.get("line")) for f in fr)
+        fr = frames if isinstance(frames, list) else []
+        try:  # (C-speed: every frame has its three fields)
+            key = tuple(map(_FRAME_KEY, fr))
+        except (KeyError, TypeError):
+            fr = [f for f in fr if isinstance(f, dict)]
+            key = tuple((f.get("name"), f.get("filename"), f.get("line")) for f in fr)
         got = self.seen.get(key)
         if got is None:
             names = [str(f.get("name", "")) for f in fr]
@@ -87,6 +95,22 @@ def _row(rank: int, e: dict[str, Any], stacks: _Stacks) -> tuple[object, ...]:
     )  # fmt: skip
 
 
+_CATEGORIES = ("pg", "pg_desc", "op", "backend", "state", "framework", "phase", "stack",
+               "input_sizes", "input_dtypes", "output_sizes", "output_dtypes")  # fmt: skip
+
+
+def concat_entries(tables: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Several ranks' tables as one, their categories united."""
+    if len(tables) == 1:
+        return tables[0]
+    from pandas.api.types import union_categoricals
+
+    out = pd.concat([t.drop(columns=list(_CATEGORIES)) for t in tables], ignore_index=True)
+    for col in _CATEGORIES:
+        out[col] = union_categoricals([t[col] for t in tables])
+    return out[ENTRY_COLUMNS]
+
+
 def entries_table(dumps: Sequence[Dump]) -> pd.DataFrame:
     """Every entry of ``dumps`` (columns :data:`ENTRY_COLUMNS`), by rank then record."""
     stacks = _Stacks()
@@ -94,7 +118,6 @@ def entries_table(dumps: Sequence[Dump]) -> pd.DataFrame:
     df = pd.DataFrame.from_records(rows, columns=ENTRY_COLUMNS)
     for col in ("rank", "record_id", "seq", "p2p_seq", "issue_ns", "start_ns", "end_ns"):
         df[col] = df[col].astype(np.int64)
-    for col in ("pg", "pg_desc", "op", "backend", "state", "framework", "phase", "stack",
-                "input_sizes", "input_dtypes", "output_sizes", "output_dtypes"):  # fmt: skip
+    for col in _CATEGORIES:
         df[col] = df[col].astype("category")
     return df.sort_values(["rank", "record_id"], kind="stable").reset_index(drop=True)
