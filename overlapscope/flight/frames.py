@@ -9,8 +9,10 @@ The rules name each framework's own functions:
 * FSDP1 (``FullyShardedDataParallel``): ``_all_gather_flat_param`` under
   ``_pre_forward_unshard`` (forward) or ``_pre_backward_hook`` / ``_prefetch_handle``
   (backward); ``_reduce_grad`` / ``_post_backward_hook`` (reduce-scatter).
-* this project's engine (``overlapscope/engine/``): its files, and the phase of the method
-  that issued it (``all_gather`` of a forward or backward unshard, ``reduce_scatter_mean``).
+* this project's engine (``overlapscope/engine/``): ``_reduce`` (reduce-scatter),
+  ``_issue_all_gather`` under autograd's ``_engine_run_backward`` (backward) or not (forward).
+  The engine's gloo traffic goes over its own lane, which the Flight Recorder does not record;
+  these rules meet its NCCL runs.
 
 A stack that matches none keeps framework and phase None (unknown stays unknown). The unit
 is not in a stack (FSDP's hooks are the same frames for every unit): it comes from a
@@ -33,11 +35,9 @@ _RULES: tuple[tuple[str, str, tuple[str, ...], Phase], ...] = (
     ("fsdp1", "_post_backward_hook", ("_reduce_grad", "_post_backward_hook"), Phase.RS),
 )
 _ENGINE_FILE = "overlapscope/engine/"
-_ENGINE_RULES: tuple[tuple[tuple[str, ...], Phase], ...] = (
-    (("reduce_scatter_mean", "_reduce_grad", "post_backward"), Phase.RS),
-    (("backward_prefetch", "_pre_backward", "unshard_for_backward"), Phase.AG_BWD),
-    (("forward", "_pre_forward", "unshard"), Phase.AG_FWD),
-)
+# the engine (engine/sharded.py) issues through _issue_all_gather / _reduce from hooks that
+# are all named ``hook``; autograd's frames say a hook ran in backward
+_BACKWARD = frozenset({"_engine_run_backward", "_pre_backward", "backward"})
 INNER_FRAMES = 3  # the call that issued the collective
 CALLER_FRAMES = 3  # ... of FSDP's (or the engine's) frames, and of the code that called torch
 
@@ -50,9 +50,10 @@ def classify(names: Sequence[str], files: Sequence[str]) -> tuple[str | None, Ph
         if marker in have and have.intersection(phase_frames):
             return framework, phase
     if any(_ENGINE_FILE in f for f in files):
-        for frames, phase in _ENGINE_RULES:
-            if have.intersection(frames):
-                return "engine", phase
+        if "reduce_scatter_mean" in have or "_reduce" in have:
+            return "engine", Phase.RS
+        if "_issue_all_gather" in have:
+            return "engine", Phase.AG_BWD if have & _BACKWARD else Phase.AG_FWD
         return "engine", None
     return None, None
 
