@@ -218,7 +218,11 @@ class RunConfig:
                 return {f.name: plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
             return v
 
-        return plain(self)
+        d: dict[str, Any] = plain(self)
+        # added after runs were shipped: left out while off, so their configs read the same
+        if d["flight_recorder"] is None:
+            del d["flight_recorder"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
