@@ -118,7 +118,8 @@ def measure(cmd: list[str]) -> dict[str, Any]:
     """Wall, CPU (user + system) and peak RSS of ``cmd``, in a fresh process of its own."""
     r = subprocess.run([sys.executable, __file__, "--child", *cmd], capture_output=True,
                        text=True, check=True)  # fmt: skip
-    return json.loads(r.stdout)  # type: ignore[no-any-return]
+    out: dict[str, Any] = json.loads(r.stdout)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -47,10 +47,6 @@ def _both(args: argparse.Namespace, dumps: list[Path], rest: list[Path], profile
         sub = copy.copy(args)
         sub.paths = rest
         result = profile(sub)
-    elif getattr(args, "perfetto", None):
-        raise UserError(
-            "--perfetto draws profiler traces; these paths hold only Flight Recorder dumps"
-        )
     report = analyze_dumps(
         dumps, align=not getattr(args, "no_align", False), shared_host=_shared_host(dumps),
         trace_collectives=result.collectives if result is not None else None,
@@ -71,6 +67,12 @@ def analyze(
         check_file(args.json, "--json")
     if args.csv:
         check_dir(args.csv, "--csv")
+    for flag in ("markdown", "perfetto"):
+        if getattr(args, flag, None) and not rest:
+            raise UserError(f"--{flag} reports profiler traces; these paths hold only "
+                            "Flight Recorder dumps: leave it out or add the traces")  # fmt: skip
+        if getattr(args, flag, None):
+            check_file(getattr(args, flag), f"--{flag}")
     result, report = _both(args, dumps, rest, profile)
     if args.json:
         doc: dict[str, Any] = result.to_json_dict() if result is not None else {}
@@ -88,6 +90,10 @@ def analyze(
             args.csv.mkdir(parents=True, exist_ok=True)
         for name, df in report.tables().items():
             write_file(args.csv / f"{name}.csv", df.to_csv(index=False), "--csv")
+    if args.markdown and result is not None:
+        from overlapscope.analysis.report import markdown
+
+        write_file(args.markdown, markdown(result), "--markdown")
     out = sys.stderr if to_stdout else sys.stdout
     if result is not None:
         from overlapscope.analysis.report import text as run_text

@@ -92,3 +92,13 @@ def test_flight_recorder_flag_default_and_bounds() -> None:
     assert p.parse_args(run).flight_recorder is None
     with pytest.raises(SystemExit):
         p.parse_args([*run, "--flight-recorder", "0"])
+
+
+def test_profiler_only_outputs_are_refused_for_dumps_alone(
+    hang: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for flag in ("--markdown", "--perfetto"):
+        assert main(["analyze", str(hang), flag, str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{flag} reports profiler traces" in err[0]
+        assert not (tmp_path / "out").exists()
