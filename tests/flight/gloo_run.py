@@ -92,7 +92,8 @@ def _worker(rank: int, a: argparse.Namespace, port: int) -> None:
         for _ in range(a.steps - 1):
             _step(model, opt, x)
         _last_step(rank, a, model, opt, x)
-    dist.barrier() if a.hang_rank is None else None
+    if a.hang_rank is None:
+        dist.barrier()  # (after a hang the group has timed out: nothing more to wait for)
     write_dump(out, rank)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -102,3 +102,21 @@ def test_profiler_only_outputs_are_refused_for_dumps_alone(
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"{flag} reports profiler traces" in err[0]
         assert not (tmp_path / "out").exists()
+
+
+def test_the_torch_fsdp_capture_script_writes_dumps(tmp_path: Path) -> None:
+    """tests/trace/torch_fsdp_run.py --flight-recorder: its traces and a dump per rank,
+    which analyze joins."""
+    script = REPO / "tests" / "trace" / "torch_fsdp_run.py"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = tmp_path / "fsdp1"
+    subprocess.run([sys.executable, str(script), "fsdp1", str(out), "--flight-recorder"],
+                   check=True, env=env, capture_output=True, timeout=300)  # fmt: skip
+    assert sorted(p.name for p in (out / "comm_traces").iterdir()) == ["rank_0", "rank_1"]
+    r = subprocess.run(
+        [sys.executable, "-m", "overlapscope", "analyze", str(out), "--json", "-"],
+        check=True, env=env, capture_output=True, timeout=300, text=True,
+    )  # fmt: skip
+    flight = json.loads(r.stdout)["flight"]
+    assert "joined to the profiler trace" in flight["join"]
+    assert {c["phase"] for c in flight["collectives"]} >= {"ag_fwd", "ag_bwd", "rs"}
