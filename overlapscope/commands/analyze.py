@@ -69,7 +69,12 @@ def add_perfetto_args(p: argparse.ArgumentParser) -> None:
 def add_input_args(p: argparse.ArgumentParser) -> None:
     """The run to read: PATH..., --allow-missing-ranks, --no-progress (analyze, diagnose)."""
     p.add_argument(
-        "paths", nargs="+", type=Path, metavar="PATH", help="a run directory or its trace files"
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="a run directory or its trace files; Flight Recorder dumps (its comm_traces/, or "
+        "the dumps themselves) are read too",
     )
     p.add_argument(
         ALLOW_FLAG,
