@@ -2,12 +2,13 @@
 tests of ``overlapscope/flight/``.
 
 ``python tests/flight/gloo_run.py KIND OUT_DIR [--ranks N] [--steps S] [--slow-rank R]
-[--hang-rank R] [--profile]``: N ranks (default 2) of a 3-layer model under FSDP2
+[--hang-rank R] [--profile] [--buffer E]``: N ranks (default 2) of a 3-layer model under FSDP2
 (``fully_shard`` per layer) or FSDP1, S steps; each rank writes ``comm_traces/rank_<K>``
 (torch's own pickle). ``--slow-rank R``: rank R sleeps 30 ms before layer 1's forward every
 step (it issues that layer's all-gather late). ``--hang-rank R``: rank R stops before the
 last step's last collective; the others' collective times out (gloo, 4 s) and each rank
 dumps what it recorded. ``--profile``: a torch.profiler trace per rank beside the dumps.
+``--buffer E``: the ring buffer's entries (default 1000).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def _step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor) -> None
 def _worker(rank: int, a: argparse.Namespace, port: int) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    enable(1000)
+    enable(a.buffer)
     timeout = datetime.timedelta(seconds=HANG_TIMEOUT_S if a.hang_rank is not None else 300)
     dist.init_process_group("gloo", rank=rank, world_size=a.ranks, timeout=timeout)
     torch.manual_seed(0)
@@ -129,6 +130,7 @@ def main(argv: list[str]) -> None:
     p.add_argument("--slow-rank", type=int)
     p.add_argument("--hang-rank", type=int)
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--buffer", type=int, default=1000, help="TORCH_FR_BUFFER_SIZE")
     a = p.parse_args(argv)
     Path(a.out).mkdir(parents=True, exist_ok=True)
     mp.spawn(_worker, args=(a, _free_port()), nprocs=a.ranks, join=True)

@@ -142,3 +142,23 @@ def test_with_timing_peer_waits_follow_and_completions_align(
     assert waits and waits[0].rank == 0 and "forward all-gather" in waits[0].title
     pw = r.ranks.groupby("rank")["peer_wait_us"].sum()
     assert pw[0] > pw[1] and np.isfinite(pw).all()
+
+
+def test_a_wrapped_ring_buffer_is_out_of_window_not_missing(tmp_path: Path) -> None:
+    """The hang run with a 20-entry ring buffer: rank 1 dumped before the last collective,
+    so its window starts one collective earlier than rank 0's; that collective is out of
+    rank 0's window (not a hang), and the last one is still rank 1's hang."""
+    from tests.flight.conftest import make_run
+
+    run = make_run(tmp_path / "hang20", "fsdp2", "--hang-rank", "1", "--buffer", "20")
+    entries = load_entries(run)
+    assert len(entries[0]) == len(entries[1]) == 20  # both buffers wrapped
+    first0, first1 = entries[0][0]["collective_seq_id"], entries[1][0]["collective_seq_id"]
+    assert first1 == first0 - 1
+    r = report(run)
+    c = r.collectives.set_index("seq_id")
+    assert c.loc[first1, "out_of_window"] == "0" and c.loc[first1, "never_issued_by"] is None
+    last = entries[0][-1]["collective_seq_id"]
+    assert c.loc[last, "never_issued_by"] == "1"
+    assert any("older than some rank's ring buffer keeps" in w for w in r.warnings)
+    assert [f.kind for f in r.findings][:1] == [FindingKind.COLLECTIVE_HANG]
