@@ -22,18 +22,27 @@ from typing import Any
 FLAG = "overlapscope.flag"  # the metadata key of a field's Flag
 NESTED = "overlapscope.nested"  # ... of a field holding a configuration: its group title
 MISSING: Any = dataclasses.MISSING
-SAME: Any = type("Same", (), {"__repr__": lambda self: "SAME"})()  # the field's default
+
+
+class _Same:
+    """``Flag.cli_default`` when the command line's default is the field's."""
+
+    def __repr__(self) -> str:
+        return "SAME"
+
+
+SAME: Any = _Same()
 
 
 @dataclass(frozen=True, slots=True)
 class Flag:
     """How one field is set on the command line.
 
-    ``help`` may name ``{metavar}`` and ``{unit}``; where it says nothing of the default, and
-    the flag takes a value other than None by default, `` (default: <default>)`` is added. A ``bool`` field is a switch:
-    ``--name`` sets it, or clears it with ``invert`` (``--no-instrument``). An ``int`` field
-    takes an integer from ``low`` to ``high`` (``hint``, e.g. what 0 means, added to the
-    error); a ``float`` field a finite number > 0; an enum field one of its values; a ``str``
+    ``help`` may name ``{metavar}`` and ``{unit}``; where it says nothing of the default and
+    the default is a value (not None), `` (default: <default>)`` is added. A ``bool`` field is
+    a switch: ``--name`` sets it, or clears it with ``invert`` (``--no-instrument``). An
+    ``int`` field takes an integer from ``low`` to ``high`` (``hint``, e.g. what 0 means,
+    added to the error); a ``float`` field a finite number > 0; an enum field one of its values; a ``str``
     field one of ``choices``, or what ``parse`` accepts (a ValueError is the flag's error).
     ``const``: the flag may be given bare, meaning ``const``. ``cli_default``: the command
     line's default where it is not the field's (``--device auto``, resolved when the run
