@@ -1,6 +1,7 @@
 """No command writes into the repository or into the folder it reads (issue 41, point 7).
 
-The main commands run, from the repository root, on a copy of a sample run, every output
+The main commands run, from the repository root, on a copy of a sample run (and ``run
+--dry-run``, which writes the run's configuration), every output
 named in a temporary folder and the cache left at its default (``$XDG_CACHE_HOME``, here a
 temporary folder too): afterwards the repository tree and the input copy are as they were,
 path for path, size for size, modification time for modification time; ``git status`` says
@@ -143,13 +144,14 @@ def test_commands_write_only_where_they_are_told(tmp_path: Path) -> None:
         "--trace", str(out / "predicted"),
     )  # fmt: skip
     _dashboard(env, run)
+    _overlapscope(env, "run", "--dry-run", "--device", "cpu", "--out", str(out / "run"))
 
     assert changes(repo_before, snapshot(REPO)) == [], "a command wrote into the repository"
     assert git_status() == status_before
     assert changes(input_before, snapshot(run.parent)) == [], "a command wrote into its input"
     # ... and it did write where it was told, and its cache where the default puts it.
     assert {p.name for p in out.iterdir()} == {
-        "report.json", "csv", "report.md", "run.perfetto.json.gz", "whatif.json", "predicted",
+        "report.json", "csv", "report.md", "run.perfetto.json.gz", "whatif.json", "predicted", "run",
     }  # fmt: skip
     assert any((tmp_path / "xdg" / "overlapscope").iterdir())
 
