@@ -1,9 +1,8 @@
 """No command writes into the repository or into the folder it reads (issue 41, point 7).
 
 The main commands run, from the repository root, on a copy of a sample run (and ``run
---dry-run``, which writes the run's configuration), every output
-named in a temporary folder and the cache left at its default (``$XDG_CACHE_HOME``, here a
-temporary folder too): afterwards the repository tree and the input copy are as they were,
+--dry-run``, which writes the run's configuration), every output named in a temporary folder
+and the cache left at its default (``$XDG_CACHE_HOME``, here a temporary folder too): afterwards the repository tree and the input copy are as they were,
 path for path, size for size, modification time for modification time; ``git status`` says
 the same. The tracked tree holds no cache files (``cold/``, an old cache layout, was committed
 once) and ``.gitignore`` keeps them out.
