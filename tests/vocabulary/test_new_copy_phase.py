@@ -8,16 +8,12 @@ on the copy. Outside the table and the engine that emits them, no code names a c
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 from overlapscope.phases import COPY_PHASES
 from tests.conftest import REPO
+from tests.vocabulary.edited_table import with_rows
 
 # Activation offload: a unit's saved activations copied to the host after its forward.
 NEW_ROWS = """\
@@ -77,29 +73,7 @@ print(json.dumps({
 def test_a_copy_phase_added_to_the_table_is_recognised_analysed_drawn_replayed(
     tmp_path: Path,
 ) -> None:
-    pkg = tmp_path / "pkg"
-    for name in ("overlapscope", "dashboards"):
-        shutil.copytree(REPO / name, pkg / name, ignore=shutil.ignore_patterns("__pycache__"))
-    table = pkg / "overlapscope" / "phases.py"
-    text = table.read_text()
-    anchor = next(
-        line for line in text.splitlines(keepends=True) if line.lstrip().startswith("D2H =")
-    )
-    assert text.count(anchor) == 1
-    table.write_text(text.replace(anchor, anchor + NEW_ROWS))
-    (tmp_path / "run").mkdir()
-    env = {**os.environ, "PYTHONPATH": f"{pkg}{os.pathsep}{REPO}"}
-    proc = subprocess.run(
-        [sys.executable, "-c", CHECK, str(tmp_path / "run")],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,  # (not the repository: its package would come first)
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    got = json.loads(proc.stdout)
+    got = with_rows(tmp_path, "D2H", NEW_ROWS, CHECK)
     # recognised: a copy phase of the table, its ranges on the memory lane, its wait a wait
     assert got["copies"] == ["h2d", "d2h", "act_d2h"]
     assert got["lanes"]["act_d2h"] == "memory" and got["lanes"]["act_d2h.wait"] == "wait"
