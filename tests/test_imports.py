@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "overlapscope.arrays",
         "overlapscope.phases",
         "overlapscope.outputs",
+        "overlapscope.field_flags",
         "overlapscope.config",
         "overlapscope.manifest",
         "overlapscope.exit_guard",

@@ -199,6 +199,7 @@ def _msg_bytes(args: pd.DataFrame, elem: npt.NDArray[np.int64]) -> FloatArray:
 def collective_bytes(
     own: pd.DataFrame,
     issued: pd.DataFrame,
+    ranged: pd.DataFrame,
     is_ag: BoolArray,
     names: list[str],
     world_size: int,
@@ -211,18 +212,25 @@ def collective_bytes(
     2. its ``Input Dims`` x the element size of ``Input type`` (older profilers record no
        counts): the first input, the collective's tensor (times the group size for an
        all-gather, whose input is one rank's shard);
-    3. the collective's own arguments (an NCCL kernel's counts and ``dtype``, else the
+    3. the ``Input Dims`` of the ``nccl:<op>`` range around its launch, the tensor the
+       process group was given (a shard for an all-gather): a DDP bucket's all-reduce is
+       issued by a ``record_param_comms`` whose inputs are a ``TensorList`` of ``[]`` dims,
+       and only this range carries the flat bucket;
+    4. the collective's own arguments (an NCCL kernel's counts and ``dtype``, else the
        element type in its name; a gloo op's ``Input Dims``, its shard for an all-gather);
-    4. unknown: -1.
+    5. unknown: -1.
 
-    ``own``: the collective rows' arguments; ``issued``: those of the op that issued each
-    (NaN rows where none); ``names``: the rows' event names."""
+    ``own``: the collective rows' arguments; ``issued``: those of the op that issued each,
+    ``ranged``: those of the ``nccl:<op>`` range around it (NaN rows where none);
+    ``names``: the rows' event names."""
     elem = np.asarray([dtype_bytes(d) for d in issued["dtype"].to_numpy(dtype=object)])
     first = _msg_bytes(issued, elem)
     group = issued["group_size"].to_numpy()
     fan = np.where(is_ag, np.where(np.isfinite(group) & (group >= 1), group, world_size), 1)
     shard = issued["first_bytes"].fillna(-1).to_numpy(dtype=np.float64)
     second = np.where(shard > 0, shard * np.maximum(fan, 1), -1.0)
+    tensor = ranged["first_bytes"].fillna(-1).to_numpy(dtype=np.float64)
+    in_range = np.where(tensor > 0, tensor * np.maximum(fan, 1), -1.0)
     own_elem = np.asarray([dtype_bytes(d) for d in own["dtype"].to_numpy(dtype=object)])
     named = np.asarray([kernel_dtype_bytes(n) for n in names])
     third = _msg_bytes(own, np.where(own_elem > 0, own_elem, named))
@@ -230,7 +238,7 @@ def collective_bytes(
     dims = own["dims_bytes"].fillna(-1).to_numpy(dtype=np.float64)
     fourth = np.where(dims > 0, dims * np.where(is_ag, max(world_size, 1), 1), -1.0)
     out = np.full(len(own), -1.0)
-    for rung in (fourth, third, second, first):  # the last one known wins
+    for rung in (fourth, third, in_range, second, first):  # the last one known wins
         out = np.where(rung > 0, rung, out)
     return out.astype(np.int64)
 
@@ -268,7 +276,8 @@ def collective_columns(
         out.kind[comm_rows[has_coll]] = [collective_kind(str(c)).value for c in coll[has_coll]]
     is_ag = out.kind[comm_rows] == CollectiveKind.ALL_GATHER.value
     names = [cats[c] for c in codes[comm_rows].tolist()]
-    nbytes[comm_rows] = collective_bytes(args, issued, is_ag, names, world_size)
+    ranges = comm_args.reindex(annotation)
+    nbytes[comm_rows] = collective_bytes(args, issued, ranges, is_ag, names, world_size)
     own_pg = args["pg_name"].to_numpy(dtype=object)
     pg = np.where(_texts(own_pg), own_pg, issued["pg_name"].to_numpy(dtype=object))
     has_pg = _texts(pg)

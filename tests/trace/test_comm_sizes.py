@@ -27,6 +27,7 @@ def _one_collective(
     rpc_args: dict[str, Any] | None,
     own: dict[str, Any] | None,
     annotation: str | None = None,
+    annotation_args: dict[str, Any] | None = None,
 ) -> Path:
     """One rank's trace: a step, ``record_param_comms`` (with ``rpc_args``; None: absent)
     around an optional ``nccl:<op>`` range around the launch of one NCCL kernel (with its
@@ -35,7 +36,8 @@ def _one_collective(
     if rpc_args is not None:
         events.append(x("record_param_comms", 10.0, 50.0, cat="cpu_op", args=rpc_args))
     if annotation is not None:
-        events.append(x(annotation, 12.0, 40.0, cat="user_annotation"))
+        cat = "user_annotation" if annotation_args is None else "cpu_op"
+        events.append(x(annotation, 12.0, 40.0, cat=cat, args=annotation_args))
     events += [launch(20.0, 7), kernel(kernel_name, 100.0, 200.0, 7, stream=20, extra=own)]
     return write(tmp / "rank-0.json", trace(0, WORLD, events, backend="nccl"))
 
@@ -118,6 +120,42 @@ def test_the_nccl_range_around_the_launch_names_a_sendrecv_kernel(tmp_path: Path
     row = _collective(path)
     assert (row["kind"], row["bytes"]) == ("all_to_all", 419430400)
     assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * (WORLD - 1) / WORLD)
+
+
+# A DDP bucket's all-reduce (issue 40 point 4), as a real 8-rank V100 job records it: the
+# issuing op's inputs are a tensor list with no dims, and the flat bucket is the input of the
+# ``nccl:all_reduce`` range inside it.
+BUCKET_RPC = {
+    "Input Dims": [[], [], [], [], []],
+    "Input type": ["TensorList", "Int", "String", "Scalar", "Scalar"],
+    "Collective name": "allreduce",
+    "Group size": WORLD,
+}
+AR_KERNEL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"
+
+
+def test_a_bucketed_all_reduce_is_sized_by_the_nccl_range_inside_it(tmp_path: Path) -> None:
+    bucket = {"Input Dims": [[394241]], "Input type": ["float"]}
+    path = _one_collective(tmp_path, AR_KERNEL, BUCKET_RPC, None, "nccl:all_reduce", bucket)
+    row = _collective(path)
+    assert (row["kind"], row["bytes"]) == ("all_reduce", 394241 * 4)  # 1,576,964
+    assert row["algbw_gbps"] == pytest.approx(394241 * 4 / 200e-6 / 1e9)
+    assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * 2 * (WORLD - 1) / WORLD)
+
+
+def test_the_nccl_range_of_an_all_gather_holds_its_shard(tmp_path: Path) -> None:
+    """The range's input is what the rank gave the process group: one shard of the group's
+    gathered buffer."""
+    rpc = {**BUCKET_RPC, "Collective name": "allgather"}
+    shard = {"Input Dims": [[1000]], "Input type": ["c10::BFloat16"]}
+    path = _one_collective(tmp_path, AG_KERNEL, rpc, None, "nccl:all_gather", shard)
+    assert _collective(path)["bytes"] == 1000 * 2 * WORLD
+
+
+def test_the_issuing_ops_counts_beat_the_nccl_range(tmp_path: Path) -> None:
+    other = {"Input Dims": [[7]], "Input type": ["float"]}
+    path = _one_collective(tmp_path, AG_KERNEL, MSG, None, "nccl:all_gather", other)
+    assert _collective(path)["bytes"] == 16000
 
 
 def test_without_a_name_a_sendrecv_kernel_stays_send_recv(tmp_path: Path) -> None:
