@@ -267,6 +267,16 @@ class RunConfig:
         metavar="N",
         help="torch threads per rank; 0 = auto: CPU cores / --nproc, at least 1",
     )
+    flight_recorder: int | None = flag(
+        None,
+        low=1,
+        high=1 << 24,
+        const=20_000,
+        metavar="N",
+        help="record the last {metavar} collectives per rank with torch's Flight Recorder and "
+        "dump them to comm_traces/rank_<K> at the end of the run (overlapscope/flight/; "
+        "{metavar}: 20000 when left out; default: off)",
+    )
 
     def __post_init__(self) -> None:
         if self.nproc < 1:
@@ -284,6 +294,8 @@ class RunConfig:
             )
         if self.link_gbit is not None and self.link_gbit <= 0:
             raise ValueError(f"--link-gbit {self.link_gbit} must be > 0")
+        if self.flight_recorder is not None and self.flight_recorder < 1:
+            raise ValueError(f"--flight-recorder {self.flight_recorder} must be >= 1 entries")
 
     def to_dict(self) -> dict[str, Any]:
         def plain(v: Any) -> Any:
@@ -293,7 +305,11 @@ class RunConfig:
                 return {f.name: plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
             return v
 
-        return plain(self)
+        d: dict[str, Any] = plain(self)
+        # added after runs were shipped: left out while off, so their configs read the same
+        if d["flight_recorder"] is None:
+            del d["flight_recorder"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:

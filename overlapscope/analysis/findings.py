@@ -47,6 +47,8 @@ class FindingKind(enum.Enum):
     NETWORK = "network"
     CRITICAL_PATH = "critical_path"  # rule in analysis/path_report.py
     HOST_STARVED = "host_starved"  # rule in analysis/host_finding.py
+    COLLECTIVE_HANG = "collective_hang"  # rule in flight/findings.py (Flight Recorder dumps)
+    PEER_WAIT = "peer_wait"  # rule in flight/findings.py
 
 
 @dataclass(frozen=True, slots=True)
