@@ -113,7 +113,7 @@ def findings_table(runs: Sequence[LoadedRun]) -> pd.DataFrame:
             "title": f.title,
             "rank": f.rank,
             "stake_ms": f.stake_us / 1e3,
-            "evidence": f.evidence,
+            "evidence": f.summary,
             "change": f.change,
         }
         for run in runs

@@ -52,6 +52,7 @@ from dashboards.wait_tables import (
     unit_split_table,
 )
 from dashboards.whatif_view import default_target, whatif_html, whatif_view
+from overlapscope.analysis.findings.registry import no_findings_sentence
 from overlapscope.errors import UserError
 
 # Re-exported: callbacks and tests call these as ``views.*`` (the what-if tab lives in
@@ -122,7 +123,7 @@ def overview_view(registry: RunRegistry) -> list[Component]:
 
 def _findings(findings: pd.DataFrame) -> list[Component]:
     if findings.empty:
-        return [html.P("No findings: nothing above 1% of the step time.")]
+        return [html.P(no_findings_sentence().capitalize() + ".")]
     cards: list[Component] = []
     for run, rows in findings.groupby("run", sort=False):
         items = [

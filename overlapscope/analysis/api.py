@@ -25,11 +25,10 @@ import pandas as pd
 from overlapscope.analysis.bound import bound_summary
 from overlapscope.analysis.clocks import Clocks, align_run, shared_host
 from overlapscope.analysis.critical_path import CriticalPath, critical_path
-from overlapscope.analysis.findings import Finding, find
-from overlapscope.analysis.host_finding import host_findings
+from overlapscope.analysis.findings import Finding, FindingInput
+from overlapscope.analysis.findings.registry import run_rules
 from overlapscope.analysis.host_path import with_host
 from overlapscope.analysis.hta_report import HtaReport, HtaStatus, round_like_hta, run_hta
-from overlapscope.analysis.path_report import path_findings
 from overlapscope.analysis.path_report import to_json as clocks_path_json
 from overlapscope.analysis.registry import CLOCKS, PATH, RANK_FIGURES, rank_tables, run_tables
 from overlapscope.trace.loader import RunTraces
@@ -154,16 +153,21 @@ def run_summary(run: RunTraces) -> RunSummary:
 def ranked_findings(
     run: RunTraces, tables: Mapping[str, pd.DataFrame], path: CriticalPath
 ) -> tuple[Finding, ...]:
-    """The findings of the tables (``ranks, steps, units, collectives, host_ops``) and of
-    the critical path, largest stake first."""
-    ranks = tables["ranks"]
-    findings = find(
-        ranks, tables["units"], tables["collectives"], run.manifest, has_gpu=run.has_gpu
+    """The registered findings (analysis/findings/registry.py) of the tables and the
+    critical path, largest stake first."""
+    return run_rules(
+        FindingInput(
+            ranks=tables["ranks"],
+            steps=tables["steps"],
+            units=tables["units"],
+            collectives=tables["collectives"],
+            host_ops=tables["host_ops"],
+            manifest=run.manifest,
+            has_gpu=run.has_gpu,
+            path=path,
+            tables=tables,
+        )
     )
-    step_us = float(ranks["step_time_per_step_us"].mean()) if len(ranks) else float("nan")
-    host = host_findings(ranks, tables["steps"], tables["host_ops"], path.links)
-    everything = [*findings, *path_findings(path, step_us), *host]
-    return tuple(sorted(everything, key=lambda f: -f.stake_us))
 
 
 # The fields of RunAnalysis a figure of that name fills; the others go to ``tables``.

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from overlapscope.analysis.findings import FindingKind, find
+from overlapscope.analysis.findings import FindingInput, FindingKind
+from overlapscope.analysis.findings.registry import run_rules
 from overlapscope.config import EngineConfig, Policy
 from overlapscope.manifest import RunManifest
 
@@ -53,6 +54,13 @@ NO_COLL = pd.DataFrame(
 )
 
 
+def find(ranks, units, collectives, manifest, *, has_gpu=True):  # type: ignore[no-untyped-def]
+    """Every registered rule on the tables given (no steps, host ops or critical path)."""
+    return run_rules(
+        FindingInput(ranks, pd.DataFrame(), units, collectives, pd.DataFrame(), manifest, has_gpu)
+    )
+
+
 def kinds(findings) -> list[FindingKind]:
     return [f.kind for f in findings]
 
@@ -60,7 +68,7 @@ def kinds(findings) -> list[FindingKind]:
 def test_backward_all_gather_points_to_backward_pre():
     f = find(ranks(), units("ag_bwd", 200.0), NO_COLL, None)
     assert kinds(f) == [FindingKind.BACKWARD_ALL_GATHER_EXPOSED]
-    assert f[0].stake_us == 200.0 and "backward_pre" in f[0].change and "b.0" in f[0].evidence
+    assert f[0].stake_us == 200.0 and "backward_pre" in f[0].change and "b.0" in f[0].summary
 
 
 def test_backward_finding_when_already_backward_pre():
@@ -80,8 +88,8 @@ def test_prefetch_is_recommended_only_for_the_transfer_part():
     f = find(ranks(), units("ag_bwd", 200.0, host_late=120.0, peer_wait=30.0), NO_COLL, None)
     assert kinds(f) == [FindingKind.BACKWARD_ALL_GATHER_EXPOSED]
     assert f[0].stake_us == 50.0
-    assert "120 µs/step issued late by the host" in f[0].evidence
-    assert "30 µs/step waiting for the last rank" in f[0].evidence
+    assert "120 µs/step issued late by the host" in f[0].summary
+    assert "30 µs/step waiting for the last rank" in f[0].summary
     assert find(ranks(), units("ag_fwd", 200.0, host_late=200.0), NO_COLL, None) == ()
 
 
@@ -106,7 +114,7 @@ def test_rate_limiter_with_memory_evidence():
     assert kinds(f) == [FindingKind.RATE_LIMITER]
     assert (
         f[0].stake_us == 300.0
-        and "1,024 MiB" in f[0].evidence
+        and "1,024 MiB" in f[0].summary
         and "limit_all_gathers" in f[0].change
     )
 

@@ -111,7 +111,7 @@ def test_host_finding_names_the_path_and_the_levers(tmp_path: Path) -> None:
     # all-gather was launched as its GPU ran out of work (460, 660): its exposed transfer
     # (90 µs; rank 0's 200 before it is waiting for rank 1) was issued late by the host
     assert f.stake_us == pytest.approx(((150 + 90) + (250 + 90)) / 2)
-    assert "on the critical path" in f.evidence and LOADER in f.evidence
-    assert "3 GPU ops per step" in f.evidence
+    assert "on the critical path" in f.summary and LOADER in f.summary
+    assert "3 GPU ops per step" in f.summary
     assert f.change.startswith("a fused optimizer step")
     assert 'torch.compile(mode="reduce-overhead")' in f.change

@@ -230,7 +230,7 @@ def test_findings_are_instants_at_their_steps(exported: Exported) -> None:
         )
         assert sorted(m["args"]["step"] for m in mine) == sorted(steps)
         for m in mine:
-            assert m["args"]["evidence"] == f.evidence and m["args"]["change"] == f.change
+            assert m["args"]["evidence"] == f.summary and m["args"]["change"] == f.change
             assert m["pid"] == (f.rank + 1 if f.rank is not None else 2**31 - 1)
     assert len(marks) == sum(
         len(analysis.counted_steps[f.rank])

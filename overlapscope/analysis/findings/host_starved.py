@@ -1,4 +1,4 @@
-"""A finding for a GPU starved by its host (issue 30 point 4).
+"""A GPU starved by its host.
 
 Its stake, per step and mean over ranks, is the time the GPU lost to its host: idle gaps
 that the host caused (``host_bound``: the next op was launched after the GPU ran dry;
@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from overlapscope.analysis.findings import Finding, FindingKind
+from overlapscope.analysis.findings import Finding, FindingInput, FindingKind, FindingRule
 from overlapscope.analysis.host import Activity
 
-MIN_STAKE_FRACTION = 0.01
 HOST_CAUSES = ("host_bound", "sync")
 # What each activity points at, in the order a tie is broken.
 LEVERS = {
@@ -91,17 +90,17 @@ def _levers(shares: pd.Series) -> str:
     return "; ".join(LEVERS[a] for a in order)
 
 
-def host_findings(
-    ranks: pd.DataFrame, steps: pd.DataFrame, ops: pd.DataFrame, links: pd.DataFrame | None
-) -> list[Finding]:
-    """The host-starved finding when its stake passes 1% of the mean step (``links``: the
-    critical path's, with its host links; None: no path)."""
+def find(inp: FindingInput) -> list[Finding]:
+    """The host-starved finding when its stake passes the threshold (the critical path's
+    host links name the ops where it has any)."""
+    ranks, steps, ops = inp.ranks, inp.steps, inp.host_ops
+    links = inp.path.links if inp.path is not None else None
     if ranks.empty or "idle_host_bound_per_step_us" not in ranks:
         return []
     per_rank = _per_step(ranks)
     stake = float(per_rank.mean())
-    step_us = float(ranks["step_time_per_step_us"].mean())
-    if not stake > MIN_STAKE_FRACTION * step_us:
+    step_us = inp.step_us
+    if not inp.at_stake(stake):
         return []
     worst = int(per_rank.idxmax())
     worst_step = float(ranks.set_index("rank").loc[worst, "step_time_per_step_us"])
@@ -130,5 +129,17 @@ def host_findings(
             "the GPU is starved by its host",
             evidence,
             _levers(shares),
+            rank=None,
+            ranks=(worst,),
+            cause="host_bound",
         )
     ]
+
+
+RULE = FindingRule(
+    FindingKind.HOST_STARVED.value,
+    "GPU idle caused by the host",
+    "GPU idle the host caused (host_bound, sync) plus communication it issued late above the "
+    "threshold -> the levers of what the launching thread was doing",
+    find,
+)

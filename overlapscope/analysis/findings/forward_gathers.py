@@ -1,0 +1,53 @@
+"""Forward all-gathers whose transfer runs longer than the compute meant to hide it ->
+``forward_prefetch``. Stake: that exposed transfer, per step, mean over ranks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from overlapscope.analysis.findings import Finding, FindingInput, FindingKind, FindingRule
+from overlapscope.analysis.findings.exposure import parts_text, phase_exposure, top_text
+from overlapscope.phases import Phase
+
+
+def _change(forward_prefetch: bool, engine: bool) -> str:
+    if forward_prefetch:
+        return (
+            "already forward prefetch: make units larger or overlap the first all-gather "
+            "with the data loading"
+        )
+    if engine:
+        return (
+            "issue the next unit's all-gather during the current unit's forward: --forward-prefetch"
+        )
+    return (
+        "issue the next unit's all-gather during the current unit's forward: FSDP1 "
+        "forward_prefetch=True (FSDP2: set_modules_to_forward_prefetch)"
+    )
+
+
+def find(inp: FindingInput) -> Sequence[Finding]:
+    stake, top, parts = phase_exposure(inp.units, inp.ranks, Phase.AG_FWD)
+    if not inp.at_stake(stake):
+        return []
+    config = inp.manifest.engine if inp.manifest else None
+    return [
+        Finding(
+            FindingKind.FORWARD_ALL_GATHER_EXPOSED,
+            stake,
+            "forward all-gathers are exposed",
+            f"{stake:,.0f} µs/step of forward all-gather transfer runs longer than the "
+            f"compute meant to hide it; most exposed units: {top_text(top)}{parts_text(parts)}",
+            _change(bool(config and config.forward_prefetch), inp.is_engine_run),
+            phase="forward",
+            cause="exposed_transfer",
+        )
+    ]
+
+
+RULE = FindingRule(
+    FindingKind.FORWARD_ALL_GATHER_EXPOSED.value,
+    "exposed forward all-gathers",
+    "forward all-gathers' exposed transfer (issued on time) above the threshold -> forward prefetch",
+    find,
+)

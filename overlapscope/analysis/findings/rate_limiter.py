@@ -1,0 +1,41 @@
+"""Time the all-gather rate limiter held all-gathers back -> relax it where memory allows.
+Stake: that time, per step, mean over ranks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from overlapscope.analysis.findings import Finding, FindingInput, FindingKind, FindingRule
+
+
+def find(inp: FindingInput) -> Sequence[Finding]:
+    limiter = float(inp.ranks["limiter_per_step_us"].mean()) if len(inp.ranks) else 0.0
+    if not inp.at_stake(limiter):
+        return []
+    peaks = inp.manifest.peak_mem_bytes if inp.manifest else ()
+    mem = f"; peak memory {max(peaks) / 2**20:,.0f} MiB" if peaks else ""
+    change = (
+        "if there is memory headroom, relax the rate limiter: a larger K in "
+        "--limit-all-gathers K, or leave the flag out"
+        if inp.is_engine_run
+        else "if there is memory headroom, relax the rate limiter: FSDP1 "
+        "limit_all_gathers=False (or allow more in-flight all-gathers)"
+    )
+    return [
+        Finding(
+            FindingKind.RATE_LIMITER,
+            limiter,
+            "the rate limiter holds all-gathers back",
+            f"{limiter:,.0f} µs/step waiting in the all-gather rate limiter{mem}",
+            change,
+            cause="rate_limited",
+        )
+    ]
+
+
+RULE = FindingRule(
+    FindingKind.RATE_LIMITER.value,
+    "rate-limiter time",
+    "time waiting in the all-gather rate limiter above the threshold -> relax it",
+    find,
+)
