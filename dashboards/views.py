@@ -138,8 +138,10 @@ def _findings(findings: pd.DataFrame) -> list[Component]:
                         )
                         + f": {r.stake_ms:.1f} ms/step at stake"
                     ),
+                    *([html.Div(r.where)] if r.where else []),
                     html.Div(f"evidence: {r.evidence}"),
-                    html.Div(f"try: {r.change}", style={"color": "#1f5f1f"}),
+                    *(html.Div(f"· {item}", style={"marginLeft": "12px"}) for item in r.items),
+                    *(html.Div(f"try: {lv}", style={"color": "#1f5f1f"}) for lv in r.levers),
                 ],
                 className="finding",
                 style={"marginBottom": "6px"},

@@ -33,7 +33,7 @@ from overlapscope.analysis.path_report import to_json as clocks_path_json
 from overlapscope.analysis.registry import CLOCKS, PATH, RANK_FIGURES, rank_tables, run_tables
 from overlapscope.trace.loader import RunTraces
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True, slots=True)

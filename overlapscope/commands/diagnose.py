@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from overlapscope.analysis.findings.registry import no_findings_sentence
+from overlapscope.analysis.findings.text import finding_lines
 from overlapscope.commands import COMMANDS
 from overlapscope.commands.analyze import add_input_args, load_and_analyze
 
@@ -30,10 +31,5 @@ def run(args: argparse.Namespace) -> int:
         out.write(no_findings_sentence() + "\n")
         return 0
     for i, f in enumerate(result.findings, 1):
-        where = (
-            f" (rank {f.rank})" if f.rank is not None and f"rank {f.rank}" not in f.title else ""
-        )
-        out.write(f"{i}. {f.title}{where}: {f.stake_us:,.0f} µs/step at stake\n")
-        out.write(f"   evidence: {f.summary}\n")
-        out.write(f"   try: {f.change}\n")
+        out.write("".join(f"{line}\n" for line in finding_lines(i, f)))
     return 0

@@ -59,8 +59,10 @@ CAUSES: dict[str, str] = {
 @dataclass(frozen=True, slots=True)
 class Evidence:
     """One piece of time a finding rests on: on ``rank`` in ``step`` (None: over the run's
-    counted steps), from ``start_us`` (None: a total, not one interval) for ``dur_us``; the
-    CPU op chain it concerns, outermost to innermost, and the GPU op."""
+    counted steps), from ``start_us`` (on the aligned clock; None: a total, not one interval)
+    for ``dur_us``; the CPU op chain it concerns, outermost to innermost, and the GPU op.
+    ``in_step_us``: ``start_us`` less its step's start on that rank (the step's first GPU op;
+    negative: before it, at the step boundary), filled in by the registry."""
 
     rank: int
     step: int | None
@@ -68,12 +70,14 @@ class Evidence:
     dur_us: float
     cpu_ops: tuple[str, ...] = ()
     gpu_op: str | None = None
+    in_step_us: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "rank": self.rank,
             "step": self.step,
             "start_us": self.start_us,
+            "in_step_us": self.in_step_us,
             "dur_us": self.dur_us,
             "cpu_ops": list(self.cpu_ops),
             "gpu_op": self.gpu_op,
@@ -105,7 +109,7 @@ class Finding:
     stake_us: float  # per step, mean over ranks
     title: str
     summary: str
-    levers: tuple[Lever, ...] | str = ()
+    levers: tuple[Lever, ...] = ()
     rank: int | None = None
     ranks: tuple[int, ...] = ()
     steps: tuple[int, ...] = ()
@@ -114,7 +118,8 @@ class Finding:
     evidence: tuple[Evidence, ...] = ()
 
     def __post_init__(self) -> None:
-        levers = (Lever(self.levers),) if isinstance(self.levers, str) else tuple(self.levers)
+        given: object = self.levers
+        levers = (Lever(given),) if isinstance(given, str) else tuple(self.levers)
         levers = tuple(
             lv if lv.stake_us is not None else Lever(lv.lever, lv.why, self.stake_us)
             for lv in levers
@@ -126,7 +131,7 @@ class Finding:
     @property
     def change(self) -> str:
         """The levers, most fitting first, in one line."""
-        return "; ".join(lv.lever for lv in self.levers)  # type: ignore[union-attr]
+        return "; ".join(lv.lever for lv in self.levers)
 
     @property
     def kind_name(self) -> str:
@@ -137,9 +142,14 @@ class Finding:
             "kind": self.kind_name,
             "stake_us": self.stake_us,
             "title": self.title,
-            "evidence": self.summary,
-            "change": self.change,
+            "summary": self.summary,
             "rank": self.rank,
+            "ranks": list(self.ranks),
+            "steps": list(self.steps),
+            "phase": self.phase,
+            "cause": self.cause,
+            "evidence": [e.to_dict() for e in self.evidence],
+            "levers": [lv.to_dict() for lv in self.levers],
         }
 
 
@@ -175,6 +185,10 @@ class FindingInput:
     def is_engine_run(self) -> bool:
         """An overlapscope engine run (its run.json lists units): changed with our flags."""
         return self.manifest is not None and self.manifest.is_engine_run
+
+    def table(self, name: str) -> pd.DataFrame:
+        """The figure ``name`` (an empty table where the analysis has none)."""
+        return self.tables.get(name, pd.DataFrame())
 
     def at_stake(self, stake_us: float) -> bool:
         """Whether ``stake_us`` passes the threshold (never on a run without a step time)."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from overlapscope.analysis.findings import Finding, FindingInput, FindingKind, FindingRule
+from overlapscope.analysis.findings import Finding, FindingInput, FindingKind, FindingRule, Lever
+from overlapscope.analysis.findings.evidence import collective_items
 from overlapscope.analysis.findings.exposure import parts_text, phase_exposure, top_text
 from overlapscope.phases import Phase
 
@@ -36,6 +37,12 @@ def find(inp: FindingInput) -> Sequence[Finding]:
     stake, top, parts = phase_exposure(inp.units, inp.ranks, Phase.AG_BWD)
     if not inp.at_stake(stake):
         return []
+    mine = inp.collectives[inp.collectives["phase"] == Phase.AG_BWD.value]
+    items, steps, at = collective_items(mine, inp.table("collective_ranks"), "exposed_transfer_us")
+    why = (
+        f"{stake:,.0f} µs/step of the backward all-gathers' transfer, issued on time, runs "
+        "longer than the compute before their use"
+    )
     config = inp.manifest.engine if inp.manifest else None
     policy = config.policy.value if config else None
     return [
@@ -45,7 +52,10 @@ def find(inp: FindingInput) -> Sequence[Finding]:
             "backward all-gathers are exposed",
             f"{stake:,.0f} µs/step of backward all-gather transfer runs longer than the "
             f"compute meant to hide it; most exposed units: {top_text(top)}{parts_text(parts)}",
-            _change(policy, inp.is_engine_run),
+            (Lever(_change(policy, inp.is_engine_run), why),),
+            ranks=at,
+            steps=steps,
+            evidence=items,
             phase="backward",
             cause="exposed_transfer",
         )

@@ -9,7 +9,15 @@ from collections.abc import Sequence
 import pandas as pd
 
 from overlapscope.analysis.critical_path import SHORTEN
-from overlapscope.analysis.findings import Finding, FindingInput, FindingKind, FindingRule
+from overlapscope.analysis.findings import (
+    Evidence,
+    Finding,
+    FindingInput,
+    FindingKind,
+    FindingRule,
+    Lever,
+)
+from overlapscope.analysis.findings.evidence import MAX_ITEMS, step_part
 from overlapscope.analysis.path_report import link_name, path_groups
 
 # A path finding needs its work on the path in at least this share of the steps.
@@ -38,7 +46,15 @@ def find(inp: FindingInput) -> Sequence[Finding]:
         if pd.notna(saving)
         else ""
     )
-    phase = top["phase"] if isinstance(top["phase"], str) else None
+    links = path.links.astype({"unit": object, "phase": object})
+    same = (links["rank"] == rank) & (links["kind"] == "compute")
+    for col in ("unit", "phase"):
+        same &= links[col].isna() if pd.isna(top[col]) else links[col] == top[col]
+    mine = links[same].sort_values("dur_us", ascending=False, kind="stable")
+    items = tuple(
+        Evidence(rank, int(r.step), float(r.start_us), float(r.dur_us), gpu_op=name)
+        for r in mine.head(MAX_ITEMS).itertuples(index=False)
+    )
     return [
         Finding(
             FindingKind.CRITICAL_PATH,
@@ -46,10 +62,16 @@ def find(inp: FindingInput) -> Sequence[Finding]:
             f"{name} is on the critical path in {int(top['num_steps'])} of {num} steps",
             f"{float(top['dur_us_per_step']):,.0f} µs/step of the step's critical path "
             f"(mean step {inp.step_us:,.0f} µs){replayed}",
-            f"speed up {name} (or move work off rank {rank}): every µs it loses "
-            "is a µs of the step, while work off the path is not",
+            (
+                Lever(
+                    f"speed up {name} (or move work off rank {rank})",
+                    "every µs it loses is a µs of the step, while work off the path is not",
+                ),
+            ),
             rank=rank,
-            phase=phase,
+            steps=tuple(sorted({int(s) for s in mine["step"]})),
+            phase=step_part(top["phase"]),
+            evidence=items,
             cause="critical_path",
         )
     ]

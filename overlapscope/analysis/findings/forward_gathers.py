@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from overlapscope.analysis.findings import Finding, FindingInput, FindingKind, FindingRule
+from overlapscope.analysis.findings import Finding, FindingInput, FindingKind, FindingRule, Lever
+from overlapscope.analysis.findings.evidence import collective_items
 from overlapscope.analysis.findings.exposure import parts_text, phase_exposure, top_text
 from overlapscope.phases import Phase
 
@@ -30,6 +31,12 @@ def find(inp: FindingInput) -> Sequence[Finding]:
     stake, top, parts = phase_exposure(inp.units, inp.ranks, Phase.AG_FWD)
     if not inp.at_stake(stake):
         return []
+    mine = inp.collectives[inp.collectives["phase"] == Phase.AG_FWD.value]
+    items, steps, at = collective_items(mine, inp.table("collective_ranks"), "exposed_transfer_us")
+    why = (
+        f"{stake:,.0f} µs/step of the forward all-gathers' transfer, issued on time, runs "
+        "longer than the compute before their use"
+    )
     config = inp.manifest.engine if inp.manifest else None
     return [
         Finding(
@@ -38,7 +45,10 @@ def find(inp: FindingInput) -> Sequence[Finding]:
             "forward all-gathers are exposed",
             f"{stake:,.0f} µs/step of forward all-gather transfer runs longer than the "
             f"compute meant to hide it; most exposed units: {top_text(top)}{parts_text(parts)}",
-            _change(bool(config and config.forward_prefetch), inp.is_engine_run),
+            (Lever(_change(bool(config and config.forward_prefetch), inp.is_engine_run), why),),
+            ranks=at,
+            steps=steps,
+            evidence=items,
             phase="forward",
             cause="exposed_transfer",
         )

@@ -18,7 +18,16 @@ from __future__ import annotations
 
 import pandas as pd
 
-from overlapscope.analysis.findings import Finding, FindingInput, FindingKind, FindingRule
+from overlapscope.analysis.findings import (
+    MIN_STAKE_FRACTION,
+    Evidence,
+    Finding,
+    FindingInput,
+    FindingKind,
+    FindingRule,
+    Lever,
+)
+from overlapscope.analysis.findings.evidence import MAX_ITEMS, steps_at
 from overlapscope.analysis.host import Activity
 
 HOST_CAUSES = ("host_bound", "sync")
@@ -83,11 +92,46 @@ LEVER_SHARE = 0.05
 GENERAL = (Activity.OTHER.value, Activity.HOOKS.value)
 
 
-def _levers(shares: pd.Series) -> str:
-    """The levers of what the thread was doing, most first, then the general ones."""
+def _levers(shares: pd.Series, stake_us: float) -> tuple[Lever, ...]:
+    """The levers of what the thread was doing, most first, each with the host-caused time
+    it addresses; then the general ones (for all of it)."""
     order = [a for a in shares.index if a in LEVERS and shares[a] >= LEVER_SHARE]
-    order += [a for a in GENERAL if a not in order]
-    return "; ".join(LEVERS[a] for a in order)
+    out = [
+        Lever(
+            LEVERS[a], f"{shares[a]:.0%} of that time the thread was in {a}", shares[a] * stake_us
+        )
+        for a in order
+    ]
+    out += [
+        Lever(LEVERS[a], "launches the step's GPU work with less host time in between", stake_us)
+        for a in GENERAL
+        if a not in order
+    ]
+    return tuple(out)
+
+
+def _items(inp: FindingInput) -> tuple[tuple[Evidence, ...], tuple[int, ...]]:
+    """The host-caused stretches without GPU work (host_path.py), longest first, each with
+    the CPU op the launching thread was in and the GPU op that ended it; and their steps."""
+    gaps = inp.table("host_gaps")
+    if gaps.empty or "cause" not in gaps:
+        return (), ()
+    gaps = gaps[gaps["cause"].isin(HOST_CAUSES)].assign(dur_us=gaps["end_us"] - gaps["start_us"])
+    steps = steps_at(inp.steps, gaps["rank"].to_numpy(), gaps["start_us"].to_numpy())
+    gaps = gaps.assign(step=pd.Series(steps, index=gaps.index, dtype=object))
+    gaps = gaps.sort_values("dur_us", ascending=False, kind="stable")
+    items = tuple(
+        Evidence(
+            int(g.rank),
+            g.step,
+            float(g.start_us),
+            float(g.dur_us),
+            tuple(op for op in (g.host_op,) if isinstance(op, str) and op != "-"),
+            g.late_op if isinstance(g.late_op, str) else None,
+        )
+        for g in gaps.head(MAX_ITEMS).itertuples(index=False)
+    )
+    return items, tuple(sorted({int(s) for s in steps if s is not None}))
 
 
 def find(inp: FindingInput) -> list[Finding]:
@@ -103,7 +147,9 @@ def find(inp: FindingInput) -> list[Finding]:
     if not inp.at_stake(stake):
         return []
     worst = int(per_rank.idxmax())
-    worst_step = float(ranks.set_index("rank").loc[worst, "step_time_per_step_us"])
+    own = ranks.set_index("rank")["step_time_per_step_us"].reindex(per_rank.index)
+    worst_step = float(own.loc[worst])
+    items, at_steps = _items(inp)
     named, where = _host_ops(ops, links)
     shares = _activities(ops)
     doing = ", ".join(f"{a} {v:.0%}" for a, v in shares.head(4).items() if v >= 0.005)
@@ -128,9 +174,10 @@ def find(inp: FindingInput) -> list[Finding]:
             stake,
             "the GPU is starved by its host",
             evidence,
-            _levers(shares),
-            rank=None,
-            ranks=(worst,),
+            _levers(shares, stake),
+            ranks=tuple(int(r) for r in per_rank.index[per_rank > MIN_STAKE_FRACTION * own]),
+            steps=at_steps,
+            evidence=items,
             cause="host_bound",
         )
     ]

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from overlapscope.analysis.findings import Finding, FindingInput, FindingKind, FindingRule
+from overlapscope.analysis.findings import Finding, FindingInput, FindingKind, FindingRule, Lever
+from overlapscope.analysis.findings.evidence import collective_items
 
 # Bus bandwidth below this share of the link speed points at the network.
 LINK_SHARE = 0.5
@@ -26,6 +27,7 @@ def find(inp: FindingInput) -> Sequence[Finding]:
     if busbw_gbit >= LINK_SHARE * link:
         return []
     exposed = float(big["exposed_transfer_us"].sum()) / inp.num_steps
+    items, steps, at = collective_items(big, inp.table("collective_ranks"), "exposed_transfer_us")
     # a faster link wins back only exposed transfer (comm_causes.py), at most this share
     stake = exposed * (1.0 - busbw_gbit / link)
     if not inp.at_stake(stake):
@@ -38,8 +40,20 @@ def find(inp: FindingInput) -> Sequence[Finding]:
             f"median bus bandwidth {busbw_gbit:.2f} Gbit/s over {len(big)} collectives of "
             f">= 1 MiB, link {link:g} Gbit/s ({busbw_gbit / link:.0%}); their exposed "
             f"transfer {exposed:,.0f} µs/step",
-            "check the network: interface and route used by the backend (GLOO_SOCKET_IFNAME / "
-            "NCCL_SOCKET_IFNAME), link speed, competing traffic; larger units amortise latency",
+            (
+                Lever(
+                    "check the network: interface and route used by the backend "
+                    "(GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME), link speed, competing traffic",
+                    f"collectives of >= 1 MiB move {busbw_gbit:.2f} of {link:g} Gbit/s",
+                ),
+                Lever(
+                    "larger units amortise latency",
+                    f"{len(big)} collectives of >= 1 MiB, {exposed:,.0f} µs/step exposed",
+                ),
+            ),
+            ranks=at,
+            steps=steps,
+            evidence=items,
             cause="slow_link",
         )
     ]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from overlapscope.analysis.findings import Finding, FindingInput, FindingKind, FindingRule
+from overlapscope.analysis.findings import Finding, FindingInput, FindingKind, FindingRule, Lever
+from overlapscope.analysis.findings.evidence import total_items
 
 
 def find(inp: FindingInput) -> Sequence[Finding]:
@@ -27,7 +28,11 @@ def find(inp: FindingInput) -> Sequence[Finding]:
             limiter,
             "the rate limiter holds all-gathers back",
             f"{limiter:,.0f} µs/step waiting in the all-gather rate limiter{mem}",
-            change,
+            (Lever(change, f"all-gathers waited {limiter:,.0f} µs/step for the limiter{mem}"),),
+            ranks=tuple(
+                int(r) for r in inp.ranks.loc[inp.ranks["limiter_per_step_us"] > 0, "rank"]
+            ),
+            evidence=total_items(inp.ranks, "limiter_total_us"),
             cause="rate_limited",
         )
     ]

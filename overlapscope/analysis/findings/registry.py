@@ -27,6 +27,7 @@ from overlapscope.analysis.findings import (
     straggler,
     threshold_words,
 )
+from overlapscope.analysis.findings.evidence import placed
 
 BUILT_IN: tuple[FindingRule, ...] = (
     backward_gathers.RULE,
@@ -62,7 +63,7 @@ def rules() -> tuple[FindingRule, ...]:
 
 def run_rules(inp: FindingInput) -> tuple[Finding, ...]:
     """Every registered rule's findings, largest stake first (ties: in registry order)."""
-    found = [f for r in _registered for f in r.find(inp)]
+    found = [placed(f, inp.steps) for r in _registered for f in r.find(inp)]
     return tuple(sorted(found, key=lambda f: -f.stake_us))
 
 

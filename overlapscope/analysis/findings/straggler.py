@@ -8,7 +8,15 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from overlapscope.analysis.findings import Finding, FindingInput, FindingKind, FindingRule
+from overlapscope.analysis.findings import (
+    Evidence,
+    Finding,
+    FindingInput,
+    FindingKind,
+    FindingRule,
+    Lever,
+)
+from overlapscope.analysis.findings.evidence import MAX_ITEMS, main_part
 
 # A straggler is the last to arrive at more than this share of matched collectives.
 STRAGGLER_SHARE = 0.5
@@ -19,6 +27,16 @@ def _beyond(mine: pd.DataFrame) -> str:
     if "lag_uncertainty_us" not in mine or not mine["lag_uncertainty_us"].notna().any():
         return ""
     return f", beyond the clocks' uncertainty ({float(mine['lag_uncertainty_us'].median()):,.0f} µs, median)"
+
+
+def _items(mine: pd.DataFrame, rank: int) -> tuple[Evidence, ...]:
+    """Its latest arrivals, most late first: at the collective's start, its lag."""
+    top = mine.sort_values("straggler_lag_us", ascending=False, kind="stable").head(MAX_ITEMS)
+    return tuple(
+        Evidence(rank, int(r.step), float(r.start_us), float(r.straggler_lag_us),
+                 gpu_op=f"{r.kind}" + (f" of {r.unit}" if isinstance(r.unit, str) else ""))
+        for r in top.itertuples(index=False)
+    )  # fmt: skip
 
 
 def find(inp: FindingInput) -> Sequence[Finding]:
@@ -46,10 +64,22 @@ def find(inp: FindingInput) -> Sequence[Finding]:
             f"{float(mine['straggler_lag_us'].median()):,.0f} µs late (median)"
             + _beyond(mine)
             + f"; peers wait {stake:,.0f} µs/step on average",
-            f"look at rank {rank}: its host (CPU contention, data loading), "
-            + ("its GPU clocks, " if inp.has_gpu else "the cores it shares with other ranks, ")
-            + "or extra work it does before the collectives",
+            (
+                Lever(
+                    f"look at rank {rank}: its host (CPU contention, data loading), "
+                    + (
+                        "its GPU clocks, "
+                        if inp.has_gpu
+                        else "the cores it shares with other ranks, "
+                    )
+                    + "or extra work it does before the collectives",
+                    f"its peers wait {stake:,.0f} µs/step for it",
+                ),
+            ),
             rank=rank,
+            steps=tuple(sorted({int(s) for s in mine["step"]})),
+            phase=main_part(mine["phase"].astype(object), mine["peer_wait_us"]),
+            evidence=_items(mine, rank),
             cause="late_peer",
         )
     ]
