@@ -27,10 +27,18 @@ from overlapscope.analysis.clocks import Clocks, align_run, shared_host
 from overlapscope.analysis.critical_path import CriticalPath, critical_path
 from overlapscope.analysis.findings import Finding, FindingInput
 from overlapscope.analysis.findings.registry import run_rules
+from overlapscope.analysis.framework import Framework, run_framework
 from overlapscope.analysis.host_path import with_host
 from overlapscope.analysis.hta_report import HtaReport, HtaStatus, round_like_hta, run_hta
 from overlapscope.analysis.path_report import to_json as clocks_path_json
-from overlapscope.analysis.registry import CLOCKS, PATH, RANK_FIGURES, rank_tables, run_tables
+from overlapscope.analysis.registry import (
+    CLOCKS,
+    FRAMEWORK_MARKS,
+    PATH,
+    RANK_FIGURES,
+    rank_tables,
+    run_tables,
+)
 from overlapscope.trace.loader import RunTraces
 
 SCHEMA_VERSION = 3
@@ -45,6 +53,7 @@ class RunSummary:
     completed_run: bool
     sources: tuple[str, ...]
     run_config: dict[str, Any] | None
+    framework: Framework = Framework.PLAIN  # what ran the job (analysis/framework.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +108,7 @@ class RunAnalysis:
                 "world_size": s.world_size,
                 "ranks": list(s.ranks),
                 "has_gpu": s.has_gpu,
+                "framework": s.framework.value,
                 "frameworks": {str(k): v for k, v in s.frameworks.items()},
                 "completed_overlapscope_run": s.completed_run,
                 "sources": list(s.sources),
@@ -151,7 +161,10 @@ def run_summary(run: RunTraces) -> RunSummary:
 
 
 def ranked_findings(
-    run: RunTraces, tables: Mapping[str, pd.DataFrame], path: CriticalPath
+    run: RunTraces,
+    tables: Mapping[str, pd.DataFrame],
+    path: CriticalPath,
+    framework: Framework = Framework.PLAIN,
 ) -> tuple[Finding, ...]:
     """The registered findings (analysis/findings/registry.py) of the tables and the
     critical path, largest stake first."""
@@ -166,6 +179,7 @@ def ranked_findings(
             has_gpu=run.has_gpu,
             path=path,
             tables=tables,
+            framework=framework,
         )
     )
 
@@ -186,11 +200,13 @@ def combine(
     tables = run_tables(given, run)
     reported = {k: v for k, v in tables.items() if k in _REPORTED or (k not in given and k != PATH)}
     path = with_host(path, tables["host_gaps"])  # (the path's idle links the host caused)
+    engine = run.manifest is not None and run.manifest.is_engine_run
+    framework = run_framework(tables["ranks"], tables[FRAMEWORK_MARKS], engine)
     return RunAnalysis(
-        summary=run_summary(run),
+        summary=dataclasses.replace(run_summary(run), framework=framework),
         **{k: v for k, v in reported.items() if k in _FIELDS},
         bound_summary=bound_summary(tables["bound"]),
-        findings=ranked_findings(run, tables, path),
+        findings=ranked_findings(run, tables, path, framework),
         counted_steps={r.rank: r.steps for r in run.ranks},
         warnings=run.warnings,
         clocks=clocks.offsets,

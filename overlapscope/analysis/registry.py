@@ -43,6 +43,7 @@ from overlapscope.analysis.bound import bound_table
 from overlapscope.analysis.clocks import clock_error
 from overlapscope.analysis.collectives import collective_tables
 from overlapscope.analysis.comm_causes import rank_parts, split_exposure, unit_parts
+from overlapscope.analysis.framework import rank_marks
 from overlapscope.analysis.idle import rank_idle
 from overlapscope.analysis.levers import lever_table
 from overlapscope.analysis.metrics import (
@@ -72,6 +73,7 @@ COMM_COLUMNS = [  # (exposed_us last: the one not in the event table)
 PATH = "path"
 TIMELINE = "timeline"
 IDLE_GAPS = "idle_gaps"
+FRAMEWORK_MARKS = "framework_marks"  # what the trace's names say ran it (framework.py)
 # The clock offsets with their uncertainty (analysis/clocks.py), given to the cross-rank
 # figures beside the per-rank ones: a lag within a clock's uncertainty is no straggler.
 CLOCKS = "clock_offsets"
@@ -197,6 +199,7 @@ RANK_FIGURES: tuple[RankFigure, ...] = (
     RankFigure("idle_streams", lambda v: v.waits.streams),
     RankFigure("host_ops", lambda v: v.waits.host_ops),
     RankFigure("host_gaps", lambda v: v.waits.host_gaps, output=False),
+    RankFigure(FRAMEWORK_MARKS, lambda v: rank_marks(v.run), output=False),
     RankFigure(TIMELINE, lambda v: timeline_table(v.run, v.counted, v.exposure), Size.ON_DEMAND),
     RankFigure(IDLE_GAPS, _idle_gaps, Size.ON_DEMAND),
 )

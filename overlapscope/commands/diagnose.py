@@ -27,6 +27,7 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
+    out.write(f"framework: {result.summary.framework.words}\n")
     if not result.findings:
         out.write(no_findings_sentence() + "\n")
         return 0

@@ -7,6 +7,7 @@ import pandas as pd
 from overlapscope.analysis.findings import Evidence, Finding, FindingInput, FindingKind, Lever
 from overlapscope.analysis.findings.registry import run_rules
 from overlapscope.analysis.findings.text import finding_lines
+from overlapscope.analysis.framework import Framework
 from overlapscope.config import EngineConfig, Policy
 from overlapscope.manifest import RunManifest
 
@@ -58,8 +59,13 @@ NO_COLL = pd.DataFrame(
 
 def find(ranks, units, collectives, manifest, *, has_gpu=True):  # type: ignore[no-untyped-def]
     """Every registered rule on the tables given (no steps, host ops or critical path)."""
+    engine = manifest is not None and manifest.is_engine_run
+    framework = Framework.ENGINE if engine else Framework.PLAIN
+    empty = pd.DataFrame()
     return run_rules(
-        FindingInput(ranks, pd.DataFrame(), units, collectives, pd.DataFrame(), manifest, has_gpu)
+        FindingInput(
+            ranks, empty, units, collectives, empty, manifest, has_gpu, framework=framework
+        )
     )
 
 

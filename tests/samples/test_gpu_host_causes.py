@@ -101,5 +101,8 @@ def test_many_small_units_starve_the_gpu() -> None:
     finding = _host_finding(SMALL)
     assert finding.kind is FindingKind.HOST_STARVED
     assert "GPU ops per step, one launched every" in finding.summary
-    assert finding.change.startswith("fewer and larger units")
+    # GPU compute is a small share of the step: more work per launch first, then FSDP2's
+    # own words for fewer, larger units
+    assert finding.change.startswith("more work per launch: a larger batch per GPU")
+    assert finding.levers[1].lever.startswith("fully_shard fewer, larger modules")
     assert not [w for w in _analysis(SMALL).warnings if "no launch in the trace" in w]

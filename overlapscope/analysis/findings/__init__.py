@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from overlapscope.analysis.framework import Framework
 from overlapscope.manifest import RunManifest
 
 if TYPE_CHECKING:
@@ -157,7 +158,8 @@ class Finding:
 class FindingInput:
     """What every rule reads: the analysis' tables (``ranks, steps, units, collectives,
     host_ops``; ``tables``: every figure by name, the registered ones too), the run's
-    manifest, whether it ran on GPUs, and the critical path (None: none)."""
+    manifest, whether it ran on GPUs, the critical path (None: none) and the framework that
+    ran the job (analysis/framework.py: a lever is offered in its API words)."""
 
     ranks: pd.DataFrame
     steps: pd.DataFrame
@@ -168,6 +170,7 @@ class FindingInput:
     has_gpu: bool = True
     path: CriticalPath | None = None
     tables: Mapping[str, pd.DataFrame] = field(default_factory=dict)
+    framework: Framework = Framework.PLAIN
 
     @property
     def step_us(self) -> float:
@@ -184,7 +187,7 @@ class FindingInput:
     @property
     def is_engine_run(self) -> bool:
         """An overlapscope engine run (its run.json lists units): changed with our flags."""
-        return self.manifest is not None and self.manifest.is_engine_run
+        return self.framework is Framework.ENGINE
 
     def table(self, name: str) -> pd.DataFrame:
         """The figure ``name`` (an empty table where the analysis has none)."""

@@ -8,29 +8,8 @@ from collections.abc import Sequence
 from overlapscope.analysis.findings import Finding, FindingInput, FindingKind, FindingRule, Lever
 from overlapscope.analysis.findings.evidence import collective_items
 from overlapscope.analysis.findings.exposure import parts_text, phase_exposure, top_text
+from overlapscope.analysis.findings.framework_levers import backward_prefetch
 from overlapscope.phases import Phase
-
-
-def _change(policy: object, engine: bool) -> str:
-    if policy == "backward_pre" and engine:
-        return (
-            "already --policy backward_pre, which prefetches one unit ahead: use fewer, "
-            "larger units so each backward hides its successor's all-gather, or a faster link"
-        )
-    if policy == "backward_pre":
-        return (
-            "already backward_pre: prefetch deeper (FSDP2 set_modules_to_backward_prefetch) "
-            "or use larger units so each backward hides its successor's all-gather"
-        )
-    if engine:
-        return (
-            "prefetch the next unit's all-gather before each unit's backward: --policy backward_pre"
-        )
-    return (
-        "prefetch the next unit's all-gather before each unit's backward: FSDP1 "
-        "backward_prefetch=BackwardPrefetch.BACKWARD_PRE (FSDP2 prefetches one unit "
-        "by default; set_modules_to_backward_prefetch for more)"
-    )
 
 
 def find(inp: FindingInput) -> Sequence[Finding]:
@@ -52,7 +31,7 @@ def find(inp: FindingInput) -> Sequence[Finding]:
             "backward all-gathers are exposed",
             f"{stake:,.0f} µs/step of backward all-gather transfer runs longer than the "
             f"compute meant to hide it; most exposed units: {top_text(top)}{parts_text(parts)}",
-            (Lever(_change(policy, inp.is_engine_run), why),),
+            (Lever(backward_prefetch(inp.framework, policy), why),),
             ranks=at,
             steps=steps,
             evidence=items,

@@ -8,23 +8,8 @@ from collections.abc import Sequence
 from overlapscope.analysis.findings import Finding, FindingInput, FindingKind, FindingRule, Lever
 from overlapscope.analysis.findings.evidence import collective_items
 from overlapscope.analysis.findings.exposure import parts_text, phase_exposure, top_text
+from overlapscope.analysis.findings.framework_levers import forward_prefetch
 from overlapscope.phases import Phase
-
-
-def _change(forward_prefetch: bool, engine: bool) -> str:
-    if forward_prefetch:
-        return (
-            "already forward prefetch: make units larger or overlap the first all-gather "
-            "with the data loading"
-        )
-    if engine:
-        return (
-            "issue the next unit's all-gather during the current unit's forward: --forward-prefetch"
-        )
-    return (
-        "issue the next unit's all-gather during the current unit's forward: FSDP1 "
-        "forward_prefetch=True (FSDP2: set_modules_to_forward_prefetch)"
-    )
 
 
 def find(inp: FindingInput) -> Sequence[Finding]:
@@ -45,7 +30,11 @@ def find(inp: FindingInput) -> Sequence[Finding]:
             "forward all-gathers are exposed",
             f"{stake:,.0f} µs/step of forward all-gather transfer runs longer than the "
             f"compute meant to hide it; most exposed units: {top_text(top)}{parts_text(parts)}",
-            (Lever(_change(bool(config and config.forward_prefetch), inp.is_engine_run), why),),
+            (
+                Lever(
+                    forward_prefetch(inp.framework, bool(config and config.forward_prefetch)), why
+                ),
+            ),
             ranks=at,
             steps=steps,
             evidence=items,

@@ -28,6 +28,7 @@ from overlapscope.analysis.findings import (
     Lever,
 )
 from overlapscope.analysis.findings.evidence import MAX_ITEMS, steps_at
+from overlapscope.analysis.findings.framework_levers import hooks, more_work_per_launch
 from overlapscope.analysis.host import Activity
 
 HOST_CAUSES = ("host_bound", "sync")
@@ -46,7 +47,6 @@ LEVERS = {
         'CUDA graphs / torch.compile(mode="reduce-overhead") to launch the step\'s kernels '
         "without Python in between"
     ),
-    Activity.HOOKS.value: "fewer and larger units (FSDP wrapping) or fused kernels",
     Activity.COLLECTIVE.value: "no CPU collectives in the step (barriers, *_object calls)",
 }
 
@@ -92,18 +92,42 @@ LEVER_SHARE = 0.05
 GENERAL = (Activity.OTHER.value, Activity.HOOKS.value)
 
 
-def _levers(shares: pd.Series, stake_us: float) -> tuple[Lever, ...]:
-    """The levers of what the thread was doing, most first, each with the host-caused time
-    it addresses; then the general ones (for all of it)."""
-    order = [a for a in shares.index if a in LEVERS and shares[a] >= LEVER_SHARE]
-    out = [
-        Lever(
-            LEVERS[a], f"{shares[a]:.0%} of that time the thread was in {a}", shares[a] * stake_us
-        )
+# GPU compute below this share of the step makes more work per launch the first lever.
+LOW_BUSY_SHARE = 0.25
+
+
+def _per_launch(inp: FindingInput, shares: pd.Series, stake_us: float) -> list[Lever]:
+    """More work per launch, first, where GPU compute is a small share of the step (not
+    where data loading, syncs or the optimizer hold most of the host's time: their own
+    levers come first, and a larger batch loads longer too)."""
+    if "compute_per_step_us" not in inp.ranks or "num_gpu_ops" not in inp.steps:
+        return []
+    compute, step = float(inp.ranks["compute_per_step_us"].mean()), inp.step_us
+    specific = (Activity.DATA.value, Activity.SYNC.value, Activity.OPTIMIZER.value)
+    held = bool(len(shares)) and shares.index[0] in specific and shares.iloc[0] >= 0.5
+    if not compute < LOW_BUSY_SHARE * step or held:
+        return []
+    num_ops = float(inp.steps["num_gpu_ops"].mean())
+    why = (
+        f"GPU compute is {compute:,.0f} µs of a {step:,.0f} µs step ({compute / step:.0%}), "
+        f"in {num_ops:,.0f} GPU ops ({compute / max(num_ops, 1.0):,.1f} µs each on average)"
+    )
+    return [Lever(more_work_per_launch(), why, stake_us)]
+
+
+def _levers(inp: FindingInput, shares: pd.Series, stake_us: float) -> tuple[Lever, ...]:
+    """More work per launch where the GPU is mostly idle; then the levers of what the thread
+    was doing, most first, each with the host-caused time it addresses; then the general
+    ones (for all of it)."""
+    words = {**LEVERS, Activity.HOOKS.value: hooks(inp.framework)}
+    order = [a for a in shares.index if a in words and shares[a] >= LEVER_SHARE]
+    out = _per_launch(inp, shares, stake_us)
+    out += [
+        Lever(words[a], f"{shares[a]:.0%} of that time the thread was in {a}", shares[a] * stake_us)
         for a in order
     ]
     out += [
-        Lever(LEVERS[a], "launches the step's GPU work with less host time in between", stake_us)
+        Lever(words[a], "launches the step's GPU work with less host time in between", stake_us)
         for a in GENERAL
         if a not in order
     ]
@@ -174,7 +198,7 @@ def find(inp: FindingInput) -> list[Finding]:
             stake,
             "the GPU is starved by its host",
             evidence,
-            _levers(shares, stake),
+            _levers(inp, shares, stake),
             ranks=tuple(int(r) for r in per_rank.index[per_rank > MIN_STAKE_FRACTION * own]),
             steps=at_steps,
             evidence=items,

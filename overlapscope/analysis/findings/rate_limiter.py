@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from overlapscope.analysis.findings import Finding, FindingInput, FindingKind, FindingRule, Lever
 from overlapscope.analysis.findings.evidence import total_items
+from overlapscope.analysis.findings.framework_levers import rate_limiter
 
 
 def find(inp: FindingInput) -> Sequence[Finding]:
@@ -15,13 +16,7 @@ def find(inp: FindingInput) -> Sequence[Finding]:
         return []
     peaks = inp.manifest.peak_mem_bytes if inp.manifest else ()
     mem = f"; peak memory {max(peaks) / 2**20:,.0f} MiB" if peaks else ""
-    change = (
-        "if there is memory headroom, relax the rate limiter: a larger K in "
-        "--limit-all-gathers K, or leave the flag out"
-        if inp.is_engine_run
-        else "if there is memory headroom, relax the rate limiter: FSDP1 "
-        "limit_all_gathers=False (or allow more in-flight all-gathers)"
-    )
+    change = rate_limiter(inp.framework)
     return [
         Finding(
             FindingKind.RATE_LIMITER,
