@@ -22,6 +22,7 @@ from overlapscope.analysis.findings import (
     critical_path,
     forward_gathers,
     host_starved,
+    host_sync,
     network,
     rate_limiter,
     straggler,
@@ -37,6 +38,7 @@ BUILT_IN: tuple[FindingRule, ...] = (
     network.RULE,
     critical_path.RULE,
     host_starved.RULE,
+    host_sync.RULE,
 )
 _registered: list[FindingRule] = list(BUILT_IN)
 

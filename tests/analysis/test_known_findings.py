@@ -1,0 +1,69 @@
+"""Findings whose right answer is known before the tool runs: hand-built GPU runs (each rank
+a compute and an NCCL stream, every op with its CPU launch; tests/analysis/gpu_runs.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from overlapscope.analysis import analyze
+from overlapscope.analysis.findings import FindingKind
+from overlapscope.analysis.framework import Framework
+from overlapscope.trace.loader import load_run
+from tests.analysis.gpu_runs import MAIN, Rank, write_run
+from tests.trace.kineto import kernel, x
+
+PAGEABLE = "Memcpy HtoD (Pageable -> Device)"
+CHAIN = ["DistributedDataParallel.forward", "aten::index", "aten::to", "aten::copy_"]
+
+
+def _runtime(k: Rank, name: str, ts: float, dur: float, corr: int | None = None) -> None:
+    args = {"correlation": corr} if corr is not None else None
+    k.events.append(x(name, ts, dur, tid=MAIN, cat="cuda_runtime", args=args))
+
+
+def pageable_copy_while_a_peer_is_late() -> list[Rank]:
+    """Both ranks: one step [0, 2000), the forward of a DDP model. Rank 1 starts its
+    all-gather late (launched at 600, rank 0 at 50): rank 0's waits from 60 to 700. Inside
+    its forward, rank 0 copies an index from pageable memory (``aten::index > aten::to >
+    aten::copy_``: cudaMemcpyAsync 100-110, the copy 112-114) and the runtime waits
+    (cudaStreamSynchronize 110-700, the stream held by the all-gather): the GPU queue drains,
+    and rank 0 launches its next kernel at 710::
+
+        rank 0 CPU  [fwd [index [to [copy_ [memcpy][sync .......... 700]]]]] launch 710
+        rank 0 GPU    [all-gather 60 ............................ 700]   [gemm 715-765]
+        rank 1 GPU                          [all-gather 610 .. 700]  [gemm 705-755]
+    """
+    ranks = []
+    for r in (0, 1):
+        k = Rank(r).steps((1, 0.0, 2000.0)).cpu(CHAIN[0], 0.0, 1500.0)
+        k.compute(20, 10, at=10)
+        k.all_gather(60 if r == 0 else 610, 640 if r == 0 else 90, at=50 if r == 0 else 600)
+        if r == 0:
+            k.cpu(CHAIN[1], 95.0, 610.0).cpu(CHAIN[2], 97.0, 606.0).cpu(CHAIN[3], 99.0, 603.0)
+            _runtime(k, "cudaMemcpyAsync", 100.0, 10.0, corr=900)
+            k.events.append(kernel(PAGEABLE, 112.0, 2.0, 900, stream=7, cat="gpu_memcpy"))
+            _runtime(k, "cudaStreamSynchronize", 110.0, 590.0)
+        k.compute(715 if r == 0 else 705, 50, at=710 if r == 0 else 650)
+        ranks.append(k)
+    return ranks
+
+
+def test_a_pageable_copy_in_the_forward_while_a_peer_is_late(tmp_path: Path) -> None:
+    a = analyze(load_run(write_run(tmp_path, pageable_copy_while_a_peer_is_late())))
+    assert a.summary.framework is Framework.DDP
+    (f,) = [f for f in a.findings if f.kind is FindingKind.HOST_SYNC]
+    assert (f.ranks, f.steps, f.phase, f.cause) == ((0,), (1,), "forward", "sync")
+    top = f.evidence[0]
+    assert list(top.cpu_ops) == [*CHAIN, "cudaStreamSynchronize"]
+    assert (top.rank, top.step, top.dur_us) == (0, 1, 590.0)
+    # the copy's own call, with the GPU copy it staged
+    copy = [e for e in f.evidence if e.cpu_ops[-1] == "cudaMemcpyAsync"]
+    assert copy and copy[0].gpu_op == PAGEABLE and list(copy[0].cpu_ops[:-1]) == CHAIN
+    # both calls are the pageable copy's: its lever names the op and the fix
+    assert [lv.lever for lv in f.levers] == [
+        "pin the host memory and copy with non_blocking=True (aten::copy_: tensor.pin_memory(), "
+        "DataLoader(pin_memory=True)), or keep the tensor on the GPU"
+    ]
+    # a collective was in flight: the peer's lateness reached the GPU through the sync
+    assert "a collective was in flight" in f.summary and "the straggler's" in f.summary
+    assert not [lv for lv in f.levers if "FSDP" in lv.lever]
