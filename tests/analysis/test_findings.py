@@ -159,7 +159,7 @@ def test_straggler_and_network_ranked_by_stake():
         (1,),
         (3, 4),
         "backward",
-        "late_peer",
+        "slow_rank",
     )
     assert f[1].stake_us < f[0].stake_us
     assert "GPU clocks" in f[0].change
@@ -198,12 +198,12 @@ def test_the_text_is_made_from_the_fields():
         ranks=(4, 5),
         steps=(3, 4, 5),
         phase="backward",
-        cause="late_peer",
+        cause="slow_rank",
         evidence=(Evidence(4, 3, 1000.0, 534.0, ("A.forward", "aten::copy_"), "all_gather", 20.0),),
     )
     assert finding_lines(2, f) == [
         "2. a title: 300 µs/step at stake",
-        "   ranks 4, 5 · steps 3-5 · phase backward · cause late_peer",
+        "   ranks 4, 5 · steps 3-5 · phase backward · cause slow_rank",
         "   evidence: the summary",
         "     - rank 4, step 3 +20 µs: 534 µs, CPU A.forward > aten::copy_, GPU all_gather",
         "   try: lever one (why one; 200 µs/step at stake)",

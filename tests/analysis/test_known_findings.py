@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from overlapscope.analysis import analyze
-from overlapscope.analysis.findings import FindingKind
+from overlapscope.analysis.findings import CAUSES, FindingKind
 from overlapscope.analysis.framework import Framework
 from overlapscope.trace.loader import load_run
 from tests.analysis.gpu_runs import MAIN, Rank, write_run
+from tests.conftest import REPO
 from tests.trace.kineto import kernel, x
 
 PAGEABLE = "Memcpy HtoD (Pageable -> Device)"
@@ -67,3 +70,50 @@ def test_a_pageable_copy_in_the_forward_while_a_peer_is_late(tmp_path: Path) -> 
     # a collective was in flight: the peer's lateness reached the GPU through the sync
     assert "a collective was in flight" in f.summary and "the straggler's" in f.summary
     assert not [lv for lv in f.levers if "FSDP" in lv.lever]
+
+
+STARTS = [200.0, 1300.0, 1900.0, 2300.0, 2600.0, 2800.0]
+
+
+def test_a_rank_that_starts_late_and_catches_up(tmp_path: Path) -> None:
+    """Rank 1's first GPU op runs 990 µs after rank 0's; it is last at every all-gather,
+    by 900, 300, 100, 40, 30, 20 µs: a late start carried in from before the window, not a
+    slow rank. One profiled step: the finding says it cannot tell whether it recurs."""
+    lags = [900.0, 300.0, 100.0, 40.0, 30.0, 20.0]
+    on_time = Rank(0).steps((1, 0.0, 3000.0)).compute(10, 50, at=5)
+    late = Rank(1).steps((1, 0.0, 3000.0)).compute(1000, 50, at=995)
+    for s, lag in zip(STARTS, lags, strict=True):  # every all-gather ends at s + lag + 50
+        on_time.all_gather(s, lag + 50.0, at=s - 5)
+        late.all_gather(s + lag, 50.0, at=s + lag - 5)
+    ranks = [on_time, late]
+    a = analyze(load_run(write_run(tmp_path, ranks)))
+    (f,) = [f for f in a.findings if f.kind is FindingKind.STRAGGLER]
+    assert (f.rank, f.ranks, f.cause) == (1, (1,), "late_start")
+    assert f.title == "rank 1 starts the step late"
+    assert (
+        "caught up" in f.summary and "one profiled step cannot say whether it recurs" in f.summary
+    )
+    assert f.levers[0].lever.startswith("profile more steps")
+
+
+def test_two_ranks_that_grow_late_inside_the_step(tmp_path: Path) -> None:
+    """Four ranks start together; ranks 2 and 3 arrive late at every all-gather (by 300 and
+    250 µs), ranks 0 and 1 on time: slow ranks, both named, not only the most frequent."""
+    lags = {0: 0.0, 1: 0.0, 2: 300.0, 3: 250.0}
+    ranks = []
+    for r, lag in lags.items():
+        k = Rank(r).steps((1, 0.0, 3000.0)).compute(10, 50, at=5)
+        for s in STARTS:
+            k.all_gather(s + lag, 50.0 + 300.0 - lag, at=s + lag - 5)
+        ranks.append(k)
+    a = analyze(load_run(write_run(tmp_path, ranks)))
+    (f,) = [f for f in a.findings if f.kind is FindingKind.STRAGGLER]
+    assert (f.rank, f.ranks, f.cause) == (2, (2, 3), "slow_rank")
+    assert "ranks 2, 3 late in most collectives" in f.summary
+
+
+@pytest.mark.parametrize("name", ["none", "gpu-torch-fsdp1-none", "gpu-torch-fsdp2-item-per-block"])
+def test_every_cause_is_a_word_of_the_table(name: str) -> None:
+    """The causes a finding gives are those docs/ANALYSIS.md's table defines."""
+    a = analyze(load_run(REPO / "traces" / name))
+    assert a.findings and {f.cause for f in a.findings} <= set(CAUSES)

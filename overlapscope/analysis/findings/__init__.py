@@ -51,7 +51,9 @@ class FindingKind(str, enum.Enum):
 CAUSES: dict[str, str] = {
     "exposed_transfer": "a collective's transfer ran longer than the compute meant to hide it",
     "rate_limited": "all-gathers held back by the rate limiter",
-    "late_peer": "a rank started its collectives last, and its peers waited for it",
+    "late_start": "a rank entered the step late (skew carried in from before the window) and "
+    "caught up over the step, its peers waiting for it",
+    "slow_rank": "a rank grew late inside the step: its peers waited for it at the collectives",
     "slow_link": "collectives moved their bytes far below the link's speed",
     "critical_path": "compute work on the step's critical path",
     "host_bound": "the GPU ran dry because its host launched the next op late",

@@ -16,7 +16,7 @@ from overlapscope.analysis.findings import (
     FindingRule,
     Lever,
 )
-from overlapscope.analysis.findings.evidence import MAX_ITEMS, main_part
+from overlapscope.analysis.findings.evidence import MAX_ITEMS, main_part, step_part
 
 # A straggler is the last to arrive at more than this share of matched collectives.
 STRAGGLER_SHARE = 0.5
@@ -39,6 +39,96 @@ def _items(mine: pd.DataFrame, rank: int) -> tuple[Evidence, ...]:
     )  # fmt: skip
 
 
+def late_ranks(multi: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str | None, tuple[int, ...]]:
+    """Per part of the step (evidence.step_part): every rank late in more than half of its
+    collectives. A rank is late at a collective when it arrived at least half the last
+    rank's lag after the first rank, and beyond the clocks' uncertainty (its arrival: the
+    longest wait at that collective less its own)."""
+    keys = ["group", "step", "seq"]
+    if per_rank.empty or "peer_wait_us" not in per_rank:
+        return {}
+    cols = [*keys, "phase", "straggler_lag_us", "lag_uncertainty_us"]
+    rows = per_rank[[*keys, "rank", "peer_wait_us"]].merge(
+        multi[[c for c in cols if c in multi]], on=keys
+    )
+    if rows.empty:
+        return {}
+    longest = rows.groupby(keys)["peer_wait_us"].transform("max")
+    lag = longest - rows["peer_wait_us"]
+    floor = rows["lag_uncertainty_us"].fillna(0.0) if "lag_uncertainty_us" in rows else 0.0
+    late = (lag >= 0.5 * rows["straggler_lag_us"]) & (lag > floor) & (rows["straggler_lag_us"] > 0)
+    rows = rows.assign(part=rows["phase"].astype(object).map(step_part), late=late)
+    out: dict[str | None, tuple[int, ...]] = {}
+    for part, mine in rows.groupby(rows["part"].fillna("-"), sort=False):
+        n = mine[keys].drop_duplicates().shape[0]
+        shares = mine.groupby("rank")["late"].sum() / n
+        named = tuple(int(r) for r in shares.index[shares > STRAGGLER_SHARE])
+        if named:
+            out[None if part == "-" else str(part)] = named
+    return out
+
+
+def late_start(
+    inp: FindingInput, rank: int, mine: pd.DataFrame
+) -> tuple[float, list[float]] | None:
+    """(its skew at its first step's start, its lags over that step's collectives) where
+    ``rank`` entered the step late and caught up: it started its first counted step at least
+    half its first lag after the first rank, and its last lag is under half its first."""
+    steps = inp.steps
+    if steps.empty or "start_us" not in steps:
+        return None
+    first = int(mine["step"].min())
+    starts = steps[steps["step"] == first].set_index("rank")["start_us"]
+    if rank not in starts.index or len(starts) < 2:
+        return None
+    skew = float(starts[rank] - starts.drop(rank).min())
+    lags = mine[mine["step"] == first].sort_values("start_us")["straggler_lag_us"].tolist()
+    if len(lags) < 2 or not (skew >= 0.5 * lags[0] and lags[-1] < 0.5 * lags[0]):
+        return None
+    return skew, lags
+
+
+def _levers(
+    inp: FindingInput, rank: int, stake: float, start: object, slow: str
+) -> tuple[Lever, ...]:
+    if start is not None:
+        return (
+            Lever(
+                f"profile more steps (torch.profiler.schedule(active=N)) and look at what rank "
+                f"{rank} does before the window: the previous step, data loading, checkpointing "
+                "or logging on its host",
+                f"its lateness was carried in from before the profiled step; peers wait "
+                f"{stake:,.0f} µs/step for it",
+            ),
+        )
+    where = f"the {slow} on " if slow else ""
+    return (
+        Lever(
+            f"look at {where}rank {rank}: its host (CPU contention, data loading), "
+            + ("its GPU clocks, " if inp.has_gpu else "the cores it shares with other ranks, ")
+            + "or extra work it does before the collectives",
+            f"its peers wait {stake:,.0f} µs/step for it",
+        ),
+    )
+
+
+def _why_late(inp: FindingInput, start: tuple[float, list[float]] | None, parts: dict) -> str:
+    if start is not None:
+        skew, lags = start
+        once = "; one profiled step cannot say whether it recurs" if inp.num_steps <= 1 else ""
+        shown = ", ".join(f"{v:,.0f}" for v in lags[:6])
+        return (
+            f"; it entered the step {skew:,.0f} µs after the first rank and caught up "
+            f"(its lag over the step's collectives: {shown} µs){once}"
+        )
+    said = [
+        f"in the {p or 'step'}, rank{'s' if len(r) > 1 else ''} {', '.join(map(str, r))} "
+        "late in most collectives"
+        for p, r in parts.items()
+    ]
+    return f"; it grew late inside the step ({'; '.join(said)})" if said else ""
+
+
 def find(inp: FindingInput) -> Sequence[Finding]:
     multi = inp.collectives[inp.collectives["num_ranks"] >= 2]
     if multi.empty or len(inp.ranks) < 2:
@@ -55,32 +145,27 @@ def find(inp: FindingInput) -> Sequence[Finding]:
     stake = float(mine["peer_wait_us"].sum()) / inp.num_steps / len(inp.ranks)
     if not inp.at_stake(stake):
         return []
+    start = late_start(inp, rank, mine)
+    parts = {} if start is not None else late_ranks(multi, inp.table("collective_ranks"))
+    phase = main_part(mine["phase"].astype(object), mine["peer_wait_us"])
+    named = parts.get(phase, ()) if start is None else ()
     return [
         Finding(
             FindingKind.STRAGGLER,
             stake,
-            f"rank {rank} arrives last",
+            f"rank {rank} starts the step late" if start else f"rank {rank} arrives last",
             f"rank {rank} starts last in {share:.0%} of {len(multi)} matched collectives, "
             f"{float(mine['straggler_lag_us'].median()):,.0f} µs late (median)"
             + _beyond(mine)
-            + f"; peers wait {stake:,.0f} µs/step on average",
-            (
-                Lever(
-                    f"look at rank {rank}: its host (CPU contention, data loading), "
-                    + (
-                        "its GPU clocks, "
-                        if inp.has_gpu
-                        else "the cores it shares with other ranks, "
-                    )
-                    + "or extra work it does before the collectives",
-                    f"its peers wait {stake:,.0f} µs/step for it",
-                ),
-            ),
+            + f"; peers wait {stake:,.0f} µs/step on average"
+            + _why_late(inp, start, parts),
+            _levers(inp, rank, stake, start, phase or ""),
             rank=rank,
+            ranks=tuple(sorted({rank, *named})),
             steps=tuple(sorted({int(s) for s in mine["step"]})),
-            phase=main_part(mine["phase"].astype(object), mine["peer_wait_us"]),
+            phase=phase,
             evidence=_items(mine, rank),
-            cause="late_peer",
+            cause="late_start" if start else "slow_rank",
         )
     ]
 
