@@ -117,3 +117,20 @@ def test_every_cause_is_a_word_of_the_table(name: str) -> None:
     """The causes a finding gives are those docs/ANALYSIS.md's table defines."""
     a = analyze(load_run(REPO / "traces" / name))
     assert a.findings and {f.cause for f in a.findings} <= set(CAUSES)
+
+
+def test_data_loading_at_the_step_boundary(tmp_path: Path) -> None:
+    """Both ranks: the step's range starts at 0, the data loader runs until 300, and only then
+    is the step's first kernel launched (310): 310 µs before the first GPU op, which the step
+    span (it begins at that op) leaves out."""
+    loader = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    ranks = [
+        Rank(r).steps((1, 0.0, 1000.0)).cpu(loader, 0.0, 300.0).compute(310, 600, at=305)
+        for r in (0, 1)
+    ]
+    a = analyze(load_run(write_run(tmp_path, ranks)))
+    (f,) = [f for f in a.findings if f.kind is FindingKind.STEP_BOUNDARY]
+    assert (f.ranks, f.steps, f.phase, f.cause) == ((0, 1), (1,), "step boundary", "data_loading")
+    assert [e.cpu_ops for e in f.evidence] == [(loader,), (loader,)]
+    assert "in no other figure" in f.summary
+    assert f.levers[0].lever.startswith("load the next batch while the GPU works: DataLoader(")

@@ -40,7 +40,7 @@ def _rank(name: str) -> pd.Series:
 
 
 def _host_finding(name: str):  # type: ignore[no-untyped-def]
-    findings = _analysis(name).findings
+    findings = [f for f in _analysis(name).findings if f.kind is FindingKind.HOST_STARVED]
     assert findings, name
     return findings[0]
 

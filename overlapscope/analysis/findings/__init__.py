@@ -45,6 +45,7 @@ class FindingKind(str, enum.Enum):
     CRITICAL_PATH = "critical_path"
     HOST_STARVED = "host_starved"
     HOST_SYNC = "host_sync"
+    STEP_BOUNDARY = "step_boundary"
 
 
 # The cause words a finding may give (docs/ANALYSIS.md, "Causes"): what made the time lost.
@@ -57,6 +58,7 @@ CAUSES: dict[str, str] = {
     "slow_link": "collectives moved their bytes far below the link's speed",
     "critical_path": "compute work on the step's critical path",
     "host_bound": "the GPU ran dry because its host launched the next op late",
+    "data_loading": "the host was loading the next batch while the GPU had nothing queued",
     "sync": "a host call blocked until the GPU caught up, and the queue drained behind it",
 }
 

@@ -57,20 +57,28 @@ def _per_step(ranks: pd.DataFrame) -> pd.Series:
     return ranks.set_index("rank")[parts].fillna(0.0).sum(axis=1)
 
 
-def _host_ops(ops: pd.DataFrame, links: pd.DataFrame | None, n: int = 3) -> tuple[str, str]:
-    """The CPU ops the launching threads were in during host-caused gaps, most time first
-    (from the critical path's host links when it has any: ``"on the critical path"``;
-    ``ops``: idle.host_ops)."""
+def _host_ops(
+    ops: pd.DataFrame, links: pd.DataFrame | None, n: int = 3
+) -> tuple[str, str, pd.Series]:
+    """The CPU ops the launching threads were in during host-caused gaps, most time first,
+    the words of that population, and what the threads were doing over the same time (one
+    population per sentence: from the critical path's host links when it has any, ``"on
+    the critical path"``; else over the gaps, ``ops``: idle.host_ops)."""
     source, where = ops.rename(columns={"dur_total_us": "dur_us"}), "during those gaps"
     source = source[source["cause"].isin(HOST_CAUSES)]
     if links is not None and "host_op" in links and (links["kind"] == "host").any():
         source, where = links[links["kind"] == "host"], "on the critical path"
+    doing = pd.Series(dtype=float)
+    if len(source) and "host_activity" in source:
+        what = source["host_activity"].where(source["cause"] != "sync", Activity.SYNC.value)
+        by = source["dur_us"].groupby(what.fillna("-").to_numpy()).sum().drop("-", errors="ignore")
+        doing = (by / max(float(source["dur_us"].sum()), 1e-9)).sort_values(ascending=False)
     named = source[source["host_op"].notna() & (source["host_op"] != "-")]
     if named.empty:
-        return "", where
+        return "", where, doing
     top = named.groupby("host_op")["dur_us"].sum().sort_values(ascending=False).head(n)
     total = float(source["dur_us"].sum())
-    return ", ".join(f"{op} ({v / total:.0%})" for op, v in top.items()), where
+    return ", ".join(f"{op} ({v / total:.0%})" for op, v in top.items()), where, doing
 
 
 def _activities(ops: pd.DataFrame) -> pd.Series:
@@ -123,7 +131,11 @@ def _levers(inp: FindingInput, shares: pd.Series, stake_us: float) -> tuple[Leve
     order = [a for a in shares.index if a in words and shares[a] >= LEVER_SHARE]
     out = _per_launch(inp, shares, stake_us)
     out += [
-        Lever(words[a], f"{shares[a]:.0%} of that time the thread was in {a}", shares[a] * stake_us)
+        Lever(
+            words[a],
+            f"the thread was in {a} for {shares[a]:.0%} of the host-caused GPU idle",
+            shares[a] * stake_us,
+        )
         for a in order
     ]
     out += [
@@ -174,9 +186,9 @@ def find(inp: FindingInput) -> list[Finding]:
     own = ranks.set_index("rank")["step_time_per_step_us"].reindex(per_rank.index)
     worst_step = float(own.loc[worst])
     items, at_steps = _items(inp)
-    named, where = _host_ops(ops, links)
+    named, where, seen = _host_ops(ops, links)
     shares = _activities(ops)
-    doing = ", ".join(f"{a} {v:.0%}" for a, v in shares.head(4).items() if v >= 0.005)
+    doing = ", ".join(f"{a} {v:.0%}" for a, v in seen.head(4).items() if v >= 0.005)
     num_ops = float(steps["num_gpu_ops"].mean()) if "num_gpu_ops" in steps else 0.0
     rate = (
         f"; {num_ops:,.0f} GPU ops per step, one launched every "

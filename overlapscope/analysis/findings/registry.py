@@ -25,6 +25,7 @@ from overlapscope.analysis.findings import (
     host_sync,
     network,
     rate_limiter,
+    step_boundary,
     straggler,
     threshold_words,
 )
@@ -39,6 +40,7 @@ BUILT_IN: tuple[FindingRule, ...] = (
     critical_path.RULE,
     host_starved.RULE,
     host_sync.RULE,
+    step_boundary.RULE,
 )
 _registered: list[FindingRule] = list(BUILT_IN)
 
