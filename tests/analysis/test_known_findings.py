@@ -96,20 +96,28 @@ def test_a_rank_that_starts_late_and_catches_up(tmp_path: Path) -> None:
     assert f.levers[0].lever.startswith("profile more steps")
 
 
-def test_two_ranks_that_grow_late_inside_the_step(tmp_path: Path) -> None:
-    """Four ranks start together; ranks 2 and 3 arrive late at every all-gather (by 300 and
-    250 µs), ranks 0 and 1 on time: slow ranks, both named, not only the most frequent."""
+def test_two_ranks_whose_backward_is_slower(tmp_path: Path) -> None:
+    """Four FSDP2 ranks start together; in the backward (each all-gather issued inside
+    ``FSDP::pre_backward``), ranks 2 and 3 arrive late at every all-gather (by 300 and 250
+    µs), ranks 0 and 1 on time: slow ranks in the backward, both named, not only the most
+    frequent last one."""
     lags = {0: 0.0, 1: 0.0, 2: 300.0, 3: 250.0}
     ranks = []
     for r, lag in lags.items():
         k = Rank(r).steps((1, 0.0, 3000.0)).compute(10, 50, at=5)
-        for s in STARTS:
-            k.all_gather(s + lag, 50.0 + 300.0 - lag, at=s + lag - 5)
+        for i, s in enumerate(STARTS):
+            at = s + lag - 5
+            k.cpu(f"FSDP::pre_backward (b.{i})", at - 3, 10).cpu(
+                f"FSDP::all_gather (b.{i})", at - 1, 4
+            )
+            k.all_gather(s + lag, 50.0 + 300.0 - lag, at=at)
         ranks.append(k)
     a = analyze(load_run(write_run(tmp_path, ranks)))
+    assert a.summary.framework is Framework.FSDP2
     (f,) = [f for f in a.findings if f.kind is FindingKind.STRAGGLER]
-    assert (f.rank, f.ranks, f.cause) == (2, (2, 3), "slow_rank")
-    assert "ranks 2, 3 late in most collectives" in f.summary
+    assert (f.rank, f.ranks, f.phase, f.cause) == (2, (2, 3), "backward", "slow_rank")
+    assert "in the backward, ranks 2, 3 late in most collectives" in f.summary
+    assert f.levers[0].lever.startswith("look at the backward on ranks 2, 3: its host")
 
 
 @pytest.mark.parametrize("name", ["none", "gpu-torch-fsdp1-none", "gpu-torch-fsdp2-item-per-block"])

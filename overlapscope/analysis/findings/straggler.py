@@ -89,7 +89,7 @@ def late_start(
 
 
 def _levers(
-    inp: FindingInput, rank: int, stake: float, start: object, slow: str
+    inp: FindingInput, rank: int, stake: float, start: object, slow: str, named: tuple[int, ...]
 ) -> tuple[Lever, ...]:
     if start is not None:
         return (
@@ -102,11 +102,13 @@ def _levers(
             ),
         )
     where = f"the {slow} on " if slow else ""
+    who = f"ranks {', '.join(map(str, named))}" if len(named) > 1 else f"rank {rank}"
     return (
         Lever(
-            f"look at {where}rank {rank}: its host (CPU contention, data loading), "
+            f"look at {where}{who}: its host (CPU contention, data loading), "
             + ("its GPU clocks, " if inp.has_gpu else "the cores it shares with other ranks, ")
-            + "or extra work it does before the collectives",
+            + "or extra work it does before the collectives"
+            + ("; compare its op and launch-call times with the other ranks'" if slow else ""),
             f"its peers wait {stake:,.0f} µs/step for it",
         ),
     )
@@ -159,7 +161,7 @@ def find(inp: FindingInput) -> Sequence[Finding]:
             + _beyond(mine)
             + f"; peers wait {stake:,.0f} µs/step on average"
             + _why_late(inp, start, parts),
-            _levers(inp, rank, stake, start, phase or ""),
+            _levers(inp, rank, stake, start, phase or "", tuple(sorted({rank, *named}))),
             rank=rank,
             ranks=tuple(sorted({rank, *named})),
             steps=tuple(sorted({int(s) for s in mine["step"]})),
