@@ -16,9 +16,10 @@ innermost one blocked.
 Per call (:data:`SYNC_COLUMNS`): its step, thread, name and ``kind``; ``start_us``,
 ``dur_us`` (the blocked time); ``cpu_ops``, the CPU ops around it on its thread, outermost
 first (``" > "`` between them); ``gpu_op``, the copy it waited for; ``stalled_us``, what the sync cost the GPU: the blocked time in which the GPU did
-nothing else the figures name (compute, communication, copies, waits), and the idle after it
-until the next GPU op that the host path (host_path.py) gives to the sync (the queue is empty
-when a sync returns);
+not compute or copy and the host ran no collective of its own (a GPU collective waiting for
+a late peer meanwhile counts: the sync turned that wait into a drained queue), and the idle
+after it until the next GPU op that the host path (host_path.py) gives to the sync (the
+queue is empty when a sync returns);
 ``comm_in_flight_us``, how much of that window a collective was running on the GPU (a peer
 late: the sync turned its wait into a drained queue), with the collective's ``group, seq``.
 """
@@ -40,6 +41,7 @@ from overlapscope.analysis.intervals import (
     union_of,
 )
 from overlapscope.analysis.partition import LaneSets
+from overlapscope.analysis.segments import column_in
 from overlapscope.phases import Lane
 
 SYNC_COLUMNS = [
@@ -136,15 +138,13 @@ def _kinds(found: pd.DataFrame, chains: list[str], inner: list[float]) -> list[s
 
 
 def _stalled(
-    ts: np.ndarray, end: np.ndarray, hi: np.ndarray, sets: LaneSets, after: Intervals
+    ts: np.ndarray, end: np.ndarray, hi: np.ndarray, busy: Intervals, after: Intervals
 ) -> np.ndarray:
-    """Per call, in start order: the time of its blocked span ``[ts, end)`` during which the
-    GPU did nothing the other figures name (compute, communication, copies, waits, the
-    limiter: a wait for a late peer during a sync is the straggler's, a host collective's the
-    communication's), and of the idle after it up to the next GPU op ``[end, hi)`` what the
-    host path calls the sync's (``after``: host_path's stretches of cause ``sync``; where the
-    thread went on to other named work, that work's); less what an earlier call counted."""
-    busy = union_of(sets.compute, sets.comm, sets.memory, sets.wait, sets.limiter)
+    """Per call, in start order: the time of its blocked span ``[ts, end)`` outside ``busy``
+    (work the other figures name), and of the idle after it up to the next GPU op ``[end,
+    hi)`` what the host path calls the sync's (``after``: host_path's stretches of cause
+    ``sync``; where the thread went on to other named work, that work's); less what an
+    earlier call counted."""
     out = np.zeros(len(ts))
     seen = union([], [])
     for i in np.argsort(ts, kind="stable").tolist():
@@ -195,8 +195,16 @@ def rank_syncs(
     first = dict(zip(steps["step"].tolist(), steps["start_us"].tolist(), strict=True))
     begin = np.array([first.get(int(s), -np.inf) for s in found["step"]], dtype=float)
     counted_from = np.maximum(ts, begin)
+    # Busy: compute, copies, the limiter, and communication or waits run by the host (a host
+    # collective is the communication's). A GPU collective in flight during the sync is
+    # not: its wait for a late peer became the sync's drained queue (named beside).
+    on_host = ~rows["on_gpu"].to_numpy() & column_in(
+        rows["lane"], [Lane.COMM.value, Lane.WAIT.value]
+    )
+    host_comm = union(rows["ts_us"].to_numpy()[on_host], rows["end_us"].to_numpy()[on_host])
+    busy = union_of(sets.compute, sets.memory, sets.limiter, host_comm)
     stalled = _stalled(
-        counted_from, np.maximum(end, counted_from), np.maximum(window_end, begin), sets, after
+        counted_from, np.maximum(end, counted_from), np.maximum(window_end, begin), busy, after
     )
     chains, inner = _chains(rows, found)
     kinds = _kinds(found, chains, inner)

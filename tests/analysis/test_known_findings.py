@@ -68,7 +68,14 @@ def test_a_pageable_copy_in_the_forward_while_a_peer_is_late(tmp_path: Path) -> 
         "DataLoader(pin_memory=True)), or keep the tensor on the GPU"
     ]
     # a collective was in flight: the peer's lateness reached the GPU through the sync
-    assert "a collective was in flight" in f.summary and "the straggler's" in f.summary
+    # a collective was in flight: the peer made the GPU work late, the sync drained the
+    # queue; its blocked time counts as the sync's (here no clock bound names the late rank:
+    # one collective cannot align the clocks)
+    assert (
+        "a late peer made the GPU work late and the sync turned that into a drained queue"
+        in f.summary
+    )
+    assert f.stake_us > 0.5 * 590 / 2
     assert not [lv for lv in f.levers if "FSDP" in lv.lever]
 
 

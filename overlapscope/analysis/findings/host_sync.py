@@ -80,6 +80,17 @@ def _levers(syncs: pd.DataFrame, steps: float, num_ranks: int) -> tuple[Lever, .
     return tuple(out)
 
 
+def _late_peers(syncs: pd.DataFrame, collectives: pd.DataFrame) -> str:
+    """``rank 7`` / ``ranks 4, 5``: the last ranks to arrive at the collectives in flight
+    during the syncs ("" where none is known)."""
+    keys = ["group", "step", "seq"]
+    if not set(keys) <= set(collectives) or "straggler_rank" not in collectives:
+        return ""
+    hit = syncs[syncs["comm_in_flight_us"] > 0][keys].merge(collectives, on=keys)
+    ranks = sorted({int(r) for r in hit["straggler_rank"].dropna()})
+    return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}" if ranks else ""
+
+
 def find(inp: FindingInput) -> Sequence[Finding]:
     syncs = inp.table(SYNCS)
     if syncs.empty or inp.ranks.empty:
@@ -90,9 +101,12 @@ def find(inp: FindingInput) -> Sequence[Finding]:
         return []
     blocked = float(syncs["dur_us"].sum()) / steps / num_ranks
     peer = float(syncs["comm_in_flight_us"].sum()) / steps / num_ranks
+    late = _late_peers(syncs, inp.collectives)
+    waited = f" ({late} last to arrive)" if late else ""
     beside = (
-        f"; a collective was in flight for {peer:,.0f} µs/step of it: a late peer's wait "
-        "reached the GPU through the sync (the peer wait is the straggler's)"
+        f"; a collective was in flight for {peer:,.0f} µs/step of it: a late peer{waited} made "
+        "the GPU work late and the sync turned that into a drained queue (the peer wait is "
+        "the straggler's)"
         if peer >= 0.5
         else ""
     )

@@ -4,7 +4,8 @@ GPU op -> what the host did there. Stake: that idle per step, mean over ranks.
 
 The figures' step span begins at a step's first GPU op, so the first counted step's lead is in
 no other figure; a later step's boundary lies in the previous step's span, as idle the host
-finding also counts (the summary says how much is outside).
+finding also counts (the summary says how much is outside). The first step's lead is left out
+on a rank whose trace holds GPU work launched before the window (the GPU may be running it).
 """
 
 from __future__ import annotations
@@ -61,6 +62,16 @@ def _items(rows: pd.DataFrame) -> tuple[Evidence, ...]:
     )
 
 
+def _known(rows: pd.DataFrame, ranks: pd.DataFrame) -> pd.DataFrame:
+    """The boundaries whose GPU idle is known: not the first counted step's lead on a rank
+    whose trace holds GPU work launched before the window (``num_unlaunched``: the profiler's
+    warm-up, still running at the first step's start, with its launches not kept)."""
+    if rows.empty or "num_unlaunched" not in ranks:
+        return rows
+    warm = set(ranks.loc[ranks["num_unlaunched"] > 0, "rank"].astype(int))
+    return rows[~(rows["gap_before_us"].isna() & rows["rank"].astype(int).isin(warm))]
+
+
 def _lever(inp: FindingInput, top: str | None, activity: str | None) -> str:
     """The lever of what the host did at the boundary, in the framework's words."""
     if top in _COPY_OPS:
@@ -72,7 +83,7 @@ def _lever(inp: FindingInput, top: str | None, activity: str | None) -> str:
 
 
 def find(inp: FindingInput) -> Sequence[Finding]:
-    rows = inp.table(BOUNDARIES)
+    rows = _known(inp.table(BOUNDARIES), inp.ranks)
     if rows.empty or inp.ranks.empty:
         return []
     steps, num_ranks = inp.num_steps, len(inp.ranks)
