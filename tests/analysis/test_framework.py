@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from overlapscope.analysis import analyze
 from overlapscope.analysis.findings import FindingKind
 from overlapscope.analysis.framework import Framework
@@ -81,3 +83,24 @@ def test_an_fsdp2_job_gets_fsdp2_words_only() -> None:
 
 def test_the_engine_is_named_by_its_run_json() -> None:
     assert analyze(load_run(REPO / "traces" / "none")).summary.framework is Framework.ENGINE
+
+
+EXTERNAL = REPO / ".." / "shared" / "external-traces"
+
+
+@pytest.mark.parametrize(
+    ("name", "framework"),
+    [
+        ("hta-nccl-parser-config-rank0.json.gz", Framework.DDP),
+        ("hta-trace-diff-test-rank1.json.gz", Framework.TORCHREC),
+    ],
+)
+def test_real_ddp_and_torchrec_captures_get_no_fsdp_lever(name: str, framework: Framework) -> None:
+    """Captures of real jobs (HTA's test traces): the framework is recognised and no lever
+    names FSDP."""
+    if not (EXTERNAL / name).is_file():
+        pytest.skip(f"shared external traces absent ({EXTERNAL})")
+    a = analyze(load_run(EXTERNAL / name))
+    assert a.summary.framework is framework
+    levers = [lv.lever for f in a.findings for lv in f.levers]
+    assert levers and not [lv for lv in levers for w in FSDP_WORDS if w in lv]
