@@ -38,6 +38,7 @@ from dashboards.runs import (
     workload_fields,
 )
 from overlapscope.analysis.api import SCHEMA_VERSION, RunAnalysis, analyze
+from overlapscope.analysis.findings.registry import registry_digest as findings_digest
 from overlapscope.cache import Cache, code_digest, read_entry, write_entry
 from overlapscope.errors import UserError
 from overlapscope.manifest import RunManifest
@@ -121,10 +122,11 @@ def input_files(path: Path) -> list[Path]:
 
 
 def fingerprint(path: Path) -> str:
-    """Hash of the analysis schema, this cache's version, the code, and each input's (path,
-    size, mtime)."""
+    """Hash of the analysis schema, this cache's version, the code, the findings registered
+    beyond the built-in ones, and each input's (path, size, mtime)."""
     h = hashlib.sha256(
-        f"{SCHEMA_VERSION}:{CACHE_VERSION}:{code_digest()}:{path.resolve()}".encode()
+        f"{SCHEMA_VERSION}:{CACHE_VERSION}:{code_digest()}:{findings_digest()}:"
+        f"{path.resolve()}".encode()
     )
     for f in input_files(path):
         try:

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from dashboards.data import LoadedRun
+from overlapscope.analysis.findings.text import SHOWN_ITEMS, item_line, lever_line, where_line
 from overlapscope.manifest import RunManifest, config_label
 
 OVERVIEW_COLUMNS: tuple[str, ...] = (
@@ -39,7 +40,9 @@ OVERVIEW_HEADERS: dict[str, str] = {
     "peak_mem_mib": "peak memory (MiB)",
     "busbw_gbit_s": "bus bandwidth (Gbit/s, median)",
 }
-FINDING_COLUMNS: tuple[str, ...] = ("run", "title", "rank", "stake_ms", "evidence", "change")
+FINDING_COLUMNS: tuple[str, ...] = (
+    *("run", "title", "rank", "stake_ms", "where", "evidence", "items", "levers"),
+)
 
 
 def _tokens_per_step(m: RunManifest | None) -> float:
@@ -113,8 +116,10 @@ def findings_table(runs: Sequence[LoadedRun]) -> pd.DataFrame:
             "title": f.title,
             "rank": f.rank,
             "stake_ms": f.stake_us / 1e3,
-            "evidence": f.evidence,
-            "change": f.change,
+            "where": where_line(f),
+            "evidence": f.summary,
+            "items": [item_line(e) for e in f.evidence[:SHOWN_ITEMS]],
+            "levers": [lever_line(lv, f.stake_us) for lv in f.levers],
         }
         for run in runs
         for f in run.analysis.findings

@@ -53,6 +53,7 @@ from dashboards.wait_tables import (
     unit_split_table,
 )
 from dashboards.whatif_view import default_target, whatif_html, whatif_view
+from overlapscope.analysis.findings.registry import no_findings_sentence
 from overlapscope.errors import UserError
 
 # Re-exported: callbacks and tests call these as ``views.*`` (the what-if tab lives in
@@ -123,7 +124,7 @@ def overview_view(registry: RunRegistry) -> list[Component]:
 
 def _findings(findings: pd.DataFrame) -> list[Component]:
     if findings.empty:
-        return [html.P("No findings: nothing above 1% of the step time.")]
+        return [html.P(no_findings_sentence().capitalize() + ".")]
     cards: list[Component] = []
     for run, rows in findings.groupby("run", sort=False):
         items = [
@@ -138,8 +139,10 @@ def _findings(findings: pd.DataFrame) -> list[Component]:
                         )
                         + f": {r.stake_ms:.1f} ms/step at stake"
                     ),
+                    *([html.Div(r.where)] if r.where else []),
                     html.Div(f"evidence: {r.evidence}"),
-                    html.Div(f"try: {r.change}", style={"color": "#1f5f1f"}),
+                    *(html.Div(f"· {item}", style={"marginLeft": "12px"}) for item in r.items),
+                    *(html.Div(f"try: {lv}", style={"color": "#1f5f1f"}) for lv in r.levers),
                 ],
                 className="finding",
                 style={"marginBottom": "6px"},

@@ -25,16 +25,23 @@ import pandas as pd
 from overlapscope.analysis.bound import bound_summary
 from overlapscope.analysis.clocks import Clocks, align_run, shared_host
 from overlapscope.analysis.critical_path import CriticalPath, critical_path
-from overlapscope.analysis.findings import Finding, find
-from overlapscope.analysis.host_finding import host_findings
+from overlapscope.analysis.findings import Finding, FindingInput
+from overlapscope.analysis.findings.registry import run_rules
+from overlapscope.analysis.framework import Framework, run_framework
 from overlapscope.analysis.host_path import with_host
 from overlapscope.analysis.hta_report import HtaReport, HtaStatus, round_like_hta, run_hta
-from overlapscope.analysis.path_report import path_findings
 from overlapscope.analysis.path_report import to_json as clocks_path_json
-from overlapscope.analysis.registry import CLOCKS, PATH, RANK_FIGURES, rank_tables, run_tables
+from overlapscope.analysis.registry import (
+    CLOCKS,
+    FRAMEWORK_MARKS,
+    PATH,
+    RANK_FIGURES,
+    rank_tables,
+    run_tables,
+)
 from overlapscope.trace.loader import RunTraces
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +53,7 @@ class RunSummary:
     completed_run: bool
     sources: tuple[str, ...]
     run_config: dict[str, Any] | None
+    framework: Framework = Framework.PLAIN  # what ran the job (analysis/framework.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +108,7 @@ class RunAnalysis:
                 "world_size": s.world_size,
                 "ranks": list(s.ranks),
                 "has_gpu": s.has_gpu,
+                "framework": s.framework.value,
                 "frameworks": {str(k): v for k, v in s.frameworks.items()},
                 "completed_overlapscope_run": s.completed_run,
                 "sources": list(s.sources),
@@ -152,18 +161,27 @@ def run_summary(run: RunTraces) -> RunSummary:
 
 
 def ranked_findings(
-    run: RunTraces, tables: Mapping[str, pd.DataFrame], path: CriticalPath
+    run: RunTraces,
+    tables: Mapping[str, pd.DataFrame],
+    path: CriticalPath,
+    framework: Framework = Framework.PLAIN,
 ) -> tuple[Finding, ...]:
-    """The findings of the tables (``ranks, steps, units, collectives, host_ops``) and of
-    the critical path, largest stake first."""
-    ranks = tables["ranks"]
-    findings = find(
-        ranks, tables["units"], tables["collectives"], run.manifest, has_gpu=run.has_gpu
+    """The registered findings (analysis/findings/registry.py) of the tables and the
+    critical path, largest stake first."""
+    return run_rules(
+        FindingInput(
+            ranks=tables["ranks"],
+            steps=tables["steps"],
+            units=tables["units"],
+            collectives=tables["collectives"],
+            host_ops=tables["host_ops"],
+            manifest=run.manifest,
+            has_gpu=run.has_gpu,
+            path=path,
+            tables=tables,
+            framework=framework,
+        )
     )
-    step_us = float(ranks["step_time_per_step_us"].mean()) if len(ranks) else float("nan")
-    host = host_findings(ranks, tables["steps"], tables["host_ops"], path.links)
-    everything = [*findings, *path_findings(path, step_us), *host]
-    return tuple(sorted(everything, key=lambda f: -f.stake_us))
 
 
 # The fields of RunAnalysis a figure of that name fills; the others go to ``tables``.
@@ -182,11 +200,13 @@ def combine(
     tables = run_tables(given, run)
     reported = {k: v for k, v in tables.items() if k in _REPORTED or (k not in given and k != PATH)}
     path = with_host(path, tables["host_gaps"])  # (the path's idle links the host caused)
+    engine = run.manifest is not None and run.manifest.is_engine_run
+    framework = run_framework(tables["ranks"], tables[FRAMEWORK_MARKS], engine)
     return RunAnalysis(
-        summary=run_summary(run),
+        summary=dataclasses.replace(run_summary(run), framework=framework),
         **{k: v for k, v in reported.items() if k in _FIELDS},
         bound_summary=bound_summary(tables["bound"]),
-        findings=ranked_findings(run, tables, path),
+        findings=ranked_findings(run, tables, path, framework),
         counted_steps={r.rank: r.steps for r in run.ranks},
         warnings=run.warnings,
         clocks=clocks.offsets,

@@ -13,12 +13,8 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.analysis.critical_path import SHORTEN, CriticalPath
-from overlapscope.analysis.findings import Finding, FindingKind
 from overlapscope.phases import Phase
 
-# A path finding needs its work on the path in at least this share of the steps.
-MIN_STEP_SHARE = 0.5
-MIN_STAKE_FRACTION = 0.01
 GROUP = ["rank", "kind", "unit", "phase", "host_activity", "host_op"]
 _PHASE_WORDS = {p.value: p.words for p in Phase}
 
@@ -207,39 +203,3 @@ def to_json(
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = json.loads(df.to_json(orient="records", double_precision=15))
     return out
-
-
-def path_findings(path: CriticalPath | None, step_us: float) -> list[Finding]:
-    """The compute work that is most on the critical path, as a finding."""
-    if path is None or path.steps.empty:
-        return []
-    groups = path_groups(path)
-    compute = groups[groups["kind"] == "compute"]
-    num = len(path.steps)
-    compute = compute[compute["num_steps"] >= MIN_STEP_SHARE * num]
-    if compute.empty:
-        return []
-    top = compute.iloc[0]
-    # At most what a 10% faster piece of work wins back: 10% of its time on the path.
-    stake = SHORTEN * float(top["dur_us_per_step"])
-    if not np.isfinite(step_us) or stake <= MIN_STAKE_FRACTION * step_us:
-        return []
-    name = link_name(int(top["rank"]), "compute", top["unit"], top["phase"])
-    saving = top["saving_us"]
-    replayed = (
-        f"; its longest link 10% shorter saves {float(saving):,.0f} µs (replayed)"
-        if pd.notna(saving)
-        else ""
-    )
-    return [
-        Finding(
-            FindingKind.CRITICAL_PATH,
-            stake,
-            f"{name} is on the critical path in {int(top['num_steps'])} of {num} steps",
-            f"{float(top['dur_us_per_step']):,.0f} µs/step of the step's critical path "
-            f"(mean step {step_us:,.0f} µs){replayed}",
-            f"speed up {name} (or move work off rank {int(top['rank'])}): every µs it loses "
-            "is a µs of the step, while work off the path is not",
-            rank=int(top["rank"]),
-        )
-    ]

@@ -43,6 +43,7 @@ from overlapscope.analysis.bound import bound_table
 from overlapscope.analysis.clocks import clock_error
 from overlapscope.analysis.collectives import collective_tables
 from overlapscope.analysis.comm_causes import rank_parts, split_exposure, unit_parts
+from overlapscope.analysis.framework import rank_marks
 from overlapscope.analysis.idle import rank_idle
 from overlapscope.analysis.levers import lever_table
 from overlapscope.analysis.metrics import (
@@ -57,6 +58,8 @@ from overlapscope.analysis.metrics import (
     timeline_table,
 )
 from overlapscope.analysis.partition import any_of
+from overlapscope.analysis.step_boundary import BOUNDARY_COLUMNS, rank_boundaries
+from overlapscope.analysis.syncs import SYNC_COLUMNS, rank_syncs
 from overlapscope.analysis.units import compute_by_unit, unit_table
 from overlapscope.analysis.waits import WaitTables, wait_tables
 from overlapscope.phases import Lane
@@ -72,6 +75,9 @@ COMM_COLUMNS = [  # (exposed_us last: the one not in the event table)
 PATH = "path"
 TIMELINE = "timeline"
 IDLE_GAPS = "idle_gaps"
+SYNCS = "syncs"  # every blocking host call (syncs.py)
+BOUNDARIES = "step_boundaries"  # the time around each step's first GPU op (step_boundary.py)
+FRAMEWORK_MARKS = "framework_marks"  # what the trace's names say ran it (framework.py)
 # The clock offsets with their uncertainty (analysis/clocks.py), given to the cross-rank
 # figures beside the per-rank ones: a lag within a clock's uncertainty is no straggler.
 CLOCKS = "clock_offsets"
@@ -174,6 +180,21 @@ def _idle_gaps(v: RankView) -> pd.DataFrame:
     return v.waits.gaps
 
 
+def _syncs(v: RankView) -> pd.DataFrame:
+    """The rank's blocking host calls (analysis/syncs.py)."""
+    if not v.run.ranks:
+        return pd.DataFrame(columns=SYNC_COLUMNS)
+    rank = v.run.ranks[0].rank
+    return rank_syncs(v.run.events, rank, v.sets[rank], v.table("steps"), v.waits.host_gaps)
+
+
+def _boundaries(v: RankView) -> pd.DataFrame:
+    """The rank's step boundaries (analysis/step_boundary.py)."""
+    if not v.run.ranks:
+        return pd.DataFrame(columns=BOUNDARY_COLUMNS)
+    return rank_boundaries(v.run.events, v.run.ranks[0].rank)
+
+
 def _path_rows(v: RankView) -> pd.DataFrame:
     """The rows the critical path reads: its lanes' rows inside a step."""
     ev = v.run.events
@@ -197,6 +218,9 @@ RANK_FIGURES: tuple[RankFigure, ...] = (
     RankFigure("idle_streams", lambda v: v.waits.streams),
     RankFigure("host_ops", lambda v: v.waits.host_ops),
     RankFigure("host_gaps", lambda v: v.waits.host_gaps, output=False),
+    RankFigure(SYNCS, _syncs, output=False),
+    RankFigure(BOUNDARIES, _boundaries, output=False),
+    RankFigure(FRAMEWORK_MARKS, lambda v: rank_marks(v.run), output=False),
     RankFigure(TIMELINE, lambda v: timeline_table(v.run, v.counted, v.exposure), Size.ON_DEMAND),
     RankFigure(IDLE_GAPS, _idle_gaps, Size.ON_DEMAND),
 )

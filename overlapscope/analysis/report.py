@@ -205,7 +205,7 @@ def markdown(a: RunAnalysis) -> str:
     if a.findings:
         parts += ["## Findings", ""]
         parts += [
-            f"1. **{f.title}** ({f.stake_us:,.0f} µs/step): {f.evidence}. Try: {f.change}"
+            f"1. **{f.title}** ({f.stake_us:,.0f} µs/step): {f.summary}. Try: {f.change}"
             for f in a.findings
         ]
         parts.append("")

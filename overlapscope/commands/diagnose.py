@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from overlapscope.analysis.findings.registry import no_findings_sentence
+from overlapscope.analysis.findings.text import finding_lines
 from overlapscope.commands import COMMANDS
 from overlapscope.commands.analyze import add_input_args, load_and_analyze
 
@@ -32,17 +34,10 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     for w in result.warnings:
         print(f"warning: {w}", file=sys.stderr)
+    out.write(f"framework: {result.summary.framework.words}\n")
     if not result.findings:
-        out.write(
-            "no findings: no exposed all-gathers, limiter time, straggler or slow link above "
-            "1% of the step time\n"
-        )
+        out.write(no_findings_sentence() + "\n")
         return 0
     for i, f in enumerate(result.findings, 1):
-        where = (
-            f" (rank {f.rank})" if f.rank is not None and f"rank {f.rank}" not in f.title else ""
-        )
-        out.write(f"{i}. {f.title}{where}: {f.stake_us:,.0f} µs/step at stake\n")
-        out.write(f"   evidence: {f.evidence}\n")
-        out.write(f"   try: {f.change}\n")
+        out.write("".join(f"{line}\n" for line in finding_lines(i, f)))
     return 0

@@ -108,8 +108,9 @@ def finding_marks(analysis: RunAnalysis, spans: pd.DataFrame, selection: Selecti
         else:
             concerned = {s for ss in analysis.counted_steps.values() for s in ss}
         for step in sorted(s for s in concerned if selection.has_step(s) and s in start):
-            records.append({**f.to_dict(), "rank": rank, "step": step, "ts_us": start[step]})
-    columns = ["kind", "stake_us", "title", "evidence", "change", "rank", "step", "ts_us"]
+            mark = {**f.to_dict(), "change": f.change, "rank": rank, "step": step}
+            records.append({**mark, "ts_us": start[step]})
+    columns = ["kind", "stake_us", "title", "summary", "change", "cause", "rank", "step", "ts_us"]
     return pd.DataFrame.from_records(records, columns=columns)
 
 

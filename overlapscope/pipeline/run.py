@@ -36,6 +36,7 @@ import pandas as pd
 from overlapscope.analysis.api import RunAnalysis, combine
 from overlapscope.analysis.clocks import Clocks
 from overlapscope.analysis.critical_path import CriticalPath, join_paths
+from overlapscope.analysis.findings.registry import registry_digest as findings_digest
 from overlapscope.analysis.registry import Size, rank_tables
 from overlapscope.cache import (
     CACHE_ENV,
@@ -174,7 +175,7 @@ def result_token(paths: Sequence[Path], flags: tuple[object, ...]) -> str:
     directory or a file; as given too: the report names the files so), and the name, size
     and mtime of every file given and of every entry of a directory given (its traces,
     run.json, a ``*.partial`` marker, another tool's file the loader skips)."""
-    h = hashlib.sha256(f"{code_digest()}|{flags}".encode())
+    h = hashlib.sha256(f"{code_digest()}|{findings_digest()}|{flags}".encode())
     for p in paths:
         is_dir = Path(p).is_dir()
         h.update(f"\0{p}\0{Path(p).resolve()}|{is_dir}".encode())

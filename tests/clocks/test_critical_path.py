@@ -6,13 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from overlapscope.analysis.api import analyze
 from overlapscope.analysis.clocks import align
 from overlapscope.analysis.critical_path import critical_path
-from overlapscope.analysis.findings import FindingKind
-from overlapscope.analysis.path_report import path_findings, path_paragraph
+from overlapscope.analysis.findings import FindingInput, FindingKind
+from overlapscope.analysis.findings import critical_path as path_rule
+from overlapscope.analysis.path_report import path_paragraph
 from overlapscope.analysis.segments import segments
 from overlapscope.trace.loader import RankInfo, RunTraces, load_run
 from overlapscope.trace.recognize import ComputeSource
@@ -110,7 +112,9 @@ def test_three_ranks_path_crosses_twice() -> None:
 def test_path_finding_names_rank_and_unit() -> None:
     rows = two_ranks(b1_dur=50, n=0) + two_ranks(b1_dur=50, n=1, t0=400)
     path = critical_path(table(rows))
-    (f,) = path_findings(path, step_us=400.0)
+    ranks = pd.DataFrame({"rank": [0, 1], "num_steps": [2, 2], "step_time_per_step_us": 400.0})
+    empty = pd.DataFrame()
+    (f,) = path_rule.find(FindingInput(ranks, empty, empty, empty, empty, path=path))
     assert f.title == "rank 1's forward of A is on the critical path in 2 of 2 steps"
     assert f.rank == 1 and f.stake_us == pytest.approx(18.0)
     assert "rank 1's forward of A" in path_paragraph(path)

@@ -14,6 +14,7 @@ import pytest
 
 from overlapscope.analysis.api import analyze
 from overlapscope.analysis.clocks import offset_at
+from overlapscope.analysis.findings import Finding
 from overlapscope.trace.loader import load_run
 from overlapscope.trace.merged import SOURCE_PID, SOURCE_ROW, SOURCE_TID
 from overlapscope.trace.reader import read_bytes
@@ -219,22 +220,21 @@ def test_critical_path_slices_and_arrows(exported: Exported) -> None:
 
 
 def test_findings_are_instants_at_their_steps(exported: Exported) -> None:
+    """One mark per step a finding names (its ``steps``; none named: every counted step of
+    its rank, or of the run)."""
     trace, analysis = exported.trace, exported.analysis
     marks = [e for e in trace.events if e["ph"] == "i" and e.get("cat") == "overlapscope"]
+    every = sorted({s for ss in analysis.counted_steps.values() for s in ss})
+
+    def steps_of(f: Finding) -> list[int]:
+        if f.steps:
+            return sorted(f.steps)
+        return list(analysis.counted_steps[f.rank]) if f.rank is not None else every
+
     for f in analysis.findings:
         mine = [m for m in marks if m["args"]["title"] == f.title]
-        steps = (
-            analysis.counted_steps[f.rank]
-            if f.rank is not None
-            else sorted({s for ss in analysis.counted_steps.values() for s in ss})
-        )
-        assert sorted(m["args"]["step"] for m in mine) == sorted(steps)
+        assert sorted(m["args"]["step"] for m in mine) == steps_of(f)
         for m in mine:
-            assert m["args"]["evidence"] == f.evidence and m["args"]["change"] == f.change
+            assert m["args"]["summary"] == f.summary and m["args"]["change"] == f.change
             assert m["pid"] == (f.rank + 1 if f.rank is not None else 2**31 - 1)
-    assert len(marks) == sum(
-        len(analysis.counted_steps[f.rank])
-        if f.rank is not None
-        else len({s for ss in analysis.counted_steps.values() for s in ss})
-        for f in analysis.findings
-    )
+    assert len(marks) == sum(len(steps_of(f)) for f in analysis.findings)
