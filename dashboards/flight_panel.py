@@ -45,7 +45,10 @@ def flight_panel(run_dir: Path, trace_collectives: pd.DataFrame | None) -> list[
         f"{r.clocks.note}; {r.join_note}"
     )
     items = [
-        html.Li([html.B(f.title), f": {f.evidence}", html.Br(), html.I(f"try: {f.change}")])
+        html.Li([
+            html.B(f.title), f": {f.summary}", html.Br(),
+            html.I("try: " + "; ".join(lv.lever for lv in f.levers)),
+        ])  # fmt: skip
         for f in r.findings
     ]
     return [

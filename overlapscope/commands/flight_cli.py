@@ -116,8 +116,10 @@ def diagnose(
     hangs = [f for f in found if f.kind is FindingKind.COLLECTIVE_HANG]
     rest_found = sorted((f for f in found if f not in hangs), key=lambda f: -f.stake_us)
     if not found:
-        sys.stdout.write("no findings: no hang, late issuer or peer wait in the Flight Recorder "
-                         "dumps, nor anything above 1% of the step in the traces\n")  # fmt: skip
+        from overlapscope.analysis.findings.registry import no_findings_sentence
+
+        sys.stdout.write("no findings in the Flight Recorder dumps (no hang, late issuer or "
+                         f"peer wait); in the traces, {no_findings_sentence()}\n")  # fmt: skip
         return 0
     sys.stdout.write(finding_lines([*hangs, *rest_found]))
     return 0

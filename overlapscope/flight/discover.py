@@ -15,7 +15,7 @@ DUMP_DIR = "comm_traces"
 _NOT_TRACES = frozenset({"run.json", "config.json", "summary.json"})
 _PEEK = 256
 # a dump's JSON opens with one of its own keys (torch writes them sorted); a Kineto trace
-# opens with "schemaVersion" or "traceEvents" (and holds a "pg_config" of its own)
+# opens with its schema version or its event list (and holds a "pg_config" of its own)
 _FIRST_KEY = re.compile(rb'^\s*\{\s*"(comm_lib_version|entries|pg_config|pg_status|version)"')
 
 

@@ -66,6 +66,7 @@ def finding_lines(findings: Sequence[Finding]) -> str:
         where = (
             f" (rank {f.rank})" if f.rank is not None and f"rank {f.rank}" not in f.title else ""
         )
-        out.append(f"{i}. {f.title}{where}: {stake}\n   evidence: {f.evidence}\n"
-                   f"   try: {f.change}\n")  # fmt: skip
+        tries = "; ".join(lv.lever for lv in f.levers)
+        out.append(f"{i}. {f.title}{where}: {stake}\n   evidence: {f.summary}\n"
+                   f"   try: {tries}\n")  # fmt: skip
     return "".join(out)

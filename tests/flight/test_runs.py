@@ -81,9 +81,9 @@ def test_the_slowed_rank_is_the_late_issuer_over_many_steps(slow_rank: Path) -> 
     late = [f for f in r.findings if f.kind is FindingKind.STRAGGLER]
     assert late and late[0].rank == 1, [f.title for f in r.findings]
     assert "forward all-gather" in late[0].title
-    n = int(late[0].evidence.split("last to issue it on ")[1].split(" of ")[0])
+    n = int(late[0].summary.split("last to issue it on ")[1].split(" of ")[0])
     assert n >= MIN_STEPS
-    assert "foreach_all_gather" in late[0].evidence  # the stack that issued it
+    assert "foreach_all_gather" in late[0].summary  # the stack that issued it
 
 
 def test_the_stopped_rank_is_a_hang_with_its_last_entry(hang: Path) -> None:
@@ -99,8 +99,8 @@ def test_the_stopped_rank_is_a_hang_with_its_last_entry(hang: Path) -> None:
     # still be in flight when it dumps: last - 1 or last - 2)
     done = {r: _status(hang, r)["0"]["last_completed_collective"] for r in (0, 1)}
     assert done[1] in (last - 1, last - 2)
-    assert f"rank 0 {done[0]}, rank 1 {done[1]}" in f.evidence
-    assert "_last_step (flight/gloo_run.py" in f.evidence  # where rank 1 stopped
+    assert f"rank 0 {done[0]}, rank 1 {done[1]}" in f.summary
+    assert "_last_step (flight/gloo_run.py" in f.summary  # where rank 1 stopped
 
 
 def _status(run: Path, rank: int) -> dict[str, dict[str, int]]:

@@ -31,4 +31,4 @@ def test_the_sample_names_the_slowed_rank_and_its_unit() -> None:
     late = [f for f in r.findings if f.kind is FindingKind.STRAGGLER]
     assert late[0].rank == 1
     assert late[0].title == "rank 1 issues the forward all-gather (unit 2) late"
-    assert "between the forward all-gather (unit 1) and it" in late[0].evidence
+    assert "between the forward all-gather (unit 1) and it" in late[0].summary
