@@ -22,6 +22,7 @@ from overlapscope.trace.attribution import (
     label_categorical,
     launch_anchor,
 )
+from overlapscope.trace import groups
 from overlapscope.trace.collective_copies import collective_copies
 from overlapscope.trace.comm_args import collective_columns, sequence
 from overlapscope.trace.labels import (
@@ -378,6 +379,8 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     )
     issuer = _issuers(ctx, nc, codes)
     nbytes = collective_columns(comm_args, cats, codes, comm_rows, out, on_gpu, world_size, issuer)
+    where = (raw.rank or 0, world_size, raw.groups, issuer[0])
+    warnings += groups.apply(ctx, out, nbytes, comm_args, (cats, codes), where)
     producer.label(ctx, out, cats, codes, warnings)
 
     warnings += _absent(len(comm_rows) > 0, bool(steps))
