@@ -195,7 +195,7 @@ def apply(
                  issued[c].to_numpy(dtype=object))
         for c in ("pg_name", "pg_desc", "pg_ranks")
     ]  # fmt: skip
-    named = param_comms_labels(*pick, world)
+    named = param_comms_labels(pick[0], pick[1], pick[2], world)
     has = pd.notna(named)
     out.group[comm[has]] = named[has]
     row_names = np.asarray(cats, dtype=object)[codes[comm]] if len(comm) else np.empty(0, object)
@@ -213,8 +213,7 @@ def apply(
     sized = linked.nbytes > 0
     nbytes[rows[sized]] = linked.nbytes[sized]
     numel = comm_args.reindex(rows)["first_numel"].fillna(-1).to_numpy(dtype=np.int64)
-    work = np.asarray(list(zip(out.kind[rows].tolist(), numel.tolist(), strict=True)) + [None],
-                      dtype=object)[:-1]  # fmt: skip
+    work = np.asarray([f"{k}:{n}" for k, n in zip(out.kind[rows], numel, strict=True)], object)
     ran = (linked.group_size, work)
     by_tid, warning = gloo_labels(ctx.tid[rows], ran, groups, rank, world)
     for t, name in by_tid.items():

@@ -14,6 +14,7 @@ import pandas as pd
 
 from overlapscope.arrays import BoolArray, CodeArray, FloatArray, IntArray, ObjArray
 from overlapscope.phases import KIND_CATEGORIES, LANE_CATEGORIES, PHASE_CATEGORIES, Lane
+from overlapscope.trace import groups
 from overlapscope.trace.attribution import (
     Labels,
     RowContext,
@@ -22,7 +23,6 @@ from overlapscope.trace.attribution import (
     label_categorical,
     launch_anchor,
 )
-from overlapscope.trace import groups
 from overlapscope.trace.collective_copies import collective_copies
 from overlapscope.trace.comm_args import collective_columns, sequence
 from overlapscope.trace.labels import (
