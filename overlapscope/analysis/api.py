@@ -25,6 +25,7 @@ import pandas as pd
 from overlapscope.analysis.bound import bound_summary
 from overlapscope.analysis.clocks import Clocks, align_run, shared_host
 from overlapscope.analysis.critical_path import CriticalPath, critical_path
+from overlapscope.analysis.dimension_findings import dimension_findings
 from overlapscope.analysis.findings import Finding, find
 from overlapscope.analysis.host_finding import host_findings
 from overlapscope.analysis.host_path import with_host
@@ -162,7 +163,7 @@ def ranked_findings(
     )
     step_us = float(ranks["step_time_per_step_us"].mean()) if len(ranks) else float("nan")
     host = host_findings(ranks, tables["steps"], tables["host_ops"], path.links)
-    everything = [*findings, *path_findings(path, step_us), *host]
+    everything = [*findings, *path_findings(path, step_us), *host, *dimension_findings(run, tables)]
     return tuple(sorted(everything, key=lambda f: -f.stake_us))
 
 

@@ -47,6 +47,9 @@ class FindingKind(enum.Enum):
     NETWORK = "network"
     CRITICAL_PATH = "critical_path"  # rule in analysis/path_report.py
     HOST_STARVED = "host_starved"  # rule in analysis/host_finding.py
+    REDUCE_SCATTER_EXPOSED = "reduce_scatter_exposed"  # rules in analysis/dimension_findings.py
+    REPLICA_ALL_REDUCE_EXPOSED = "replica_all_reduce_exposed"
+    TP_EXPOSED = "tp_exposed"
 
 
 @dataclass(frozen=True, slots=True)
