@@ -71,8 +71,10 @@ def group_dimensions(groups: np.ndarray, kinds: np.ndarray) -> dict[str, str]:
     return {g: "whole" if p is None else dimension(p[0], ran[g], shards) for g, p in parsed.items()}
 
 
-def label(ctx: RowContext, out: Labels) -> None:
-    """Relabel one rank's collectives by their group's dimension (module doc), in place."""
+def label(ctx: RowContext, out: Labels, waits: np.ndarray) -> None:
+    """Relabel one rank's collectives by their group's dimension (module doc), in place;
+    ``waits``: the rows of waits on a collective (labels.WAIT_OP_RE), which on a rank with
+    a TP group and no phase of their own are TP's (``tp_fwd.wait`` ...)."""
     comm = ctx.comm_rows
     if not len(comm):
         return
@@ -86,9 +88,12 @@ def label(ctx: RowContext, out: Labels) -> None:
     tp = comm[dim == "tp"]
     if len(tp):
         _tp_phases(ctx, out, tp)
+        bare = waits[np.asarray([p is None for p in out.phase[waits].tolist()], dtype=bool)]
+        if len(bare):
+            _tp_phases(ctx, out, bare, wait=True)
 
 
-def _tp_phases(ctx: RowContext, out: Labels, tp: np.ndarray) -> None:
+def _tp_phases(ctx: RowContext, out: Labels, tp: np.ndarray, wait: bool = False) -> None:
     """Each TP collective's block and phase: those of the last compute row of a block's
     forward or backward on the training threads before it was issued (its anchor)."""
     fwd, bwd = Phase.FWD.value, Phase.BWD.value
@@ -103,4 +108,7 @@ def _tp_phases(ctx: RowContext, out: Labels, tp: np.ndarray) -> None:
     src = held[at[ok]]
     rows = tp[ok]
     out.unit[rows] = out.unit[src]
-    out.phase[rows] = np.where(out.phase[src] == bwd, Phase.TP_BWD.value, Phase.TP_FWD.value)
+    back, fore = Phase.TP_BWD, Phase.TP_FWD
+    if wait:
+        back, fore = back.wait, fore.wait
+    out.phase[rows] = np.where(out.phase[src] == bwd, back.value, fore.value)

@@ -388,7 +388,7 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     where = (raw.rank or 0, world_size, raw.groups, issuer[0])
     warnings += groups.apply(ctx, out, nbytes, comm_args, (cats, codes), where)
     producer.label(ctx, out, cats, codes, warnings)
-    dimensions.label(ctx, out)  # HSDP's replicate all-reduce, TP's collectives by block
+    dimensions.label(ctx, out, np.flatnonzero(rc.wait_op))  # HSDP replicas, TP by block
 
     warnings += _absent(len(comm_rows) > 0, bool(steps))
     seq = sequence(comm_rows, out.group, step, ts)

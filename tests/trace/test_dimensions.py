@@ -7,6 +7,7 @@ collectives do not overlap one another, as the test checks first)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from functools import cache
 from pathlib import Path
 
@@ -167,3 +168,11 @@ def test_new_phases_have_their_own_lane_and_colour() -> None:
     assert Phase.AR_REP.row is Row.REPLICA and Phase.TP_FWD.row is Row.TP
     colours = {p.colour for p in Phase}
     assert len(colours) == len(Phase)
+
+
+def test_tp_waits_are_the_blocks_tp_waits() -> None:
+    """Each block waits on its forward and its backward TP all-reduce once a step."""
+    ev = _load("fsdp-tp").events
+    waits = ev[(ev["name"] == "_c10d_functional::wait_tensor") & (ev["rank"] == 2)]
+    got = Counter(zip(waits["unit"].astype(object), waits["phase"].astype(object), strict=True))
+    assert got == Counter({(b, p): 2 for b in BLOCKS for p in ("tp_fwd.wait", "tp_bwd.wait")})
