@@ -22,7 +22,7 @@ from overlapscope.analysis import analyze
 from overlapscope.analysis.api import RunAnalysis
 from overlapscope.trace.groups import parse_label, thread_clusters
 from overlapscope.trace.loader import load_run
-from tests.trace.kineto import kernel, launch, step, trace, write, x
+from tests.trace.kineto import GLOO_TID, gloo, kernel, launch, step, thread_name, trace, write, x
 
 REPO = Path(__file__).resolve().parents[2]
 BLOCK, HEAD = 37_376, 4_160  # parameters
@@ -215,3 +215,36 @@ def test_record_param_comms_names_the_groups(tmp_path: Path) -> None:
     assert set(rep["bytes"]) == {4000.0}
     # busbw of an all-reduce: 2 (n - 1) / n of algbw, n the group's 2 ranks
     assert np.allclose(rep["busbw_gbps"] / rep["algbw_gbps"], 1.0)
+
+
+# -- nothing known: one group of the whole job, said so --------------------------------------
+
+
+def _gloo_rank(tmp: Path, rank: int, pg_config: list[dict[str, Any]] | None) -> Path:
+    events = [thread_name(GLOO_TID, "pt_gloo_runloop"), step(1, 0.0, 1000.0)]
+    events += [x("c10d::allreduce_", 10.0, 5.0, cat="cpu_op",
+                 args={"Input Dims": [[[256]]], "Input type": ["TensorList"]}),
+               gloo("all_reduce", 20.0, 100.0, 256)]  # fmt: skip
+    doc = trace(rank, 2, events)
+    if pg_config is not None:
+        doc["distributedInfo"]["pg_config"] = pg_config
+    return write(tmp / f"rank-{rank}.json", doc)
+
+
+@pytest.mark.parametrize(
+    ("pg_config", "warned"),
+    [
+        (None, True),
+        ([{"pg_name": "0", "pg_desc": "default_pg", "pg_size": 2, "ranks": [0, 1]}], False),
+    ],
+)
+def test_one_group_of_the_whole_job_only_when_nothing_else_is_known(
+    tmp_path: Path, pg_config: list[dict[str, Any]] | None, warned: bool
+) -> None:
+    for r in range(2):
+        _gloo_rank(tmp_path, r, pg_config)
+    run = load_run(tmp_path)
+    said = [w for w in run.warnings if "no process groups in the trace" in w]
+    assert bool(said) is warned
+    comm = run.events[run.events["lane"] == "comm"]
+    assert set(comm["group"].astype(str)) == {"gloo"} and len(comm) == 2
