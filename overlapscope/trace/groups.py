@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from overlapscope.arrays import IntArray, ObjArray
+from overlapscope.arrays import FloatArray, IntArray, ObjArray
 from overlapscope.trace.attribution import Labels, RowContext
 from overlapscope.trace.comm_args import GLOO_GROUP
 from overlapscope.trace.header import PgEntry
@@ -179,12 +179,15 @@ def apply(
     comm_args: pd.DataFrame,
     names: tuple[list[str], IntArray],
     where: tuple[int, int, Sequence[PgEntry], IntArray],
+    order: FloatArray,
 ) -> list[str]:
     """Name the group of every collective row of one rank in ``out.group`` (in place), and
     the kind and size of gloo's from their issuing op (``nbytes``, in place); returns the
     warnings. ``names``: the names by code and each row's code; ``where``: the rank, the
     world size, its ``pg_config`` and each collective's issuing ``record_param_comms`` row
-    (-1: none)."""
+    (-1: none). ``order``: each row's time for the order of its group's collectives (its
+    start): a gloo collective's becomes its issuing op's (in place), as two threads of one
+    group may start their work in either order, but the program issues it in one."""
     cats, codes = names
     rank, world, groups, param_comms = where
     comm = ctx.comm_rows
@@ -210,6 +213,7 @@ def apply(
     linked = link(comm_args, by_row, ctx.ts, rows, out.kind[rows], ops)  # type: ignore[arg-type]
     found = linked.row >= 0
     out.kind[rows[found]] = linked.kind[found]
+    order[rows[found]] = ctx.ts[linked.row[found]]
     sized = linked.nbytes > 0
     nbytes[rows[sized]] = linked.nbytes[sized]
     numel = comm_args.reindex(rows)["first_numel"].fillna(-1).to_numpy(dtype=np.int64)

@@ -385,13 +385,13 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     )
     issuer = _issuers(ctx, nc, codes)
     nbytes = collective_columns(comm_args, cats, codes, comm_rows, out, on_gpu, world_size, issuer)
-    where = (raw.rank or 0, world_size, raw.groups, issuer[0])
-    warnings += groups.apply(ctx, out, nbytes, comm_args, (cats, codes), where)
+    where, order = (raw.rank or 0, world_size, raw.groups, issuer[0]), ts.copy()
+    warnings += groups.apply(ctx, out, nbytes, comm_args, (cats, codes), where, order)
     producer.label(ctx, out, cats, codes, warnings)
     dimensions.label(ctx, out, np.flatnonzero(rc.wait_op))  # HSDP replicas, TP by block
 
     warnings += _absent(len(comm_rows) > 0, bool(steps))
-    seq = sequence(comm_rows, out.group, step, ts)
+    seq = sequence(comm_rows, out.group, step, order)
     table = _table(frame, lane, out, (step, nbytes, seq))
     lost = int(orphan.sum())
     return RankTable(table, producer.name, source, steps, tuple(warnings), lost)

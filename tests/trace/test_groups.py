@@ -141,6 +141,16 @@ def test_collectives_are_matched_among_the_groups_members(layout: str) -> None:
     assert (per_rank == want).all()
 
 
+@pytest.mark.parametrize("layout", ["fsdp2", "hsdp", "fsdp-tp", "fsdp-tp-sp"])
+def test_each_matched_collective_is_one_collective(layout: str) -> None:
+    """Its ranks ran one kind, of one size, for one unit (seq follows the issue order)."""
+    c = _comm(layout)
+    c = c[c["seq"] >= 0]
+    g = c.groupby(["group", "step", "seq"], observed=True)
+    assert (g["kind"].nunique() == 1).all() and (g["bytes"].nunique() == 1).all()
+    assert (g["unit"].nunique(dropna=False) == 1).all() and (g["rank"].nunique() == 2).all()
+
+
 def test_straggler_and_peer_wait_are_per_group() -> None:
     """A replicate all-reduce of ranks {0, 2} names 0 or 2 as its straggler, never 1."""
     coll = _run("hsdp").collectives
