@@ -35,6 +35,7 @@ from dashboards.figures import (
     TimelinePanel,
     timeline_figure,
 )
+from dashboards.flight_panel import flight_panel
 from dashboards.groups import EVERY, group_picker, of_group
 from dashboards.run_figures import ranks_figure, tradeoff_figure, units_figure, waits_figure
 from dashboards.tables import (
@@ -280,6 +281,7 @@ def ranks_view(registry: RunRegistry, run_a: str | None) -> list[Component]:
             [html.H4("Stragglers"), html.Ul([html.Li(t) for t in lines] or [html.Li("none")])],
             id=ids.STRAGGLERS,
         ),
+        *flight_panel(run.source.path, a.collectives),  # where the run carries dumps
     ]
 
 

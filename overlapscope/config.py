@@ -12,8 +12,16 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from overlapscope.field_flags import flag, nested
+
+DEFAULT_LIMIT_WINDOW = 2  # full units alive when --limit-all-gathers is given without K
+# Upper bounds of the flags: far beyond anything a local run can hold, low enough that a typo
+# (an extra zero or three) is refused in one line instead of exhausting memory or processes.
+MAX_RANKS = 1024
+MAX_WIDTH = 1 << 16
 
 
 class Policy(enum.Enum):
@@ -89,14 +97,43 @@ class EngineConfig:
     them in backward, inside the backward all-gather window (``recompute`` phase).
     """
 
-    policy: Policy = Policy.BACKWARD_PRE
-    forward_prefetch: bool = False
-    limit_all_gathers: int | None = None
-    sharding: Sharding = Sharding.FULL_SHARD
-    mixed_precision: MixedPrecision = MixedPrecision.NONE
-    instrument: bool = True
-    cpu_offload: bool = False
-    checkpoint_units: str = "none"
+    policy: Policy = flag(
+        Policy.BACKWARD_PRE, help="when the next unit's backward all-gather is issued"
+    )
+    forward_prefetch: bool = flag(False, help="prefetch in forward too")
+    limit_all_gathers: int | None = flag(
+        None,
+        metavar="K",
+        low=1,
+        hint=" (leave the flag out to turn the rate limiter off)",
+        const=DEFAULT_LIMIT_WINDOW,
+        help="rate limiter: hold prefetches while K units are alive "
+        f"(K={DEFAULT_LIMIT_WINDOW} if omitted; default: off)",
+    )
+    sharding: Sharding = flag(
+        Sharding.FULL_SHARD,
+        help="full_shard: re-gather in backward; shard_grad_op: keep full parameters from "
+        "forward to backward; no_shard: DDP-like all-reduce",
+    )
+    mixed_precision: MixedPrecision = flag(
+        MixedPrecision.NONE,
+        help="bf16: bf16 compute and all-gather, fp32 shards and gradient reduction",
+    )
+    instrument: bool = flag(
+        True, name="--no-instrument", invert=True, help="no profiler ranges (overhead baseline)"
+    )
+    cpu_offload: bool = flag(
+        False,
+        help="shards and optimizer in host memory, copied in (h2d) / out (d2h) around "
+        "collectives (on CPU runs: same phases, host copies)",
+    )
+    checkpoint_units: str = flag(
+        "none",
+        parse=check_checkpoint_units,
+        metavar="{none,all,every-N}",
+        help="recompute these units' activations in backward (activation checkpointing; "
+        "every-N: every N-th unit, the first included; default: %(default)s)",
+    )
 
     def checkpoints(self, index: int) -> bool:
         """Whether the unit at ``index`` (forward order, root excluded) is checkpointed."""
@@ -133,12 +170,22 @@ class ModelKind(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class ModelConfig:
-    kind: ModelKind = ModelKind.GPT
-    layers: int = 4
-    dim: int = 256
-    heads: int = 4
-    seq_len: int = 128
-    vocab: int = 1024
+    kind: ModelKind = flag(
+        ModelKind.GPT, name="--model", help="gpt: transformer blocks; mlp: Linear + GELU layers"
+    )
+    layers: int = flag(
+        4,
+        low=1,
+        high=1024,
+        metavar="N",
+        help="blocks (gpt) or layers (mlp), one sharded unit each",
+    )
+    dim: int = flag(256, low=1, high=MAX_WIDTH, metavar="D", help="width")
+    heads: int = flag(
+        4, low=1, high=MAX_WIDTH, metavar="H", help="attention heads (gpt), must divide --dim"
+    )
+    seq_len: int = flag(128, low=1, high=1 << 20, metavar="T", help="tokens per sample")
+    vocab: int = flag(1024, low=2, high=1 << 24, metavar="V", help="vocabulary size")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", ModelKind(self.kind))
@@ -153,9 +200,18 @@ class ModelConfig:
 class ProfileWindow:
     """torch.profiler schedule: skip ``wait`` steps, warm up ``warmup``, record ``active``."""
 
-    wait: int = 1
-    warmup: int = 1
-    active: int = 2
+    wait: int = flag(
+        1, name="--profile-wait", low=0, high=1 << 20, metavar="N",
+        help="steps before the profiler starts",
+    )  # fmt: skip
+    warmup: int = flag(
+        1, name="--profile-warmup", low=0, high=1 << 20, metavar="N",
+        help="profiler warm-up steps, not recorded",
+    )  # fmt: skip
+    active: int = flag(
+        2, name="--profile-active", low=1, high=1 << 20, metavar="N",
+        help="profiled (recorded) steps",
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
         if self.wait < 0 or self.warmup < 0 or self.active < 1:
@@ -170,23 +226,57 @@ class ProfileWindow:
         return list(range(start, start + self.active))
 
 
-DEFAULT_LIMIT_WINDOW = 2  # full units alive when --limit-all-gathers is given without K
-
-
 @dataclass(frozen=True, slots=True)
 class RunConfig:
-    engine: EngineConfig = field(default_factory=EngineConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    window: ProfileWindow = field(default_factory=ProfileWindow)
-    nproc: int = 2
-    steps: int = 6
-    global_batch: int = 8
-    seed: int = 0
-    lr: float = 1e-3
-    device: str = "cpu"
-    backend: str = "gloo"
-    link_gbit: float | None = None
-    threads_per_rank: int = 1
+    engine: EngineConfig = nested(EngineConfig, "engine")
+    model: ModelConfig = nested(ModelConfig, "workload")
+    window: ProfileWindow = nested(ProfileWindow)
+    nproc: int = flag(2, low=1, high=MAX_RANKS, metavar="N", help="ranks")
+    steps: int = flag(6, low=1, high=1 << 20, metavar="S", help="training steps")
+    global_batch: int = flag(
+        8, low=1, high=1 << 20, metavar="B", help="samples per step, split evenly across ranks"
+    )
+    seed: int = flag(0, low=0, high=(1 << 63) - 1, help="seed of weights and data")
+    lr: float = flag(1e-3, help="learning rate, a finite number > 0")
+    device: str = flag(
+        "cpu",
+        cli_default="auto",
+        choices=("auto", "cpu", "cuda"),
+        help="auto: cuda if available, else cpu",
+    )
+    backend: str = flag(
+        "gloo",
+        cli_default="auto",
+        choices=("auto", "gloo", "nccl"),
+        help="auto: nccl on cuda when every rank has a GPU of its own, else gloo (on cuda: "
+        "staged through pinned host memory)",
+    )
+    link_gbit: float | None = flag(
+        None,
+        metavar="R",
+        unit="Gbit/s",
+        help="run each rank in its own network namespace over a link shaped to {metavar} "
+        "{unit}, a finite number > 0 (needs root and iproute2; default: unshaped loopback)",
+    )
+    threads_per_rank: int = flag(
+        1,
+        cli_default=0,
+        low=0,
+        high=4096,
+        hint=" (0 = auto: cores / --nproc)",
+        metavar="N",
+        help="torch threads per rank; 0 = auto: CPU cores / --nproc, at least 1",
+    )
+    flight_recorder: int | None = flag(
+        None,
+        low=1,
+        high=1 << 24,
+        const=20_000,
+        metavar="N",
+        help="record the last {metavar} collectives per rank with torch's Flight Recorder and "
+        "dump them to comm_traces/rank_<K> at the end of the run (overlapscope/flight/; "
+        "{metavar}: 20000 when left out; default: off)",
+    )
 
     def __post_init__(self) -> None:
         if self.nproc < 1:
@@ -204,6 +294,8 @@ class RunConfig:
             )
         if self.link_gbit is not None and self.link_gbit <= 0:
             raise ValueError(f"--link-gbit {self.link_gbit} must be > 0")
+        if self.flight_recorder is not None and self.flight_recorder < 1:
+            raise ValueError(f"--flight-recorder {self.flight_recorder} must be >= 1 entries")
 
     def to_dict(self) -> dict[str, Any]:
         def plain(v: Any) -> Any:
@@ -213,7 +305,11 @@ class RunConfig:
                 return {f.name: plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
             return v
 
-        return plain(self)
+        d: dict[str, Any] = plain(self)
+        # added after runs were shipped: left out while off, so their configs read the same
+        if d["flight_recorder"] is None:
+            del d["flight_recorder"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:

@@ -19,7 +19,10 @@ Consumers: the loader (lanes of ``ovs`` ranges; the issue phases whose ranges ho
 transfer), the analysis (tables keyed by phase, the path's words), the dashboard (palette,
 timeline rows), the engine (the collective a phase runs) and the what-if (phases by kind).
 A new phase is a row here, plus the engine's code that emits it (``engine/schedule.py``
-says when); nothing else names phases one by one.
+says when); nothing else names phases one by one. A copy phase's wait, its place among the
+memory levers and the drain the GPU replay makes of its wait come from its lane
+(:data:`COPY_PHASES`). ``tests/vocabulary/`` adds a communication phase and a copy phase
+and follows each to every consumer.
 """
 
 from __future__ import annotations

@@ -20,7 +20,10 @@ INTRO = """\
 # Command-line reference
 
 Generated from the parsers by `python scripts/cli_reference.py > docs/CLI.md`; each block is
-what `COLUMNS=100 overlapscope ... --help` prints (`tests/test_cli_reference.py`).
+what `COLUMNS=100 overlapscope ... --help` prints (`tests/test_cli_reference.py`). The engine's
+flags (`run`, `sweep`, some of `whatif`) and the lab benchmark's are the fields of their
+configurations (`overlapscope/config.py`, `overlapscope/bench/collectives.py`), each declared
+with its help, range, choices and unit beside the value it sets.
 
 Every command follows the same rules. Errors are one line naming the file or flag and the fix
 (exit status 2); `--traceback` shows the full traceback. No command writes over one of its

@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "overlapscope.arrays",
         "overlapscope.phases",
         "overlapscope.outputs",
+        "overlapscope.field_flags",
         "overlapscope.config",
         "overlapscope.manifest",
         "overlapscope.exit_guard",
@@ -32,6 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("overlapscope.lab",),
     ("overlapscope.trace",),
     ("overlapscope.analysis",),
+    ("overlapscope.flight",),  # Flight Recorder dumps: read, matched, joined (analysis' rules)
     ("overlapscope.perfetto",),  # the analysis drawn as one trace of every rank
     ("overlapscope.cache",),
     ("overlapscope.cluster",),  # Dask's executor: runs whatever tasks it is given

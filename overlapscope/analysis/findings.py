@@ -50,6 +50,8 @@ class FindingKind(enum.Enum):
     REDUCE_SCATTER_EXPOSED = "reduce_scatter_exposed"  # rules in analysis/dimension_findings.py
     REPLICA_ALL_REDUCE_EXPOSED = "replica_all_reduce_exposed"
     TP_EXPOSED = "tp_exposed"
+    COLLECTIVE_HANG = "collective_hang"  # rule in flight/findings.py (Flight Recorder dumps)
+    PEER_WAIT = "peer_wait"  # rule in flight/findings.py
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """Memory levers in the timeline: activation recomputation and CPU-offload copies.
 
-``lever_table``: one row per (rank, unit, phase) for the phases ``recompute``, ``h2d`` and
-``d2h``:
+``lever_table``: one row per (rank, unit, phase) for the phase ``recompute`` and every copy
+phase of the phase table (``phases.COPY_PHASES``: ``h2d``, ``d2h``):
 
 - ``time_*_us``: their summed duration (recompute: the extra compute checkpointing costs;
   copies: the copy time);
@@ -18,10 +18,10 @@ import pandas as pd
 
 from overlapscope.analysis.intervals import covered, union
 from overlapscope.analysis.metrics import by_rank, counted_rows
-from overlapscope.phases import Lane, Phase
+from overlapscope.phases import COPY_PHASES, Lane, Phase, values
 from overlapscope.trace.loader import RunTraces
 
-LEVER_PHASES = (Phase.RECOMPUTE.value, Phase.H2D.value, Phase.D2H.value)
+LEVER_PHASES = (Phase.RECOMPUTE.value, *values(COPY_PHASES))
 LEVER_COLUMNS = [
     "rank",
     "unit",

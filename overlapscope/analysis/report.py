@@ -8,6 +8,7 @@ import pandas as pd
 
 from overlapscope.analysis.api import RunAnalysis
 from overlapscope.analysis.idle import CAUSES
+from overlapscope.phases import COPY_PHASES, values
 
 TOP_N = 10
 
@@ -139,7 +140,8 @@ def sections(a: RunAnalysis) -> list[tuple[str, list[str], list[list[str]]]]:
     if len(a.levers):
         out.append(
             (
-                "Memory levers: recompute (checkpointing) and offload copies (h2d, d2h)",
+                "Memory levers: recompute (checkpointing) and offload copies "
+                f"({', '.join(values(COPY_PHASES))})",
                 [h for h, _ in LEVER_COLUMNS.values()],
                 _table(a.levers, LEVER_COLUMNS),
             )

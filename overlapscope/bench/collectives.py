@@ -23,7 +23,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from overlapscope.config import RunConfig
+from overlapscope.field_flags import flag, flag_like
 from overlapscope.phases import CollectiveKind
+
+# One network namespace, veth pair and process per rank: beyond this a typo, not a lab.
+MAX_LAB_RANKS = 64
 
 # Rank 0 of the bench worker prefixes its machine-readable lines with this tag.
 TAG = "OVS-BENCH "
@@ -79,11 +84,26 @@ def aligned_size(size_bytes: int, num_ranks: int, elem_bytes: int = 4) -> int:
 
 @dataclass(frozen=True, slots=True)
 class BenchConfig:
-    num_ranks: int
-    link_gbit: float | None
-    sizes_bytes: tuple[int, ...]
-    iters: int
-    warmup: int
+    """One benchmark; each field but the sizes is the flag of ``bench-collectives`` that sets
+    it (``field_flags``)."""
+
+    sizes_bytes: tuple[int, ...]  # (--sizes is text: each size aligned to the ranks)
+    num_ranks: int = flag(
+        2,
+        name="--nproc",
+        low=2,
+        high=MAX_LAB_RANKS,
+        metavar="N",
+        help="number of ranks, >= 2",
+    )
+    link_gbit: float | None = flag_like(
+        RunConfig,
+        "link_gbit",
+        help="shape every rank's link to {metavar} {unit}, a finite number > 0 "
+        "(default: unshaped veth)",
+    )
+    iters: int = flag(5, low=1, high=1 << 20, metavar="K", help="timed iterations per size")
+    warmup: int = flag(1, low=0, high=1 << 20, metavar="W", help="untimed iterations first")
 
     def __post_init__(self) -> None:
         if self.num_ranks < 2:

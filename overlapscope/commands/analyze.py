@@ -69,7 +69,12 @@ def add_perfetto_args(p: argparse.ArgumentParser) -> None:
 def add_input_args(p: argparse.ArgumentParser) -> None:
     """The run to read: PATH..., --allow-missing-ranks, --no-progress (analyze, diagnose)."""
     p.add_argument(
-        "paths", nargs="+", type=Path, metavar="PATH", help="a run directory or its trace files"
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="a run directory or its trace files; Flight Recorder dumps (its comm_traces/, or "
+        "the dumps themselves) are read too",
     )
     p.add_argument(
         ALLOW_FLAG,
@@ -159,6 +164,14 @@ def write_csv(result: RunAnalysis, out: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from overlapscope.flight.discover import find_dumps
+
+    dumps, rest = find_dumps(args.paths)
+    if dumps:  # Flight Recorder dumps, alone or beside the traces
+        from overlapscope.commands import flight_cli
+
+        profile = export_perfetto if args.perfetto else load_and_analyze
+        return flight_cli.analyze(args, dumps, rest, profile, write_csv)
     to_stdout = args.json == "-"
     # Every output path is checked before the (long) analysis, so a bad one costs nothing.
     if args.json and not to_stdout:

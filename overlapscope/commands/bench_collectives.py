@@ -30,15 +30,14 @@ from overlapscope.bench.collectives import (
     summarize,
 )
 from overlapscope.commands import COMMANDS
-from overlapscope.commands.flags import int_at_least, positive_float
+from overlapscope.commands.config_flags import add_flag, config_from
+from overlapscope.commands.flags import positive_float
 from overlapscope.errors import UserError
 from overlapscope.lab import TbfShape, shaped_network
 from overlapscope.outputs import check_dir, check_file, write_file
 from overlapscope.phases import CollectiveKind
 
 DEFAULT_SIZES = "1MB,4MB,16MB,64MB"
-# One network namespace, veth pair and process per rank: beyond this a typo, not a lab.
-MAX_LAB_RANKS = 64
 # Each rank holds the full buffer and its chunks: beyond this a typo, not a benchmark.
 MAX_SIZE_BYTES = 1 << 32
 TOLERANCE = 0.15  # the bar: large-message busbw within 15% of the link rate
@@ -72,40 +71,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "per (collective, size): median time, algbw, busbw (nccl-tests definitions) and "
         "busbw / link rate.",
     )
-    p.add_argument(
-        "--nproc",
-        type=int_at_least(2, high=MAX_LAB_RANKS),
-        default=2,
-        metavar="N",
-        help="number of ranks, >= 2 (default: 2)",
-    )
-    p.add_argument(
-        "--link-gbit",
-        type=positive_float,
-        default=None,
-        metavar="R",
-        help="shape every rank's link to R Gbit/s, a finite number > 0 (default: unshaped veth)",
-    )
+    add_flag(p, BenchConfig, "num_ranks")
+    add_flag(p, BenchConfig, "link_gbit")
     p.add_argument(
         "--sizes",
         default=DEFAULT_SIZES,
         help="comma-separated full-buffer sizes > 0, K/M/G = 2^10/2^20/2^30 bytes, rounded "
         f"down to a multiple of 4 bytes x --nproc (default: {DEFAULT_SIZES})",
     )
-    p.add_argument(
-        "--iters",
-        type=int_at_least(1, high=1 << 20),
-        default=5,
-        metavar="K",
-        help="timed iterations per size (default: 5)",
-    )
-    p.add_argument(
-        "--warmup",
-        type=int_at_least(0, high=1 << 20),
-        default=1,
-        metavar="W",
-        help="untimed iterations first (default: 1)",
-    )
+    add_flag(p, BenchConfig, "iters")
+    add_flag(p, BenchConfig, "warmup")
     p.add_argument(
         "--json", metavar="FILE|-", help="also write results as JSON ('-': stdout; default: none)"
     )
@@ -145,17 +120,10 @@ def _sizes(text: str, num_ranks: int) -> tuple[int, ...]:
 
 
 def _config(args: argparse.Namespace) -> BenchConfig:
-    if args.nproc < 2:
+    if args.nproc < 2:  # (before the sizes are aligned to it)
         raise UserError(f"--nproc must be >= 2 for a collective benchmark, got {args.nproc}")
-    sizes = _sizes(args.sizes, args.nproc)
     try:
-        return BenchConfig(
-            num_ranks=args.nproc,
-            link_gbit=args.link_gbit,
-            sizes_bytes=sizes,
-            iters=args.iters,
-            warmup=args.warmup,
-        )
+        return config_from(BenchConfig, vars(args), sizes_bytes=_sizes(args.sizes, args.nproc))
     except ValueError as e:
         raise UserError(str(e)) from None
 

@@ -21,6 +21,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
+    from overlapscope.flight.discover import find_dumps
+
+    dumps, rest = find_dumps(args.paths)
+    if dumps:  # Flight Recorder dumps, alone or beside the traces
+        from overlapscope.commands import flight_cli
+
+        return flight_cli.diagnose(args, dumps, rest, load_and_analyze)
     result = load_and_analyze(args)
     out = sys.stdout
     for w in result.warnings:

@@ -1,256 +1,38 @@
-"""The engine's flags, shared by ``run``, ``sweep`` and ``whatif``, and the run configuration
-they make (:func:`config_from_args`)."""
+"""The engine's flags, shared by ``run`` and ``sweep``, and the run configuration they make
+(:func:`config_from_args`): each flag is the field of ``config.RunConfig`` (and of the engine,
+model and profiler configurations it holds) that it sets, as the field describes it
+(``commands/config_flags.py``)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 
-from overlapscope.commands.flags import MAX_RANKS, MAX_WIDTH, int_at_least, positive_float
-from overlapscope.config import (
-    DEFAULT_LIMIT_WINDOW,
-    EngineConfig,
-    MixedPrecision,
-    ModelConfig,
-    ModelKind,
-    Policy,
-    ProfileWindow,
-    RunConfig,
-    Sharding,
-    check_checkpoint_units,
-)
+from overlapscope.commands.config_flags import add_config_flags, config_from
+from overlapscope.config import DEFAULT_LIMIT_WINDOW, RunConfig
 from overlapscope.errors import UserError
 
-
-def _values(e: type) -> list[str]:
-    return [m.value for m in e]  # type: ignore[attr-defined]
-
-
-def checkpoint_units(text: str) -> str:
-    try:
-        return check_checkpoint_units(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def add_limit_flag(
-    p: argparse.ArgumentParser | argparse._ArgumentGroup,
-    help: str | None = None,
-    off: str = "leave the flag out to turn the rate limiter off",
-) -> None:
-    """``--limit-all-gathers [K]``, shared by every command that sets the rate limiter;
-    ``help`` replaces its help text, ``off`` says (in the error for K < 1) how to turn it off."""
-    p.add_argument(
-        "--limit-all-gathers",
-        type=int_at_least(1, f" ({off})"),
-        nargs="?",
-        const=DEFAULT_LIMIT_WINDOW,
-        default=None,
-        metavar="K",
-        help=help
-        or f"rate limiter: hold prefetches while K units are alive (K={DEFAULT_LIMIT_WINDOW} "
-        "if omitted; default: off)",
-    )
+# ``sweep``'s variant: its ``--policies`` sets policy, rate limiter and forward prefetch per
+# point, so --forward-prefetch and --limit-all-gathers apply to its configurations.
+SWEEP_CHANGES = {
+    "forward_prefetch": {"help": "add +fwd to every configuration"},
+    "limit_all_gathers": {
+        "help": "window K of a bare +limit in --policies (configurations without +limit run "
+        f"without the rate limiter; default: {DEFAULT_LIMIT_WINDOW})",
+        "hint": " (configurations without +limit in --policies run without the rate limiter)",
+    },
+}
 
 
 def add_engine_flags(p: argparse.ArgumentParser, *, with_policy: bool = True) -> None:
-    """Flags shared by ``run`` and ``sweep``; ``with_policy=False`` is ``sweep``'s variant,
-    whose ``--policies`` sets policy, rate limiter and forward prefetch per point.
-
-    Every help text states its flag's default once (the parsers add none of their own)."""
-    _add_engine_group(p, with_policy)
-    _add_workload_group(p)
-    t = p.add_argument_group("training and capture")
-    _add_training_flags(t)
-    _add_capture_flags(t)
-
-
-def _add_engine_group(p: argparse.ArgumentParser, with_policy: bool) -> None:
-    g = p.add_argument_group("engine")
+    """The flags of every field of :class:`RunConfig`; ``with_policy=False`` is ``sweep``'s
+    variant (no --policy: see :data:`SWEEP_CHANGES`)."""
     if with_policy:
-        g.add_argument(
-            "--policy",
-            choices=_values(Policy),
-            default="backward_pre",
-            help="when the next unit's backward all-gather is issued (default: %(default)s)",
-        )
-        g.add_argument("--forward-prefetch", action="store_true", help="prefetch in forward too")
-        add_limit_flag(g)
+        add_config_flags(p, RunConfig, "training and capture")
     else:
-        g.add_argument(
-            "--forward-prefetch", action="store_true", help="add +fwd to every configuration"
+        add_config_flags(
+            p, RunConfig, "training and capture", skip={"policy"}, changes=SWEEP_CHANGES
         )
-        add_limit_flag(
-            g,
-            help="window K of a bare +limit in --policies (configurations without +limit run "
-            f"without the rate limiter; default: {DEFAULT_LIMIT_WINDOW})",
-            off="configurations without +limit in --policies run without the rate limiter",
-        )
-    g.add_argument(
-        "--sharding",
-        choices=_values(Sharding),
-        default="full_shard",
-        help="full_shard: re-gather in backward; shard_grad_op: keep full parameters from "
-        "forward to backward; no_shard: DDP-like all-reduce (default: %(default)s)",
-    )
-    g.add_argument(
-        "--mixed-precision",
-        choices=_values(MixedPrecision),
-        default="none",
-        help="bf16: bf16 compute and all-gather, fp32 shards and gradient reduction "
-        "(default: %(default)s)",
-    )
-    g.add_argument(
-        "--no-instrument", action="store_true", help="no profiler ranges (overhead baseline)"
-    )
-    g.add_argument(
-        "--cpu-offload",
-        action="store_true",
-        help="shards and optimizer in host memory, copied in (h2d) / out (d2h) around "
-        "collectives (on CPU runs: same phases, host copies)",
-    )
-    g.add_argument(
-        "--checkpoint-units",
-        type=checkpoint_units,
-        default="none",
-        metavar="{none,all,every-N}",
-        help="recompute these units' activations in backward (activation checkpointing; "
-        "every-N: every N-th unit, the first included; default: %(default)s)",
-    )
-
-
-def _add_workload_group(p: argparse.ArgumentParser) -> None:
-    m = p.add_argument_group("workload")
-    m.add_argument(
-        "--model",
-        choices=_values(ModelKind),
-        default="gpt",
-        help="gpt: transformer blocks; mlp: Linear + GELU layers (default: %(default)s)",
-    )
-    m.add_argument(
-        "--layers",
-        type=int_at_least(1, high=1024),
-        default=4,
-        metavar="N",
-        help="blocks (gpt) or layers (mlp), one sharded unit each (default: %(default)s)",
-    )
-    m.add_argument(
-        "--dim",
-        type=int_at_least(1, high=MAX_WIDTH),
-        default=256,
-        metavar="D",
-        help="width (default: %(default)s)",
-    )
-    m.add_argument(
-        "--heads",
-        type=int_at_least(1, high=MAX_WIDTH),
-        default=4,
-        metavar="H",
-        help="attention heads (gpt), must divide --dim (default: %(default)s)",
-    )
-    m.add_argument(
-        "--seq-len",
-        type=int_at_least(1, high=1 << 20),
-        default=128,
-        metavar="T",
-        help="tokens per sample (default: %(default)s)",
-    )
-    m.add_argument(
-        "--vocab",
-        type=int_at_least(2, high=1 << 24),
-        default=1024,
-        metavar="V",
-        help="vocabulary size (default: %(default)s)",
-    )
-
-
-def _add_training_flags(t: argparse._ArgumentGroup) -> None:
-    t.add_argument(
-        "--nproc",
-        type=int_at_least(1, high=MAX_RANKS),
-        default=2,
-        metavar="N",
-        help="ranks (default: %(default)s)",
-    )
-    t.add_argument(
-        "--steps",
-        type=int_at_least(1, high=1 << 20),
-        default=6,
-        metavar="S",
-        help="training steps (default: %(default)s)",
-    )
-    t.add_argument(
-        "--global-batch",
-        type=int_at_least(1, high=1 << 20),
-        default=8,
-        metavar="B",
-        help="samples per step, split evenly across ranks (default: %(default)s)",
-    )
-    t.add_argument(
-        "--seed",
-        type=int_at_least(0, high=(1 << 63) - 1),
-        default=0,
-        help="seed of weights and data (default: %(default)s)",
-    )
-    t.add_argument(
-        "--lr",
-        type=positive_float,
-        default=1e-3,
-        help="learning rate, a finite number > 0 (default: %(default)s)",
-    )
-
-
-def _add_capture_flags(t: argparse._ArgumentGroup) -> None:
-    t.add_argument(
-        "--profile-wait",
-        type=int_at_least(0, high=1 << 20),
-        default=1,
-        metavar="N",
-        help="steps before the profiler starts (default: %(default)s)",
-    )
-    t.add_argument(
-        "--profile-warmup",
-        type=int_at_least(0, high=1 << 20),
-        default=1,
-        metavar="N",
-        help="profiler warm-up steps, not recorded (default: %(default)s)",
-    )
-    t.add_argument(
-        "--profile-active",
-        type=int_at_least(1, high=1 << 20),
-        default=2,
-        metavar="N",
-        help="profiled (recorded) steps (default: %(default)s)",
-    )
-    t.add_argument(
-        "--device",
-        choices=["auto", "cpu", "cuda"],
-        default="auto",
-        help="auto: cuda if available, else cpu (default: %(default)s)",
-    )
-    t.add_argument(
-        "--backend",
-        choices=["auto", "gloo", "nccl"],
-        default="auto",
-        help="auto: nccl on cuda when every rank has a GPU of its own, else gloo (on cuda: "
-        "staged through pinned host memory) (default: %(default)s)",
-    )
-    t.add_argument(
-        "--threads-per-rank",
-        type=int_at_least(0, " (0 = auto: cores / --nproc)", high=4096),
-        default=0,
-        metavar="N",
-        help="torch threads per rank; 0 = auto: CPU cores / --nproc, at least 1 "
-        "(default: %(default)s)",
-    )
-    t.add_argument(
-        "--link-gbit",
-        type=positive_float,
-        default=None,
-        metavar="R",
-        help="run each rank in its own network namespace over a link shaped to R Gbit/s, a "
-        "finite number > 0 (needs root and iproute2; default: unshaped loopback)",
-    )
 
 
 def _backend(asked: str, device: str, nproc: int, lab: bool) -> str:
@@ -275,6 +57,8 @@ def _backend(asked: str, device: str, nproc: int, lab: bool) -> str:
 
 
 def config_from_args(args: argparse.Namespace, policy: str | None = None) -> RunConfig:
+    """The run ``args`` ask for: ``auto`` device, backend and threads resolved here; ``policy``
+    (sweep's first point) where the command has no --policy."""
     import torch
 
     device = args.device
@@ -284,36 +68,10 @@ def config_from_args(args: argparse.Namespace, policy: str | None = None) -> Run
         raise UserError("--device cuda: no CUDA device is available here; use --device cpu")
     backend = _backend(args.backend, device, args.nproc, args.link_gbit is not None)
     threads = args.threads_per_rank or max(1, (os.cpu_count() or 1) // max(1, args.nproc))
+    given = {"device": device, "backend": backend, "threads_per_rank": threads}
+    if policy is not None:
+        given["policy"] = policy
     try:
-        return RunConfig(
-            engine=EngineConfig(
-                policy=Policy(policy or args.policy),
-                forward_prefetch=args.forward_prefetch,
-                limit_all_gathers=args.limit_all_gathers,
-                sharding=Sharding(args.sharding),
-                mixed_precision=MixedPrecision(args.mixed_precision),
-                instrument=not args.no_instrument,
-                cpu_offload=args.cpu_offload,
-                checkpoint_units=args.checkpoint_units,
-            ),
-            model=ModelConfig(
-                kind=ModelKind(args.model),
-                layers=args.layers,
-                dim=args.dim,
-                heads=args.heads,
-                seq_len=args.seq_len,
-                vocab=args.vocab,
-            ),
-            window=ProfileWindow(args.profile_wait, args.profile_warmup, args.profile_active),
-            nproc=args.nproc,
-            steps=args.steps,
-            global_batch=args.global_batch,
-            seed=args.seed,
-            lr=args.lr,
-            device=device,
-            backend=backend,
-            link_gbit=args.link_gbit,
-            threads_per_rank=threads,
-        )
+        return config_from(RunConfig, vars(args), **given)
     except ValueError as e:
         raise UserError(str(e)) from None

@@ -39,12 +39,6 @@ def int_at_least(low: int, hint: str = "", high: int | None = None) -> Callable[
     return parse
 
 
-# Upper bounds: far beyond anything a local run can hold, low enough that a typo (an extra
-# zero or three) is refused in one line instead of exhausting memory or processes.
-MAX_RANKS = 1024
-MAX_WIDTH = 1 << 16
-
-
 def positive_float(text: str) -> float:
     """A finite number > 0 (no nan, no inf: they would not survive JSON)."""
     try:

@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 from overlapscope.commands import COMMANDS
-from overlapscope.commands.engine_flags import add_limit_flag
+from overlapscope.commands.config_flags import add_flag
 from overlapscope.commands.flags import positive_float
-from overlapscope.config import Policy
+from overlapscope.config import EngineConfig, Policy, RunConfig
 from overlapscope.errors import UserError
 from overlapscope.outputs import check_apart, check_dir, check_file, write_file
 from overlapscope.sim.across import Pooled, pool_runs
@@ -43,13 +43,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         metavar="RUN_DIR",
         help="a run written by overlapscope run, or a torch FSDP1/FSDP2 trace directory",
     )
-    p.add_argument(
-        "--policy",
-        required=True,
-        choices=[x.value for x in Policy],
-        help="backward prefetch policy to predict",
-    )
-    p.add_argument("--forward-prefetch", action="store_true", help="prefetch in forward too")
+    add_flag(p, EngineConfig, "policy", required=True, help="backward prefetch policy to predict")
+    add_flag(p, EngineConfig, "forward_prefetch")
     p.add_argument(
         "--prefetch-depth",
         type=int,
@@ -58,11 +53,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="units prefetched ahead in backward (torch FSDP2's set_modules_to_backward_prefetch "
         "with N modules; default 1, as the engine and FSDP1)",
     )
-    add_limit_flag(p)
+    add_flag(p, EngineConfig, "limit_all_gathers")
     net = p.add_mutually_exclusive_group()
-    net.add_argument(
-        "--link-gbit", type=positive_float, metavar="R", help="predict on a shaped link of R Gbit/s"
-    )
+    add_flag(net, RunConfig, "link_gbit", help="predict on a shaped link of {metavar} {unit}")
     net.add_argument(
         "--bandwidth-scale",
         type=positive_float,

@@ -29,6 +29,7 @@ import torch.distributed as dist
 from overlapscope.config import RunConfig
 from overlapscope.engine.sharded import ShardedModel
 from overlapscope.engine.workloads import build_model, global_batch, local_rows
+from overlapscope.flight import capture as flight
 from overlapscope.manifest import SCHEMA_VERSION, RunManifest, UnitSize, write_manifest
 from overlapscope.trace.capture import RankProfiler, trace_name, versions
 from overlapscope.trace.files import RUN_ID_ENV
@@ -84,6 +85,7 @@ def train(cfg: RunConfig, run_dir: Path) -> None:
         raise RuntimeError(f"torchrun started {world} ranks but the config asks for {cfg.nproc}")
     torch.set_num_threads(cfg.threads_per_rank)
     device = rank_device(cfg.device)
+    flight.enable(cfg.flight_recorder)  # (read when the process group is made)
     dist.init_process_group(cfg.backend)
 
     model, units = build_model(cfg.model, cfg.seed)
@@ -95,6 +97,8 @@ def train(cfg: RunConfig, run_dir: Path) -> None:
         losses, step_us = _train_steps(cfg, sharded, device, prof, rank, world)
     _finish(cfg, run_dir, sharded, losses, step_us, prof.peak_mem_bytes, run_id)
     dist.barrier()
+    if cfg.flight_recorder is not None:
+        flight.write_dump(run_dir, rank)  # every collective of the run is in it by now
     dist.destroy_process_group()
 
 

@@ -16,14 +16,14 @@ import pandas as pd
 
 from overlapscope.analysis.intervals import Intervals, union
 from overlapscope.errors import UserError
-from overlapscope.phases import Lane, Phase
+from overlapscope.phases import COPY_PHASES, Lane, Phase
 from overlapscope.sim.launches import Cut, OpKey, StepWindow, op_key
 from overlapscope.sim.schedule import OpKind, Program
 from overlapscope.trace.names import parse_range
 
 PROGRAM_COMPUTE = (Phase.FWD, Phase.BWD, Phase.OPTIM)
 # the host waits on the copy stream, which runs after what it was given: the device drains
-COPY_WAITS = (Phase.H2D_WAIT, Phase.D2H_WAIT)
+COPY_WAITS = tuple(p.wait for p in COPY_PHASES)
 
 
 def _kind(phase: Phase) -> OpKind | None:

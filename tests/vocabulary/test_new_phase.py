@@ -6,14 +6,9 @@ subprocess on the copy."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.vocabulary.edited_table import with_rows
 
 # HSDP's all-reduce of the gradients across replicas, after the reduce-scatter.
 NEW_ROWS = """\
@@ -58,29 +53,7 @@ print(json.dumps({
 
 
 def test_a_phase_added_to_the_table_reaches_every_consumer(tmp_path: Path) -> None:
-    pkg = tmp_path / "pkg"
-    for name in ("overlapscope", "dashboards"):
-        shutil.copytree(REPO / name, pkg / name, ignore=shutil.ignore_patterns("__pycache__"))
-    table = pkg / "overlapscope" / "phases.py"
-    text = table.read_text()
-    anchor = next(
-        line for line in text.splitlines(keepends=True) if line.lstrip().startswith("AR =")
-    )
-    assert text.count(anchor) == 1
-    table.write_text(text.replace(anchor, anchor + NEW_ROWS))
-    (tmp_path / "run").mkdir()
-    env = {**os.environ, "PYTHONPATH": f"{pkg}{os.pathsep}{REPO}"}
-    proc = subprocess.run(
-        [sys.executable, "-c", CHECK, str(tmp_path / "run")],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,  # (not the repository: its package would come first)
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    got = json.loads(proc.stdout)
+    got = with_rows(tmp_path, "AR", NEW_ROWS, CHECK)
     # the analysis: the unit's replica all-reduce, 30 µs exposed (the wait)
     assert {
         "unit": "u0",

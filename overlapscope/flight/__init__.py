@@ -1,0 +1,1 @@
+"""Flight Recorder dumps."""
