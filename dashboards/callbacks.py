@@ -116,6 +116,15 @@ def _register_views(app: Dash, registry: RunRegistry) -> None:
         return views.render_view(registry, tab, run_a, run_b, step, clocks=clocks, ranks=ranks)
 
     @app.callback(
+        Output(ids.RANKS_GRAPH, "figure"),
+        Input(ids.GROUP, "value"),
+        State(ids.RUN_A, "value"),
+        prevent_initial_call=True,
+    )
+    def _group(group: Any, run_a: Any) -> Any:
+        return views.ranks_group_figure(registry, run_a, group)
+
+    @app.callback(
         Output(ids.TIMELINE_GRAPH, "figure"),
         Input(ids.TIMELINE_GRAPH, "relayoutData"),
         State(ids.RUN_A, "value"),

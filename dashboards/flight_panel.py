@@ -45,10 +45,14 @@ def flight_panel(run_dir: Path, trace_collectives: pd.DataFrame | None) -> list[
         f"{r.clocks.note}; {r.join_note}"
     )
     items = [
-        html.Li([
-            html.B(f.title), f": {f.summary}", html.Br(),
-            html.I("try: " + "; ".join(lv.lever for lv in f.levers)),
-        ])  # fmt: skip
+        html.Li(
+            [
+                html.B(f.title),
+                f": {f.summary}",
+                html.Br(),
+                html.I("try: " + "; ".join(lv.lever for lv in f.levers)),
+            ]
+        )  # fmt: skip
         for f in r.findings
     ]
     return [

@@ -23,6 +23,7 @@ TIMELINE_GRAPH = "timeline-graph"
 UNITS_GRAPH = "units-graph"
 TRADEOFF_GRAPH = "tradeoff-graph"
 RANKS_GRAPH = "ranks-graph"
+GROUP = "group-filter"  # ranks tab: the collectives of one process group (dashboards/groups.py)
 STRAGGLERS = "stragglers"
 WAITS_GRAPH = "waits-graph"  # ranks tab: idle and exposed comm by cause
 HOST_OPS = "host-ops"  # ranks tab: what the host did while the GPU waited

@@ -74,6 +74,8 @@ def value_checks(run_keys: Collection[str]) -> dict[tuple[str, str], Check]:
         (ids.TABS, "value"): _one_of(ids.TAB_VALUES),
         (ids.CLOCKS, "value"): _one_of(CLOCK_MODES),
         (ids.RANKS, "value"): _ranks,
+        # a group's name is only compared with the run's (dashboards/groups.py)
+        (ids.GROUP, "value"): lambda v: v is None or (isinstance(v, str) and len(v) <= 512),
         (ids.TIMELINE_GRAPH, "relayoutData"): _zoom,
         (ids.WHATIF_POLICY, "value"): _one_of([p.value for p in Policy]),
         (ids.WHATIF_FORWARD_PREFETCH, "value"): lambda v: (

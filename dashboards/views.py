@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 from dash import dcc, html
@@ -35,6 +36,7 @@ from dashboards.figures import (
     timeline_figure,
 )
 from dashboards.flight_panel import flight_panel
+from dashboards.groups import EVERY, group_picker, of_group
 from dashboards.run_figures import ranks_figure, tradeoff_figure, units_figure, waits_figure
 from dashboards.tables import (
     OVERVIEW_COLUMNS,
@@ -239,14 +241,28 @@ def tradeoff_view(registry: RunRegistry) -> list[Component]:
     return [*errors, dcc.Graph(id=ids.TRADEOFF_GRAPH, figure=fig, config=GRAPH_CONFIG)]
 
 
+def ranks_group_figure(registry: RunRegistry, run_a: str | None, group: str | None) -> Any:
+    """The ranks' heat map of the collectives of ``group`` (None: every group)."""
+    runs, _ = _load_many(registry, [run_a])
+    if not runs:
+        return ranks_figure(pd.DataFrame(), pd.DataFrame())
+    a = runs[0].analysis
+    fig = ranks_figure(*of_group(a.collectives, a.collective_ranks, group))
+    shown = "" if group in (None, EVERY) else f" · {group}"
+    fig.update_layout(
+        title_text=f"Ranks: waiting for peers vs transfer · {runs[0].source.label}{shown}"
+    )
+    return fig
+
+
 def ranks_view(registry: RunRegistry, run_a: str | None) -> list[Component]:
     runs, errors = _load_many(registry, [run_a])
     if not runs:
         return errors or [error_panel("no run selected")]
     run = runs[0]
     a = run.analysis
-    fig = ranks_figure(a.collectives, a.collective_ranks)
-    fig.update_layout(title_text=f"Ranks: waiting for peers vs transfer · {run.source.label}")
+    fig = ranks_group_figure(registry, run_a, None)
+    picker = group_picker(a.collectives)
     lines = straggler_summary(a.collectives)
     waits = waits_figure(a.ranks)
     steps = float(a.ranks["num_steps"].mean()) if len(a.ranks) else 1.0
@@ -262,6 +278,7 @@ def ranks_view(registry: RunRegistry, run_a: str | None) -> list[Component]:
             ],
             id=ids.HOST_OPS,
         ),
+        *([picker] if picker is not None else []),
         dcc.Graph(id=ids.RANKS_GRAPH, figure=fig, config=GRAPH_CONFIG),
         html.Div(
             [html.H4("Stragglers"), html.Ul([html.Li(t) for t in lines] or [html.Li("none")])],

@@ -98,12 +98,15 @@ class Row(enum.Enum):
     REDUCE = "reduce-scatter"
     WAIT = "wait"
     MEMORY = "memory"
+    REPLICA = "replica all-reduce"  # HSDP's all-reduce across replicas
+    TP = "tensor parallel"  # the collectives of a block's tensor-parallel layers
     EXPOSED = "exposed comm"  # the exposed intervals (analysis), under every phase
 
 
 _AG = (CollectiveKind.ALL_GATHER,)
 _RS = (CollectiveKind.REDUCE_SCATTER, CollectiveKind.ALL_REDUCE)
 _AR = (CollectiveKind.ALL_REDUCE,)
+_TP = (CollectiveKind.ALL_REDUCE, CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER)
 _I, _W, _M, _C = Lane.ISSUE, Lane.WAIT, Lane.MEMORY, Lane.COMPUTE
 
 
@@ -143,6 +146,13 @@ class Phase(enum.Enum):
     RECOMPUTE =   ("recompute",   _C,   (),    Row.COMPUTE,    "#9D755D", "recompute")
     OPTIM =       ("optim",       _C,   (),    Row.COMPUTE,    "#B279A2", "optimizer step")
     LIMITER =     ("limiter",     _W,   (),    Row.WAIT,       "#EECA3B", "rate limiter")
+    # the dimensions of a job of several process groups (trace/dimensions.py)
+    AR_REP =      ("ar_rep",      _I,   _AR,   Row.REPLICA,    "#17BECF", "replica all-reduce")
+    TP_FWD =      ("tp_fwd",      _I,   _TP,   Row.TP,         "#9467BD", "forward tensor-parallel collective")
+    TP_BWD =      ("tp_bwd",      _I,   _TP,   Row.TP,         "#C49C94", "backward tensor-parallel collective")
+    AR_REP_WAIT = ("ar_rep.wait", _W,   _AR,   Row.WAIT,       "#9EDAE5", "wait: replica all-reduce")
+    TP_FWD_WAIT = ("tp_fwd.wait", _W,   _TP,   Row.WAIT,       "#C5B0D5", "wait: forward tensor-parallel collective")
+    TP_BWD_WAIT = ("tp_bwd.wait", _W,   _TP,   Row.WAIT,       "#E7CFC9", "wait: backward tensor-parallel collective")
     # fmt: on
 
     @property

@@ -129,18 +129,32 @@ class _Fit:
 
 
 def _fits(matched: Matched, ref: int) -> dict[int, _Fit]:
-    """Per column with enough collectives matched with the reference column: its fit."""
+    """Per column with enough collectives matched with the reference column: its fit; then
+    each column that shares too few with the reference (a rank in no group with it: HSDP's
+    rank 3 and rank 0) against a column already fitted, that column's offset added (the
+    ranks that share no group are placed through the others, in as few hops as there are)."""
     has = ~np.isnan(matched.ends)
-    out = {}
-    for j in range(matched.ends.shape[1]):
-        both = has[:, j] & has[:, ref]
-        if j == ref or int(both.sum()) < MIN_COLLECTIVES:
-            continue
-        x = matched.ends[both, j]
-        d = x - matched.ends[both, ref]
-        offset, slope, center, spread = fit_offset(x, d)
-        out[j] = _Fit(offset, slope, center, spread, d - slope * (x - center))
-    return out
+    out: dict[int, _Fit] = {}
+    placed = {ref: np.zeros(matched.ends.shape[0])}  # column -> its ends minus the ref's clock
+    while True:
+        found = {}
+        for j in range(matched.ends.shape[1]):
+            if j in placed or j in found:
+                continue
+            for k, shift in placed.items():
+                both = has[:, j] & has[:, k]
+                if int(both.sum()) < MIN_COLLECTIVES:
+                    continue
+                x = matched.ends[both, j]
+                d = x - (matched.ends[both, k] - shift[both])
+                offset, slope, center, spread = fit_offset(x, d)
+                found[j] = _Fit(offset, slope, center, spread, d - slope * (x - center))
+                break
+        if not found:
+            return out
+        for j, f in found.items():
+            out[j] = f
+            placed[j] = f.offset + f.slope * (matched.ends[:, j] - f.center)
 
 
 def _corrected(t: FloatArray, col: npt.NDArray[np.int64], fits: dict[int, _Fit]) -> FloatArray:
@@ -203,6 +217,7 @@ def estimate_offsets(events: pd.DataFrame) -> pd.DataFrame:
         if fit is None:
             records.append(_row(r, ref, None, n, False, (*bounds, *bounds)))
             continue
+        n = max(n, len(fit.diffs))  # (placed through another rank: the ends it was fitted on)
         point = fit.offset if bounds[0] > bounds[1] else float(np.clip(fit.offset, *bounds))
         soft = plausible(*bounds, point, fit.diffs)
         records.append(

@@ -12,7 +12,8 @@ collective seen on two or more ranks:
   when the lag exceeds ``lag_uncertainty_us``, how far the two ranks' clocks may be from
   the ones applied (clocks.py), else null: that lag could be an offset;
 * ``algbw_gbps = bytes / transfer`` and ``busbw_gbps = algbw * factor`` with nccl-tests'
-  factors ((n-1)/n all-gather and reduce-scatter, 2(n-1)/n all-reduce, 1 otherwise), in
+  factors ((n-1)/n all-gather and reduce-scatter, 2(n-1)/n all-reduce, 1 otherwise; n the
+  ranks of its process group, trace/groups.py), in
   GB/s (1e9 bytes/s);
 * ``exposed_transfer_us``: its exposed transfer (comm_causes.py), mean over its ranks.
 """
@@ -24,6 +25,7 @@ import pandas as pd
 
 from overlapscope.analysis.comm_causes import PART_COLUMNS
 from overlapscope.phases import CollectiveKind
+from overlapscope.trace.groups import parse_label
 
 KEY = ["group", "step", "seq"]
 COLLECTIVE_COLUMNS = [
@@ -69,6 +71,18 @@ def _stragglers(agg: pd.DataFrame, uncertainty: pd.Series | None) -> pd.DataFram
     return agg
 
 
+def _bus_factors(agg: pd.DataFrame, world_size: int) -> pd.Series:
+    """nccl-tests' busbw / algbw of each collective, n its group's ranks (trace/groups.py:
+    a group of part of the job names them; any other group is the whole job's)."""
+    sizes = {g: len(p[1]) if (p := parse_label(g)) else world_size for g in agg["group"].unique()}
+    kinds = {k.value: k for k in CollectiveKind}
+    return pd.Series(
+        [kinds[k].bus_factor(max(sizes[g], 1)) if k in kinds else 1.0
+         for k, g in zip(agg["kind"], agg["group"], strict=True)],
+        index=agg.index, dtype=np.float64,
+    )  # fmt: skip
+
+
 def collective_tables(
     comm: pd.DataFrame, world_size: int, uncertainty: pd.Series | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -112,11 +126,7 @@ def collective_tables(
         agg.merge(last, on=KEY, how="left").merge(first, on=KEY, how="left"), uncertainty
     )
     agg["peer_wait_us"] = agg["peer_wait_us"].where(agg["num_ranks"] >= 2)
-    factor = (
-        agg["kind"]
-        .map({k.value: k.bus_factor(max(world_size, 1)) for k in CollectiveKind})
-        .fillna(1.0)
-    )
+    factor = _bus_factors(agg, world_size)
     # Kineto writes -1 for an unknown size: unknown stays unknown (null), not a size.
     agg["bytes"] = agg["bytes"].astype(np.float64).where(agg["bytes"] >= 0)
     known = (agg["bytes"] > 0) & (agg["transfer_us"] > 0)

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.perfetto import events as ev
+from overlapscope.trace.groups import parse_label
 
 Sink = Callable[[dict[str, Any]], None]
 LABELS = ("phase", "unit", "kind", "group", "step", "seq", "bytes")
@@ -148,10 +149,16 @@ class Tracks:
 
 
 def by_phase(pieces: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
-    """The pieces per phase, phases in order of name (a piece without a phase: ``comm``)."""
+    """The pieces per phase, phases in order of name (a piece without a phase: ``comm``);
+    in a job of several process groups (trace/groups.py names a group of part of the job),
+    per phase and group: ``ar_rep · mesh_replicate[0,2]``, one track each."""
     if not len(pieces):
         return
     phase = pieces["phase"].astype(object)
     phase = phase.where(phase.notna(), "comm")
+    if "group" in pieces.columns:
+        group = pieces["group"].astype(object)
+        if any(parse_label(g) for g in set(group.tolist())):
+            phase = phase.astype(str) + " · " + group.astype(str)
     for name in sorted(set(phase.tolist())):
         yield str(name), pieces[(phase == name).to_numpy()]

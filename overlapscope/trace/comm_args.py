@@ -22,7 +22,8 @@ GLOO_GROUP = "gloo"
 NCCL_GROUP = "nccl"
 
 # Collective-carrying names: NCCL kernels, gloo ops, the c10d bookkeeping op.
-COMM_ARG_NAME_RE = re.compile(r"^(nccl|gloo:|record_param_comms)")
+# (and the c10d ops that issue gloo's collectives: their tensors' sizes, trace/issuing.py)
+COMM_ARG_NAME_RE = re.compile(r"^(nccl|gloo:|record_param_comms|c10d::)")
 
 _DTYPE_BYTES: dict[str, int] = {
     "float": 4,
@@ -83,21 +84,39 @@ def _tensor_bytes(d: object, t: object) -> int:
     return 0
 
 
-def _dims_bytes(dims: object, types: object) -> tuple[int, int]:
+def _numel(d: object) -> int:
+    """Elements of one ``Input Dims`` entry (a tensor list: its tensors summed, whatever
+    ``Input type`` says: c10d's coalesced ops record ``TensorList``); -1 when it is not a
+    tensor's dims, 0 for a scalar's ``[]``."""
+    if not isinstance(d, list) or not d:
+        return 0 if d == [] else -1
+    if all(isinstance(x, list) and all(isinstance(y, int) for y in x) for x in d):
+        return sum(_product(x) for x in d)
+    return _product(d) if all(isinstance(x, int) for x in d) else -1
+
+
+def _dims_bytes(dims: object, types: object) -> tuple[int, int, int, int]:
     """Bytes of the tensors listed in ``Input Dims`` / ``Input type`` (tensor lists
-    included), and of the first input alone (``record_param_comms``: the collective's input
-    tensor, its other inputs the sequence number, the group, ...); -1 when none is known."""
+    included), of the first input alone (``record_param_comms``: the collective's input
+    tensor, its other inputs the sequence number, the group, ...), and the elements of the
+    first and second inputs (a c10d op's output and input, trace/issuing.py); -1 when none is
+    known."""
     if not isinstance(dims, list) or not isinstance(types, list):
-        return -1, -1
+        return -1, -1, -1, -1
     each = [_tensor_bytes(d, t) for d, t in zip(dims, types, strict=False)]
     total = sum(each)
     first = each[0] if each else 0
-    return (total if total > 0 else -1), (first if first > 0 else -1)
+    numel = [_numel(d) for d in dims[:2]] + [-1, -1]
+    return (
+        (total if total > 0 else -1), (first if first > 0 else -1),
+        (numel[0] if numel[0] > 0 else -1), (numel[1] if numel[1] > 0 else -1),
+    )  # fmt: skip
 
 
 COMM_FIELDS = (
     *("coll_name", "in_nelems", "out_nelems", "dtype"),
-    *("group_size", "pg_name", "seq_arg", "dims_bytes", "first_bytes"),
+    *("group_size", "pg_name", "pg_desc", "pg_ranks", "seq_arg"),
+    *("dims_bytes", "first_bytes", "first_numel", "second_numel"),
 )
 
 
@@ -107,8 +126,8 @@ def is_comm_name(name: str) -> bool:
 
 
 def _sized(
-    raw: tuple[bytes, bytes], sizes: dict[tuple[bytes, bytes], tuple[int, int]]
-) -> tuple[int, int]:
+    raw: tuple[bytes, bytes], sizes: dict[tuple[bytes, bytes], tuple[int, int, int, int]]
+) -> tuple[int, int, int, int]:
     size = sizes.get(raw)
     if size is None:
         size = sizes[raw] = _dims_bytes(orjson.loads(raw[0]), orjson.loads(raw[1]))
@@ -118,7 +137,7 @@ def _sized(
 def add_comm_rows(
     rows: dict[str, list[Any]],
     args: list[Args | None],
-    sizes: dict[tuple[bytes, bytes], tuple[int, int]],
+    sizes: dict[tuple[bytes, bytes], tuple[int, int, int, int]],
 ) -> None:
     """Append the collective arguments of events that may be collectives to ``rows`` (one
     list per :data:`COMM_FIELDS`); ``args``: each event's ``args`` (None: not an object).
@@ -132,14 +151,32 @@ def add_comm_rows(
     rows["dtype"] += [a.dtype for a in picked]
     rows["group_size"] += [orjson_number(a.group_size) for a in picked]
     rows["pg_name"] += [a.pg_name for a in picked]
+    rows["pg_desc"] += [a.pg_desc for a in picked]
+    rows["pg_ranks"] += [_ranks_text(a.pg_ranks) for a in picked]
     rows["seq_arg"] += [orjson_number(a.seq_arg) for a in picked]
     both = [_sized((bytes(a.dims), bytes(a.types)), sizes) for a in picked]
     rows["dims_bytes"] += [b[0] for b in both]
     rows["first_bytes"] += [b[1] for b in both]
+    rows["first_numel"] += [b[2] for b in both]
+    rows["second_numel"] += [b[3] for b in both]
+
+
+def _ranks_text(value: object) -> str | None:
+    """``Process Group Ranks`` (a list of ints, or its text ``"[0, 2]"``) as ``"0,2"``;
+    None when it is neither."""
+    if isinstance(value, str):
+        value = re.findall(r"-?\d+", value) if re.fullmatch(r"[\[\]\d,\s]*", value) else None
+    if not isinstance(value, list) or not value:
+        return None
+    try:
+        ranks = sorted({int(v) for v in value})
+    except (TypeError, ValueError):
+        return None
+    return ",".join(map(str, ranks)) if all(0 <= r < 2**20 for r in ranks) else None
 
 
 _NUMERIC_FIELDS = ("in_nelems", "out_nelems", "group_size", "seq_arg")
-_TEXT_FIELDS = ("coll_name", "dtype", "pg_name")
+_TEXT_FIELDS = ("coll_name", "dtype", "pg_name", "pg_desc", "pg_ranks")
 
 
 def _numbers(values: list[Any]) -> FloatArray:

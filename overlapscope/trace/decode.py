@@ -151,7 +151,7 @@ class EventColumns:
         self.comm_name: list[bool] = []  # per name code: may carry collective arguments
         self.comm_idx: list[np.ndarray] = []
         self.comm_rows: dict[str, list[Any]] = {k: [] for k in COMM_FIELDS}
-        self.tensor_bytes: dict[tuple[bytes, bytes], tuple[int, int]] = {}
+        self.tensor_bytes: dict[tuple[bytes, bytes], tuple[int, int, int, int]] = {}
         self.thread_names: dict[int, str] = {}
         self.num_events = 0
         self.others: Counter[str] = Counter()  # entries that are no complete event, by reason

@@ -35,6 +35,8 @@ class Args(msgspec.Struct, gc=False):
     dtype: Any = None
     group_size: Any = msgspec.field(default=None, name="Group size")
     pg_name: Any = msgspec.field(default=None, name="Process Group Name")
+    pg_desc: Any = msgspec.field(default=None, name="Process Group Desc")
+    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
     seq_arg: Any = msgspec.field(default=None, name="Seq")
     # Every CPU op carries these (with record_shapes); they are decoded (orjson) only for
     # the few events that may be collectives (comm_args), so they stay raw JSON here.

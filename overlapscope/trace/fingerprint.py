@@ -78,7 +78,8 @@ def _collectives(
     name = events["name"].cat  # (the names of the comm rows only, not of every event)
     own = np.asarray(name.categories, dtype=object)[name.codes.to_numpy()[idx]]
     kinds = np.where(pd.isna(names), own, names)
-    rows = np.flatnonzero(inside)
+    issuing = np.asarray([isinstance(n, str) and n.startswith("c10d::") for n in own], dtype=bool)
+    rows = np.flatnonzero(inside & ~issuing.reshape(len(own)))
     rows = rows[_not_p2p(kinds[rows])]
     if not len(rows):
         return {}

@@ -48,6 +48,17 @@ class Header:
     base_time_ns: int | None
     stamp: RunStamp | None
     warnings: tuple[str, ...]  # fields left out, one line each
+    # distributedInfo.pg_config: the process groups this rank belongs to (trace/groups.py)
+    groups: tuple[PgEntry, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PgEntry:
+    """One entry of ``distributedInfo.pg_config``: a process group the rank is in."""
+
+    name: str  # pg_name (c10d's id of the group: "0", "1", ...)
+    desc: str  # pg_desc ("default_pg", "mesh_shard", ...; "" when absent)
+    ranks: tuple[int, ...]  # its global ranks
 
 
 def shown(value: object) -> str:
@@ -100,11 +111,25 @@ def _text(value: object) -> bool:
     return isinstance(value, str) and 0 < len(value) <= MAX_TEXT
 
 
+def _pg_entries(groups: list[dict[str, Any]]) -> tuple[PgEntry, ...]:
+    """The usable entries of ``pg_config`` (a name, integer ranks; others are left out)."""
+    out = []
+    for g in groups:
+        name, desc, ranks = g.get("pg_name"), g.get("pg_desc", ""), g.get("ranks")
+        if not (isinstance(name, (str, int)) and isinstance(ranks, list)):
+            continue
+        if not all(_is_int(r) and 0 <= r < MAX_WORLD_SIZE for r in ranks):
+            continue
+        text = desc if isinstance(desc, str) and len(desc) <= MAX_TEXT else ""
+        out.append(PgEntry(str(name), text, tuple(sorted(set(ranks)))))
+    return tuple(out)
+
+
 def _distributed(
     path: Path, obj: dict[str, Any], warn: list[str]
-) -> tuple[int | None, int | None, str | None]:
+) -> tuple[int | None, int | None, str | None, tuple[PgEntry, ...]]:
     if "distributedInfo" not in obj:
-        return None, None, None
+        return None, None, None, ()
     info = obj["distributedInfo"]
     if not isinstance(info, dict):
         raise TraceFileError(path, f"distributedInfo is {shown(info)}, not an object; {_REEXPORT}")
@@ -121,10 +146,11 @@ def _distributed(
         isinstance(groups, list) and all(isinstance(g, dict) for g in groups)
     ):
         warn.append(f"distributedInfo field 'pg_config' is {shown(groups)}, not a list of objects: left out")  # fmt: skip
+        groups = []
     version = info.get("nccl_version")
     if version is not None and not _text(version):
         warn.append(f"distributedInfo field 'nccl_version' is {shown(version)}: left out")
-    return rank, ws, backend
+    return rank, ws, backend, _pg_entries(groups or [])
 
 
 def _base_time(obj: dict[str, Any], warn: list[str]) -> int | None:
@@ -184,7 +210,7 @@ def read_header(path: Path, obj: dict[str, Any]) -> Header:
     """The typed header of one trace (``obj``: its top-level fields); raises
     :class:`TraceFileError` for a field the analysis cannot do without."""
     warn: list[str] = []
-    rank, ws, backend = _distributed(path, obj, warn)
+    rank, ws, backend, groups = _distributed(path, obj, warn)
     base = _base_time(obj, warn)
     if "deviceProperties" in obj and (problem := _device_problem(obj["deviceProperties"])):
         warn.append(f"deviceProperties {problem}: left out")
@@ -195,4 +221,4 @@ def read_header(path: Path, obj: dict[str, Any]) -> Header:
             f"{RUN_STAMP_KEY} says rank {stamp.rank}, distributedInfo rank {rank}; the trace "
             "is damaged: copy it again from its run",
         )
-    return Header(rank, ws, backend, base, stamp, tuple(warn))
+    return Header(rank, ws, backend, base, stamp, tuple(warn), groups)

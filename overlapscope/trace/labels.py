@@ -23,6 +23,9 @@ GPU_NON_COMPUTE_RE = re.compile(r"(^nccl.*Kernel)|(.*Memcpy)|(^Memset)|(.*Sync)"
 STEP_RE = re.compile(r"^ProfilerStep\s*#\s*(\d+)$")
 ISSUE_OP_RE = re.compile(r"^(c10d::|record_param_comms$|nccl:)")
 GLOO_PREFIX = "gloo:"
+# A thread waiting on a collective: functional collectives' wait (often nested in an op a
+# tensor subclass dispatches: aten::add > PythonSubclass > wait_tensor), c10d's, Work.wait().
+WAIT_OP_RE = re.compile(r"^(_?c10d_functional::wait_tensor|c10d::wait|.*Work\.wait\b)")
 # The CPU op c10d records around each collective it issues, with its arguments.
 PARAM_COMMS = "record_param_comms"
 # c10d's range around an NCCL collective's launch (``nccl:all_to_all``): it names the op.

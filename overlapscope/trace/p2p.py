@@ -142,14 +142,18 @@ def _folded_args(
             "dtype": pd.Series(["uint8"] * len(kind), dtype=object),
             "group_size": float(world_size),
             "pg_name": pd.Series([None] * len(kind), dtype=object),
+            "pg_desc": pd.Series([None] * len(kind), dtype=object),
+            "pg_ranks": pd.Series([None] * len(kind), dtype=object),
             "seq_arg": np.nan,
             "dims_bytes": np.full(len(kind), -1, dtype=np.int64),
             "first_bytes": np.full(len(kind), -1, dtype=np.int64),
+            "first_numel": np.full(len(kind), -1, dtype=np.int64),
+            "second_numel": np.full(len(kind), -1, dtype=np.int64),
         }
     )
     folded_args.index = pd.Index(np.arange(len(keep), len(keep) + len(kind)), dtype=np.int64)
     comm_args = pd.concat([kept_args, folded_args[kept_args.columns]])
-    for c in ("dims_bytes", "first_bytes"):
+    for c in ("dims_bytes", "first_bytes", "first_numel", "second_numel"):
         comm_args[c] = comm_args[c].astype(np.int64)
     return comm_args
 

@@ -22,7 +22,7 @@ from overlapscope.trace.events import (
     host_category,
 )
 from overlapscope.trace.fingerprint import Fingerprint, fingerprint
-from overlapscope.trace.header import MAX_WORLD_SIZE, RunStamp, read_header
+from overlapscope.trace.header import MAX_WORLD_SIZE, PgEntry, RunStamp, read_header
 from overlapscope.trace.reader import BOM_SKIPPED, read_document
 
 __all__ = [
@@ -61,6 +61,7 @@ class RawTrace:
     # the issue range it came from (a transfer that queued behind another starts after its
     # issue range ended, so time cannot tell)
     folded_issue: tuple[np.ndarray, np.ndarray] | None = None
+    groups: tuple[PgEntry, ...] = ()  # distributedInfo.pg_config (trace/groups.py)
 
     def without_memory(self) -> RawTrace:
         """This trace without its memory curve (what a ``--dask`` client needs of it)."""
@@ -146,6 +147,7 @@ def read_trace(path: Path) -> RawTrace:
         memory_us=cols.memory_ts - first_ts,
         memory_bytes=cols.memory_bytes,
         header_warnings=(*header.warnings, BOM_SKIPPED) if bom else header.warnings,
+        groups=header.groups,
     )
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 
 from overlapscope.arrays import BoolArray, CodeArray, FloatArray, IntArray, ObjArray
 from overlapscope.phases import KIND_CATEGORIES, LANE_CATEGORIES, PHASE_CATEGORIES, Lane
+from overlapscope.trace import dimensions, groups
 from overlapscope.trace.attribution import (
     Labels,
     RowContext,
@@ -33,6 +34,7 @@ from overlapscope.trace.labels import (
     NCCL_RANGE_PREFIX,
     PARAM_COMMS,
     STEP_RE,
+    WAIT_OP_RE,
 )
 from overlapscope.trace.p2p import P2P_CAT, fold_p2p
 from overlapscope.trace.parse import RawTrace
@@ -76,6 +78,7 @@ class _NameClasses:
     gpu_non_compute: BoolArray
     is_issue_op: BoolArray
     is_wait_name: BoolArray
+    is_wait_op: BoolArray  # a wait on a collective wherever it sits (labels.WAIT_OP_RE)
     is_param_comms: BoolArray
     is_nccl_range: BoolArray
     rules: list[RangeRule | None]  # the producer's rule of each name
@@ -95,6 +98,7 @@ def _classify_names(cats: list[str], producer: Producer) -> _NameClasses:
         gpu_non_compute=mask([GPU_NON_COMPUTE_RE.match(c) is not None for c in cats]),
         is_issue_op=mask([ISSUE_OP_RE.match(c) is not None for c in cats]),
         is_wait_name=mask(["wait" in c.lower() for c in cats]),
+        is_wait_op=mask([WAIT_OP_RE.match(c) is not None for c in cats]),
         is_param_comms=mask([c == PARAM_COMMS for c in cats]),
         is_nccl_range=mask([c.startswith(NCCL_RANGE_PREFIX) for c in cats]),
         rules=[producer.rule(c) for c in cats],
@@ -151,6 +155,7 @@ class _RowClasses:
     gloo_op: BoolArray
     issue_op: BoolArray
     wait_name: BoolArray
+    wait_op: BoolArray
     step: BoolArray
 
     def lane_is(self, lane: Lane) -> BoolArray:
@@ -175,6 +180,7 @@ def _row_classes(nc: _NameClasses, codes: IntArray, on_gpu: BoolArray) -> _RowCl
         gloo_op=nc.is_gloo[codes] & cpu,
         issue_op=nc.is_issue_op[codes] & cpu,
         wait_name=nc.is_wait_name[codes],
+        wait_op=nc.is_wait_op[codes] & cpu,
         step=nc.is_step[codes] & cpu,
     )
 
@@ -220,13 +226,14 @@ def _lanes(
             & ~rc.wait_name
             & ~rc.ruled
         )
-        blocking = rc.lane_is(Lane.ISSUE) | rc.issue_op | rc.lane_is(Lane.WAIT)
+        blocking = rc.lane_is(Lane.ISSUE) | rc.issue_op | rc.lane_is(Lane.WAIT) | rc.wait_op
         # An op that encloses a collective's issue (autograd hook wrappers, module calls)
         # also encloses the thread's wait on it: only its children count as compute.
         compute &= ~_encloses(ts, end, tid, compute, blocking)
         lane[compute] = _LANE[Lane.COMPUTE]
     lane[rc.issue_op] = _LANE[Lane.ISSUE]
     # a producer's range takes its rule's lane (issue, wait, memory for offload copies) ...
+    lane[rc.wait_op] = _LANE[Lane.WAIT]
     for ruled_lane in (Lane.ISSUE, Lane.WAIT, Lane.MEMORY):
         lane[rc.lane_is(ruled_lane)] = _LANE[ruled_lane]
     if source is ComputeSource.OVS_RANGES:  # ... and its compute ranges make the compute
@@ -378,10 +385,13 @@ def recognize(raw: RawTrace, world_size: int) -> RankTable:
     )
     issuer = _issuers(ctx, nc, codes)
     nbytes = collective_columns(comm_args, cats, codes, comm_rows, out, on_gpu, world_size, issuer)
+    where, order = (raw.rank or 0, world_size, raw.groups, issuer[0]), ts.copy()
+    warnings += groups.apply(ctx, out, nbytes, comm_args, (cats, codes), where, order)
     producer.label(ctx, out, cats, codes, warnings)
+    dimensions.label(ctx, out, np.flatnonzero(rc.wait_op))  # HSDP replicas, TP by block
 
     warnings += _absent(len(comm_rows) > 0, bool(steps))
-    seq = sequence(comm_rows, out.group, step, ts)
+    seq = sequence(comm_rows, out.group, step, order)
     table = _table(frame, lane, out, (step, nbytes, seq))
     lost = int(orphan.sum())
     return RankTable(table, producer.name, source, steps, tuple(warnings), lost)

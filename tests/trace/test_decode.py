@@ -349,9 +349,9 @@ def _former_comm_frame(rows: dict, idx) -> pd.DataFrame:
     out = pd.DataFrame(rows, index=pd.Index(idx, dtype=np.int64))
     for col in ("in_nelems", "out_nelems", "group_size", "seq_arg"):
         out[col] = pd.to_numeric(out[col], errors="coerce").astype("float64")
-    for col in ("dims_bytes", "first_bytes"):
+    for col in ("dims_bytes", "first_bytes", "first_numel", "second_numel"):
         out[col] = out[col].astype(np.int64)
-    for col in ("coll_name", "dtype", "pg_name"):
+    for col in ("coll_name", "dtype", "pg_name", "pg_desc", "pg_ranks"):
         out[col] = pd.Series(rows[col], index=out.index, dtype=object)
     return out
 
@@ -379,7 +379,9 @@ def test_collective_arguments_table_is_the_former_one(numbers) -> None:
     rows = {k: list(numbers) for k in ("in_nelems", "out_nelems", "group_size", "seq_arg")}
     rows |= {"coll_name": ["allgather", None, ["x"]][:n], "dtype": ["Float", 3, None][:n]}
     rows |= {"pg_name": ["0", None, "1"][:n], "dims_bytes": [-1, 64, 2**40][:n]}
-    rows |= {"first_bytes": [-1, 32, 2**39][:n]}
+    rows |= {"first_bytes": [-1, 32, 2**39][:n], "first_numel": [-1, 8, 2**37][:n]}
+    rows |= {"second_numel": [-1, 4, 2**36][:n], "pg_desc": ["default_pg", None, "x"][:n]}
+    rows |= {"pg_ranks": ["0,1", None, "2"][:n]}
     rows = {k: rows[k] for k in COMM_FIELDS}
     idx = np.arange(n, dtype=np.int64) * 7
     pd.testing.assert_frame_equal(comm_frame(rows, idx), _former_comm_frame(rows, idx))

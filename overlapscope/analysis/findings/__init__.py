@@ -46,6 +46,9 @@ class FindingKind(str, enum.Enum):
     HOST_STARVED = "host_starved"
     HOST_SYNC = "host_sync"
     STEP_BOUNDARY = "step_boundary"
+    REDUCE_SCATTER_EXPOSED = "reduce_scatter_exposed"  # findings/dimensions.py
+    REPLICA_ALL_REDUCE_EXPOSED = "replica_all_reduce_exposed"
+    TP_EXPOSED = "tp_exposed"
     COLLECTIVE_HANG = "collective_hang"  # Flight Recorder dumps (flight/findings.py)
     PEER_WAIT = "peer_wait"  # Flight Recorder dumps (flight/findings.py)
 

@@ -20,6 +20,7 @@ from overlapscope.analysis.findings import (
     FindingRule,
     backward_gathers,
     critical_path,
+    dimensions,
     forward_gathers,
     host_starved,
     host_sync,
@@ -41,6 +42,9 @@ BUILT_IN: tuple[FindingRule, ...] = (
     host_starved.RULE,
     host_sync.RULE,
     step_boundary.RULE,
+    dimensions.REDUCE_SCATTER_RULE,
+    dimensions.REPLICA_ALL_REDUCE_RULE,
+    dimensions.TP_RULE,
 )
 _registered: list[FindingRule] = list(BUILT_IN)
 
