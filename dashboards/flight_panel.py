@@ -52,7 +52,7 @@ def flight_panel(run_dir: Path, trace_collectives: pd.DataFrame | None) -> list[
                 html.Br(),
                 html.I("try: " + "; ".join(lv.lever for lv in f.levers)),
             ]
-        )  # fmt: skip
+        )
         for f in r.findings
     ]
     return [

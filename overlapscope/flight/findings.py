@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from overlapscope.analysis.findings import Finding, FindingKind
+from overlapscope.analysis.findings import Finding, FindingKind, Lever
 from overlapscope.phases import Phase
 
 if TYPE_CHECKING:
@@ -77,8 +77,9 @@ def _late(coll: pd.DataFrame, entries: pd.DataFrame) -> list[Finding]:
             f"{g['lag_us'].median():,.0f} µs (median) beyond the other ranks, whose issue "
             f"times spread {g['others_spread_us'].median():,.0f} µs: the time goes {before}; "
             f"issued from {stack}",
-            f"see what rank {rank} does before this collective (a slower host, a data loader, "
-            "a host sync, an uneven batch): profile that rank's step, or compare its host",
+            (Lever(f"see what rank {rank} does before this collective (a slower host, a data "
+                   "loader, a host sync, an uneven batch): profile that rank's step, or compare "
+                   "its host", "it issued last on most steps"),),
             int(rank),
         ))  # fmt: skip
     return out
@@ -122,9 +123,10 @@ def _hang(coll: pd.DataFrame, entries: pd.DataFrame, status: dict[int, dict[str,
             f"issued by rank {ranks}: a hang",
             f"issued by {int(first['num_ranks'])} of {int(first['num_expected'])} ranks; last "
             f"completed (pg_status): {done}; rank {stopped[0]}'s last entry: {where}",
-            f"rank {stopped[0]} stopped after its last entry: look at the code it runs after "
-            "that call (an exception, a branch only some ranks take, a collective on another "
-            "group); its stack above is where it last talked to the others",
+            (Lever(f"rank {stopped[0]} stopped after its last entry: look at the code it runs "
+                   "after that call (an exception, a branch only some ranks take, a collective "
+                   "on another group)", "its stack above is where it last talked to the "
+                   "others"),),
             stopped[0],
         ))  # fmt: skip
     return out
@@ -154,8 +156,8 @@ def _peer_waits(coll: pd.DataFrame, per_rank: pd.DataFrame) -> list[Finding]:
             f"rank {rank} waits for its peers in the {_where(phase, slot, unit or None)}",
             f"{us:,.0f} µs per step inside the collective beyond the fastest rank's duration "
             "(Flight Recorder durations)",
-            "the last rank to issue it holds everyone: see the late-issuer finding, or "
-            "balance what the ranks do before it",
+            (Lever("balance what the ranks do before it, or see the late-issuer finding",
+                   "the last rank to issue it holds everyone"),),
             int(rank),
         ))  # fmt: skip
     return out

@@ -21,7 +21,13 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from overlapscope.analysis.findings import Finding, FindingInput, FindingKind, FindingRule
+from overlapscope.analysis.findings import (
+    Finding,
+    FindingInput,
+    FindingKind,
+    FindingRule,
+    Lever,
+)
 from overlapscope.phases import CollectiveKind, Phase
 from overlapscope.trace.groups import parse_label
 
@@ -111,7 +117,9 @@ def dimension_findings(inp: FindingInput) -> list[Finding]:
                 f"{stake:,.0f} µs/step of {phase.words} transfer runs longer than the compute "
                 f"meant to hide it; most exposed units: {_top(per_unit)}"
             )
-            out.append(Finding(kind, stake, title, evidence, change, cause="exposed_transfer"))
+            why = f"{stake:,.0f} µs/step of {phase.words} exposed"
+            levers = (Lever(change, why),)
+            out.append(Finding(kind, stake, title, evidence, levers, cause="exposed_transfer"))
     stake, per_unit = _exposure(units, _TP)
     if inp.at_stake(stake):
         evidence = (
@@ -119,7 +127,8 @@ def dimension_findings(inp: FindingInput) -> list[Finding]:
             f"runs uncovered by compute; most exposed blocks: {_top(per_unit)}"
         )
         out.append(Finding(FindingKind.TP_EXPOSED, stake, "tensor-parallel communication "
-                           "is exposed", evidence, _tp_change(units),
+                           "is exposed", evidence,
+                           (Lever(_tp_change(units), f"{stake:,.0f} µs/step of TP exposed"),),
                            cause="exposed_transfer"))  # fmt: skip
     return out
 
