@@ -182,7 +182,7 @@ def good_values(app: Any) -> dict[tuple[str, str], object]:
         (ids.RANKS, "value"): [], (ids.TIMELINE_GRAPH, "relayoutData"): {"xaxis.range": [0, 5]},
         (ids.WHATIF_POLICY, "value"): "none", (ids.WHATIF_FORWARD_PREFETCH, "value"): [],
         (ids.WHATIF_LIMIT, "value"): "off", (ids.WHATIF_NETWORK_MODE, "value"): "scale",
-        (ids.WHATIF_NETWORK_VALUE, "value"): 1.0, (ids.WHATIF_TARGET, "value"): None,
+        (ids.WHATIF_NETWORK_VALUE, "value"): 1.0, (ids.WHATIF_TARGET, "value"): None, (ids.GROUP, "value"): None,
     }  # fmt: skip
 
 
