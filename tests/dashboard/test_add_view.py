@@ -99,6 +99,7 @@ def test_the_view_callback_renders_it(calls: list[Request], sample_runs: list[Ru
     app = create_app(sample_runs)
     client = app.server.test_client()
     run_a, run_b = default_pair(sample_runs)
+    assert run_a is not None and run_b is not None
     text = _post(client, _view_request(HELLO, run_a, run_b, 2))
     labels = {r.key: r.label for r in sample_runs}
     assert f"hello {labels[run_a]}, {labels[run_b]} at step 2" in text and HELLO_TEXT in text
