@@ -8,7 +8,10 @@ In this order (docs/ANALYSIS.md, "Process groups, dimensions and matching"):
 3. the threads the collectives run on: each gloo group runs its work on its own
    ``pt_gloo_runloop`` threads, made together when the group is made, so a group's threads
    have neighbouring ids and the groups' threads come in the order the groups were made
-   (the order of ``pg_config``); and
+   (the order of ``pg_config``); NCCL runs each communicator on a CUDA stream of its own,
+   so a rank's NCCL streams that ``record_param_comms`` did not name are its groups in the
+   same order (:func:`nccl_labels`; without ``pg_config``, each stream a group by what it
+   runs: trace/streams.py); and
 4. the issuing ``c10d::`` op's sizes (trace/issuing.py: the group's size of an all-gather or
    a reduce-scatter), which must agree with the group a thread is given.
 
