@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.arrays import FloatArray, IntArray, ObjArray
+from overlapscope.phases import CollectiveKind
 from overlapscope.trace.attribution import Labels, RowContext
 from overlapscope.trace.comm_args import GLOO_GROUP, NCCL_GROUP
 from overlapscope.trace.header import PgEntry
@@ -42,6 +43,7 @@ from overlapscope.trace.streams import by_signature
 THREADS_PER_GROUP = 2
 _LABEL_RE = re.compile(r"^(?P<desc>.*)\[(?P<ranks>\d+(?:,\d+)*)\]$")
 DEFAULT_DESC = "default_pg"
+_P2P = [k.value for k in (CollectiveKind.SEND, CollectiveKind.RECV, CollectiveKind.SEND_RECV)]
 
 
 def label(desc: str | None, name: str, ranks: Sequence[int]) -> str:
@@ -188,18 +190,22 @@ def nccl_labels(
     groups: Sequence[PgEntry],
     rank: int,
     world: int,
+    num_unnamed: int | None = None,
 ) -> tuple[dict[int, str], str | None]:
     """The group name of each NCCL stream of one rank (``stream``: the stream of each NCCL
-    collective that ``record_param_comms`` did not name; ``ran``: its kind, bytes, step and
+    collective that ``record_param_comms`` did not name, point-to-point left out; ``ran``: its kind, bytes, step and
     the group size its issuing op says, -1 unknown), and a warning (None: none): the
     streams in id order (the order their communicators were made) given the rank's groups
     of ``pg_config`` as :func:`assign` gives gloo's threads; else each stream a group by
-    what it runs (trace/streams.py). Streams of groups of the whole job are left out."""
-    if not len(stream) or world < 2:
+    what it runs (trace/streams.py). Streams of groups of the whole job are left out.
+    ``num_unnamed``: the rank's NCCL collectives no group names, point-to-point included
+    (the count of the warning that they are one group of the whole job; None: ``stream``'s)."""
+    unnamed = len(stream) if num_unnamed is None else num_unnamed
+    if not unnamed or world < 2:
         return {}, None
     streams = sorted(set(stream.tolist()))
     if len(streams) < 2:
-        return {}, None if groups else nothing_known(world, len(stream))
+        return {}, None if groups else nothing_known(world, unnamed)
     mine = _order([g for g in groups if rank in g.ranks and len(g.ranks) > 1])
     if mine and all(whole(g.ranks, world) for g in mine):
         return {}, None
@@ -228,11 +234,15 @@ def _name_nccl_streams(
     """Name the group of the rank's NCCL collectives that no ``record_param_comms`` named
     by their streams (:func:`nccl_labels`, in place); returns the warnings."""
     comm = ctx.comm_rows
-    pick = ctx.on_gpu[comm] & (out.group[comm] == NCCL_GROUP)
+    # (point-to-point transfers keep theirs: a pair's send and receive run different work)
+    unnamed = ctx.on_gpu[comm] & (out.group[comm] == NCCL_GROUP)
+    pick = unnamed & ~np.isin(out.kind[comm], _P2P)
     rows = comm[pick]
     group_size = issued["group_size"].fillna(-1).to_numpy(dtype=np.int64)[pick]
     ran = (out.kind[rows], nbytes[rows], ctx.step[rows], group_size)
-    by_stream, warning = nccl_labels(ctx.tid[rows], ran, where[2], where[0], where[1])
+    rank, world, groups = where
+    count = int(unnamed.sum())
+    by_stream, warning = nccl_labels(ctx.tid[rows], ran, groups, rank, world, count)
     for s, name in by_stream.items():
         out.group[rows[ctx.tid[rows] == s]] = name
     return [warning] if warning else []

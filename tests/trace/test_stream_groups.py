@@ -30,6 +30,7 @@ _KERNELS = {
     "reduce_scatter": "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
     "allreduce": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
 }  # fmt: skip
+_SEND_RECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
 # per step: (collective, elements in, elements out, stream)
 _STEP = [
     ("allgather", 500, 1000, SHARD_STREAM),
@@ -55,9 +56,10 @@ def _pg_config(rank: int) -> list[dict[str, Any]]:
     ]
 
 
-def _events(rank: int, streams: tuple[int, int]) -> list[dict[str, Any]]:
+def _events(rank: int, streams: tuple[int, int], p2p: bool = False) -> list[dict[str, Any]]:
     """Rank ``rank``'s steps; ``streams``: its shard and replicate streams. Ranks 2 and 3
-    run their shard collectives 400 µs later (their own group waits, not 0 and 1)."""
+    run their shard collectives 400 µs later (their own group waits, not 0 and 1).
+    ``p2p``: and a point-to-point transfer per step on a third stream."""
     events: list[dict[str, Any]] = []
     for s in range(NUM_STEPS):
         t0 = 10_000.0 * s
@@ -72,12 +74,15 @@ def _events(rank: int, streams: tuple[int, int]) -> list[dict[str, Any]]:
             late = 400.0 if rank >= 2 and stream == SHARD_STREAM else 0.0
             own = streams[0] if stream == SHARD_STREAM else streams[1]
             events.append(kernel(_KERNELS[coll], t + 200.0, 1_000.0 + late, corr, stream=own))
+        if p2p:  # a pipeline stage's transfer, on a communicator of its own
+            events.append(launch(t0 + 8_900.0, 100 * s + 99))
+            events.append(kernel(_SEND_RECV, t0 + 8_910.0, 50.0, 100 * s + 99, stream=28))
     return events
 
 
-def _job(tmp: Path, pg_config: bool, streams: tuple[int, int] = (20, 24)) -> None:
+def _job(tmp: Path, pg_config: bool, p2p: bool = False) -> None:
     for r in range(4):
-        doc = trace(r, 4, _events(r, streams), backend="nccl")
+        doc = trace(r, 4, _events(r, (SHARD_STREAM, REPLICATE_STREAM), p2p), backend="nccl")
         if pg_config:
             doc["distributedInfo"]["pg_config"] = _pg_config(r)
         write(tmp / f"rank-{r}.json", doc)
@@ -89,11 +94,13 @@ def _groups_of_ranks(tmp: Path) -> dict[int, set[str]]:
     return {int(r): set(g["group"].astype(str)) for r, g in comm.groupby("rank")}
 
 
-def test_streams_are_given_the_groups_of_pg_config(tmp_path: Path) -> None:
-    _job(tmp_path, pg_config=True)
+@pytest.mark.parametrize("p2p", [False, True], ids=["collectives", "and-point-to-point"])
+def test_streams_are_given_the_groups_of_pg_config(tmp_path: Path, p2p: bool) -> None:
+    """A point-to-point stream is not one of them: its transfers keep ``nccl``."""
+    _job(tmp_path, pg_config=True, p2p=p2p)
     assert _groups_of_ranks(tmp_path) == {
         r: {f"mesh_shard[{','.join(map(str, _shard(r)))}]",
-            f"mesh_replicate[{','.join(map(str, _replicate(r)))}]"}
+            f"mesh_replicate[{','.join(map(str, _replicate(r)))}]"} | ({"nccl"} if p2p else set())
         for r in range(4)
     }  # fmt: skip
     assert not [w for w in load_run(tmp_path).warnings if "NCCL" in w or "no process" in w]
