@@ -193,8 +193,9 @@ def nccl_labels(
     num_unnamed: int | None = None,
 ) -> tuple[dict[int, str], str | None]:
     """The group name of each NCCL stream of one rank (``stream``: the stream of each NCCL
-    collective that ``record_param_comms`` did not name, point-to-point left out; ``ran``: its kind, bytes, step and
-    the group size its issuing op says, -1 unknown), and a warning (None: none): the
+    collective that ``record_param_comms`` did not name, point-to-point left out; ``ran``:
+    its kind, bytes, step and the group size its issuing op says, -1 unknown), and a
+    warning (None: none): the
     streams in id order (the order their communicators were made) given the rank's groups
     of ``pg_config`` as :func:`assign` gives gloo's threads; else each stream a group by
     what it runs (trace/streams.py). Streams of groups of the whole job are left out.

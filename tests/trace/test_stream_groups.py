@@ -25,12 +25,13 @@ from tests.trace.kineto import kernel, launch, step, trace, write, x
 
 SHARD_STREAM, REPLICATE_STREAM = 20, 24
 NUM_STEPS = 3
+_ARGS = "(ncclDevKernelArgsStorage<4096ul>)"
 _KERNELS = {
-    "allgather": "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
-    "reduce_scatter": "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
-    "allreduce": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
-}  # fmt: skip
-_SEND_RECV = "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"
+    "allgather": f"ncclDevKernel_AllGather_RING_LL{_ARGS}",
+    "reduce_scatter": f"ncclDevKernel_ReduceScatter_Sum_f32_RING_LL{_ARGS}",
+    "allreduce": f"ncclDevKernel_AllReduce_Sum_f32_RING_LL{_ARGS}",
+}
+_SEND_RECV = f"ncclDevKernel_SendRecv{_ARGS}"
 # per step: (collective, elements in, elements out, stream)
 _STEP = [
     ("allgather", 500, 1000, SHARD_STREAM),
