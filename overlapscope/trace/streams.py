@@ -20,17 +20,24 @@ from __future__ import annotations
 import hashlib
 
 from overlapscope.arrays import IntArray, ObjArray
+from overlapscope.phases import CollectiveKind
 
 NCCL_STREAM_PREFIX = "nccl:"
+# kinds whose size may differ between the group's ranks (an expert-parallel all-to-all's
+# tokens per rank): their kind alone is in the signature
+_UNEVEN = frozenset({CollectiveKind.ALL_TO_ALL.value})
 
 
 def signature(kinds: ObjArray, nbytes: IntArray, steps: IntArray) -> str:
     """The name of a stream's group from the ordered ``(kind, bytes)`` of its collectives
-    in its first step (all of them where none is in a step): its kinds, then a digest
-    (``nccl:all_gather+reduce_scatter#3f2a9c``)."""
+    in its first step (all of them where none is in a step; an all-to-all's kind only): its
+    kinds, then a digest (``nccl:all_gather+reduce_scatter#3f2a9c``)."""
     in_step = steps[steps >= 0]
     pick = steps == in_step.min() if len(in_step) else steps == steps
-    shape = [f"{k}:{b}" for k, b in zip(kinds[pick].tolist(), nbytes[pick].tolist(), strict=True)]
+    shape = [
+        f"{k}:{'*' if k in _UNEVEN else b}"
+        for k, b in zip(kinds[pick].tolist(), nbytes[pick].tolist(), strict=True)
+    ]
     digest = hashlib.sha1("|".join(shape).encode(), usedforsecurity=False).hexdigest()[:6]
     seen = "+".join(dict.fromkeys(str(k) for k in kinds[pick].tolist()))
     return f"{NCCL_STREAM_PREFIX}{seen}#{digest}"

@@ -21,6 +21,7 @@ from overlapscope.analysis import analyze
 from overlapscope.trace.groups import nccl_labels, parse_label
 from overlapscope.trace.header import PgEntry
 from overlapscope.trace.loader import load_run
+from overlapscope.trace.streams import signature
 from tests.trace.kineto import kernel, launch, step, trace, write, x
 
 SHARD_STREAM, REPLICATE_STREAM = 20, 24
@@ -187,3 +188,19 @@ def test_nccl_labels_from_pg_config(
     )
     labels, warning = nccl_labels(stream, ran, [every[g] for g in groups], 0, 4)
     assert labels == want and warning is None
+
+
+def test_signature_is_what_a_stream_runs_an_all_to_alls_size_left_out() -> None:
+    """An expert-parallel all-to-all moves other sizes on other ranks: its kind is enough."""
+    steps = np.asarray([0, 0, 1])
+
+    def named(kinds: list[str], nbytes: list[int]) -> str:
+        return signature(np.asarray(kinds, dtype=object), np.asarray(nbytes), steps)
+
+    a2a = named(["all_to_all", "all_reduce", "all_to_all"], [300, 64, 999])
+    assert a2a.startswith("nccl:all_to_all+all_reduce#")
+    assert named(["all_to_all", "all_reduce", "all_to_all"], [512, 64, 7]) == a2a
+    assert named(["all_to_all", "all_reduce", "all_to_all"], [300, 32, 999]) != a2a
+    assert named(["all_gather", "all_reduce", "x"], [1, 2, 3]) != named(
+        ["all_gather", "all_reduce", "x"], [9, 2, 3]
+    )
