@@ -86,6 +86,10 @@ class Target:
     no_cache: bool = False
     in_process: bool = False  # load_run + analyze here: no task, no per-rank cache
 
+    def __post_init__(self) -> None:
+        if self.in_process and self.dask is not None:
+            raise ValueError("Target: in_process runs here, dask on a cluster; set one of them")
+
     def executor(self) -> contextlib.AbstractContextManager[Executor]:
         if self.dask is None:
             return LocalExecutor()
@@ -156,21 +160,14 @@ def analyse(
     on-demand figures in its folder (the dashboard reads the timeline a step at a time). A
     damaged cache file met on the way is made again (:func:`~overlapscope.cache.healing`)."""
     target = target or Target()
+    if hta and target.dask is not None:
+        raise UserError("--hta runs HTA on the whole traces locally; leave it out with --dask")
     if hta or target.in_process:
-        if target.dask is not None:
-            raise UserError("--hta runs HTA on the whole traces locally; leave it out with --dask")
         return _in_process(inputs, hta)
     if cache is None:
         with opened(target) as own:
             return analyse(inputs, target, own, timeline=timeline, timeline_files=timeline_files)
     return healing(cache, lambda: _stored(inputs, target, cache, timeline, timeline_files))
-
-
-def analyze_paths(
-    inputs: Inputs, target: Target | None = None, *, timeline: bool = False
-) -> RunAnalysis:
-    """:func:`analyse`'s analysis alone."""
-    return analyse(inputs, target, timeline=timeline).analysis
 
 
 def _in_process(inputs: Inputs, hta: bool) -> StoredAnalysis:
