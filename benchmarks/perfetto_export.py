@@ -46,10 +46,10 @@ out = tmp / "export.json.gz"
 if dask:
     from overlapscope.pipeline.perfetto import export_stored
     from overlapscope.pipeline.plan import Inputs
-    from overlapscope.pipeline.run import Target, analyze_stored, opened
+    from overlapscope.pipeline.run import Target, analyse, opened
     target = Target("local", tmp / "cache")
     cache = opened(target).__enter__()
-    done = analyze_stored(Inputs((run_dir,)), target, cache)
+    done = analyse(Inputs((run_dir,)), target, cache)
     analysis = done.analysis
     export = lambda: export_stored(out, done, target, cache, (None, None))
 else:

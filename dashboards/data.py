@@ -5,12 +5,14 @@ Run discovery lives in :mod:`dashboards.runs`; its names are re-exported here.
 The browser only ever sends a run *key* (``RunSource.key``); keys are assigned here, from the
 runs the app was started with, and an unknown key is refused (``UnknownRunError``).
 
-Analysis is computed once per run content and cached twice: in memory, and on disk in the one
-cache (:mod:`overlapscope.cache`: ``--cache DIR``, ``$OVERLAPSCOPE_CACHE`` or
-``~/.cache/overlapscope``) as ``dashboard-<key>.pkl``, where the key hashes the analysis
-schema version, this module's cache version, the installed package's code and each input
-file's (path, size, mtime). Nothing is written into run directories. A run opened with
-``--dask`` is analysed as ``analyze --dask`` does, through the same cache.
+Every run is analysed by the one entry point (:func:`overlapscope.pipeline.run.analyse`): in
+this process (the what-if replays the run's events), or, opened with ``--dask``, as
+``analyze --dask`` does. The analysis is computed once per run content and cached twice: in
+memory, and on disk in the one cache (:mod:`overlapscope.cache`: ``--cache DIR``,
+``$OVERLAPSCOPE_CACHE`` or ``~/.cache/overlapscope``) as ``dashboard-v<version>-<key>.pkl``,
+where the key is the analysis key of every analysis
+(:func:`~overlapscope.pipeline.run.analysis_key`: the code, the flags, each input's path,
+size and mtime). Nothing is written into run directories.
 
 What-if calibrations (``RunRegistry.calibration``) are kept in memory only, for the
 ``CALIBRATION_CACHE_SIZE`` runs used last, keyed by the same fingerprint; a run that cannot be
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -30,23 +31,28 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dashboards.runs import (
-    RUN_JSON,
     RunSource,
     default_pair,
     discover_runs,
     read_manifest,
     workload_fields,
 )
-from overlapscope.analysis.api import SCHEMA_VERSION, RunAnalysis, analyze
-from overlapscope.analysis.findings.registry import registry_digest as findings_digest
-from overlapscope.cache import Cache, code_digest, read_entry, write_entry
+from overlapscope.analysis.api import RunAnalysis
+from overlapscope.cache import Cache, read_entry, write_entry
 from overlapscope.errors import UserError
 from overlapscope.manifest import RunManifest
-from overlapscope.pipeline.run import Target, opened
+from overlapscope.pipeline.plan import Inputs
+from overlapscope.pipeline.run import (
+    IN_PROCESS,
+    StoredAnalysis,
+    Target,
+    analyse,
+    analysis_key,
+    opened,
+)
 from overlapscope.sim import Calibration
 from overlapscope.sim.calibrate import SimInputs, sim_inputs
 from overlapscope.sim.predict import calibrate_loaded
-from overlapscope.trace.loader import load_run
 
 if TYPE_CHECKING:
     from overlapscope.pipeline.timeline import RankTimelines
@@ -71,6 +77,8 @@ __all__ = [
 # launches; 6: 5 with run.json's trace stamps (issue 32); 7: 6 with where the GPU waits
 # (issue 30) and the Perfetto export's rank infos (issue 35)
 CACHE_VERSION = 7
+# The kind of the dashboard's entry (analysis, run.json, what-if inputs) under the analysis key.
+ENTRY_KIND = f"dashboard-v{CACHE_VERSION}"
 # What-if calibrations kept in memory (a few MB each: per-step compute and transfer tables).
 CALIBRATION_CACHE_SIZE = 8
 
@@ -101,40 +109,18 @@ class LoadedRun:
     timelines: RankTimelines | None = None
 
 
-def input_files(path: Path) -> list[Path]:
-    """The files whose content the analysis of ``path`` depends on (for the cache key)."""
-    if path.is_file():
-        return [path]
-    if not path.is_dir():
-        raise RunLoadError(f"{path}: the run directory no longer exists")
-    manifest = read_manifest(path)
-    if manifest is not None and manifest.traces:
-        files = [path / name for name in manifest.traces]
-    else:
-        files = sorted(
-            p
-            for p in path.iterdir()
-            if p.name != RUN_JSON and p.name.endswith((".json", ".json.gz"))
-        )
-    if (path / RUN_JSON).is_file():
-        files.append(path / RUN_JSON)
-    return files
+def run_inputs(path: Path) -> Inputs:
+    """What the dashboard analyses of a run: its path, the analysis' default flags."""
+    return Inputs((path,), progress=False)
 
 
 def fingerprint(path: Path) -> str:
-    """Hash of the analysis schema, this cache's version, the code, the findings registered
-    beyond the built-in ones, and each input's (path, size, mtime)."""
-    h = hashlib.sha256(
-        f"{SCHEMA_VERSION}:{CACHE_VERSION}:{code_digest()}:{findings_digest()}:"
-        f"{path.resolve()}".encode()
-    )
-    for f in input_files(path):
-        try:
-            st = f.stat()
-        except OSError as e:
-            raise RunLoadError(f"{f}: cannot read ({e.strerror or e})") from e
-        h.update(f"\0{f.name}\0{st.st_size}\0{st.st_mtime_ns}".encode())
-    return h.hexdigest()[:32]
+    """The run's analysis key: the one key of a whole analysis
+    (:func:`~overlapscope.pipeline.run.analysis_key`: the code, the findings registered, the
+    flags, each input's path, size and mtime), for the timeline gathered whole."""
+    if not path.exists():
+        raise RunLoadError(f"{path}: the run directory no longer exists")
+    return analysis_key(run_inputs(path), timeline=True, on_demand=True)
 
 
 _Cached = tuple[RunAnalysis, RunManifest | None, SimInputs]
@@ -163,36 +149,39 @@ def analyse_run(path: Path, cache: Cache | None) -> tuple[RunAnalysis, RunManife
 def _analyse(path: Path, cache: Cache | None) -> tuple[RunAnalysis, RunManifest | None, SimInputs, str]:  # fmt: skip
     """The run parsed once: its analysis, run.json and the what-if calibration's inputs."""
     key = fingerprint(path)
-    file = cache.entry("dashboard", key) if cache is not None else None
+    file = cache.entry(ENTRY_KIND, key) if cache is not None else None
     if file is not None and (hit := _read_cache(file)) is not None:
         return hit[0], hit[1], hit[2], key
+    done = _analysed(path, IN_PROCESS, None)
+    assert done.run is not None  # (the in-process executor keeps the run)
     try:
-        run = load_run(path, progress=False)
-        analysis = analyze(run)
-        inputs = sim_inputs(run)
+        inputs = sim_inputs(done.run)
+    except Exception as e:  # a run the simulator does not expect must not take the app down
+        raise RunLoadError(f"{path}: failed to load: {type(e).__name__}: {e}") from e
+    meta = done.run.manifest
+    if file is not None:
+        _write_cache(file, (done.analysis, meta, inputs))
+    return done.analysis, meta, inputs, key
+
+
+def _analysed(path: Path, target: Target, cache: Cache | None, **want: bool) -> StoredAnalysis:
+    """The run from the one entry point (:func:`~overlapscope.pipeline.run.analyse`); a
+    :class:`RunLoadError` for whatever stops it (a trace that breaks the parser must not take
+    the app down)."""
+    try:
+        return analyse(run_inputs(path), target, cache, **want)
     except UserError as e:
         raise RunLoadError(str(e)) from e
-    except Exception as e:  # a trace that breaks the parser must not take the app down
+    except Exception as e:
         raise RunLoadError(f"{path}: failed to load: {type(e).__name__}: {e}") from e
-    meta = run.manifest
-    if file is not None:
-        _write_cache(file, (analysis, meta, inputs))
-    return analysis, meta, inputs, key
 
 
 def analyse_on_dask(src: RunSource, target: Target, cache: Cache) -> LoadedRun:
     """The run analysed as ``overlapscope analyze --dask`` does (its figures cached in
     ``cache``), without its events: they stay in the cache, read per step."""
-    from overlapscope.pipeline.plan import Inputs
-    from overlapscope.pipeline.run import analyze_stored
     from overlapscope.pipeline.timeline import RankTimelines
 
-    try:
-        done = analyze_stored(Inputs((src.path,)), target, cache, timeline_files=True)
-    except UserError as e:
-        raise RunLoadError(str(e)) from e
-    except Exception as e:  # a trace that breaks the parser must not take the app down
-        raise RunLoadError(f"{src.path}: failed to load: {type(e).__name__}: {e}") from e
+    done = _analysed(src.path, target, cache, timeline_files=True)
     timelines = RankTimelines.of(cache.root, done)
     manifest = read_manifest(src.path) if src.path.is_dir() else None
     return LoadedRun(src, done.analysis, manifest, timelines=timelines)

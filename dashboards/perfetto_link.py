@@ -28,7 +28,6 @@ from dashboards.data import RunRegistry, UnknownRunError
 from overlapscope.errors import UserError
 from overlapscope.perfetto.export import write_perfetto
 from overlapscope.perfetto.numbers import parse_numbers
-from overlapscope.trace.loader import load_run
 
 ROUTE = "perfetto/"
 LINK_CLASS = "perfetto-link"
@@ -90,20 +89,23 @@ def export_run(
     ranks: tuple[int, ...] | None,
     out: Path,
 ) -> None:
-    """The run's export into ``out``: from the run loaded here, or (a run opened with
-    --dask) each rank's part written by its task from the cache."""
-    loaded = registry.load(key)
-    src = registry.source(key)
-    if registry.dask is None or registry.cache is None:
-        run = load_run(src.path, progress=False)
-        write_perfetto(out, loaded.analysis, run, steps, ranks)
-        return
+    """The run's export into ``out``, of the analysis of the one entry point
+    (:func:`~overlapscope.pipeline.run.analyse`): from the run loaded here (the in-process
+    executor), or (a run opened with --dask) each rank's part written by its task from the
+    cache."""
     from overlapscope.pipeline.perfetto import export_stored
     from overlapscope.pipeline.plan import Inputs
-    from overlapscope.pipeline.run import analyze_stored
+    from overlapscope.pipeline.run import IN_PROCESS, analyse
 
-    # the analysis the registry made, read back from the cache
-    done = analyze_stored(Inputs((src.path,)), registry.dask, registry.cache, timeline_files=True)
+    src = registry.source(key)
+    inputs = Inputs((src.path,), progress=False)
+    if registry.dask is None or registry.cache is None:
+        done = analyse(inputs, IN_PROCESS)
+        assert done.run is not None  # (the in-process executor keeps the run)
+        write_perfetto(out, done.analysis, done.run, steps, ranks)
+        return
+    registry.load(key)  # (the analysis the registry made, read back from the cache)
+    done = analyse(inputs, registry.dask, registry.cache, timeline_files=True)
     export_stored(out, done, registry.dask, registry.cache, (steps, ranks))
 
 

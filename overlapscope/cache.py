@@ -51,7 +51,7 @@ import pandas as pd
 from overlapscope.errors import UserError
 from overlapscope.sealed import DamagedFile, dump, load, sweep
 from overlapscope.table_files import write_events
-from overlapscope.trace.loader import _Parsed
+from overlapscope.trace.loader import ParsedRank
 from overlapscope.trace.parse import NotATraceError, TraceFileError
 from overlapscope.trace.producers import registry_digest
 
@@ -128,7 +128,7 @@ class RankMeta:
     with a sequence number and its first row (own clock, no rank column): what the clock
     estimate reads. ``num_events``, ``has_gpu``: of the whole table."""
 
-    parsed: _Parsed
+    parsed: ParsedRank
     clock_rows: pd.DataFrame
     num_events: int
     has_gpu: bool
@@ -177,7 +177,7 @@ class Cache:
         loaded = load(self.meta_path(key))
         if isinstance(loaded, RankMeta):
             raw = dataclasses.replace(loaded.parsed.raw, path=path)
-            renamed = _Parsed(raw, loaded.parsed.table)
+            renamed = ParsedRank(raw, loaded.parsed.table)
             return RankMeta(renamed, loaded.clock_rows, loaded.num_events, loaded.has_gpu)
         not_a_trace, _, problem = loaded
         cls = NotATraceError if not_a_trace else TraceFileError

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.analysis.bound import bound_summary
-from overlapscope.analysis.clocks import Clocks, align_run, shared_host
+from overlapscope.analysis.clocks import Clocks, estimate_clocks
 from overlapscope.analysis.critical_path import CriticalPath, critical_path
 from overlapscope.analysis.findings import Finding, FindingInput
 from overlapscope.analysis.findings.registry import run_rules
@@ -248,16 +248,10 @@ def analyze(
     (analysis/clocks.py)."""
     if hta_rounding:
         run = round_like_hta(run)
-    host = shared_host(run.manifest)
-    run, offsets = align_run(run, align_clocks)
+    run, clocks = estimate_clocks(run, align_clocks)
     per_rank = concat_ranks([rank_tables(r) for r in rank_runs(run)])
     path = critical_path(per_rank[PATH])
-    result = combine(
-        dataclasses.replace(run, events=run.events.iloc[:0]),
-        per_rank,
-        Clocks(offsets, align_clocks, host),
-        path,
-    )
+    result = combine(dataclasses.replace(run, events=run.events.iloc[:0]), per_rank, clocks, path)
     if hta:
         result = result.with_hta(run_hta(run))
     return result

@@ -376,3 +376,11 @@ def align_run(run: RunTraces, enabled: bool = True) -> tuple[RunTraces, pd.DataF
     if not enabled:
         return run, with_uncertainty(offsets, applied=False)
     return dataclasses.replace(run, events=events, warnings=run.warnings + warnings), offsets
+
+
+def estimate_clocks(run: RunTraces, enabled: bool = True) -> tuple[RunTraces, Clocks]:
+    """The one clock estimate of every executor: :func:`align_run` (``run.events`` may hold
+    only the collectives' rows: the pipeline's plan passes those) and the :class:`Clocks`
+    the analysis reports (the offsets, whether applied, the shared host)."""
+    aligned, offsets = align_run(run, enabled)
+    return aligned, Clocks(offsets, enabled, shared_host(run.manifest))

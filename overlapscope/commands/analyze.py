@@ -114,25 +114,14 @@ def inputs_of(args: argparse.Namespace) -> Inputs:
 
 
 def load_and_analyze(args: argparse.Namespace) -> RunAnalysis:
-    """The analysis ``args`` ask for: through the per-rank cache on this machine or on Dask,
-    or (``--hta``, which reads the whole traces) on the run loaded here."""
-    from overlapscope.analysis.api import analyze
-    from overlapscope.pipeline.run import analyze_paths
-    from overlapscope.trace.loader import load_run
+    """The analysis ``args`` ask for, from the one entry point
+    (:func:`~overlapscope.pipeline.run.analyse`): through the per-rank cache on this machine
+    or on Dask, or (``--hta``, which reads the whole traces) in this process."""
+    from overlapscope.pipeline.run import analyse
 
-    inputs = inputs_of(args)
-    if getattr(args, "hta", False):
-        if args.dask:
-            raise UserError("--hta runs HTA on the whole traces locally; leave it out with --dask")
-        run = load_run(
-            list(inputs.paths),
-            progress=inputs.progress,
-            allow_missing_ranks=inputs.allow_missing_ranks,
-            rank_from_names=inputs.rank_from_names,
-        )
-        return analyze(run, hta=True, align_clocks=inputs.align_clocks)
     timeline = getattr(args, "csv", None) is not None
-    return analyze_paths(inputs, target(args), timeline=timeline)
+    hta = getattr(args, "hta", False)
+    return analyse(inputs_of(args), target(args), timeline=timeline, hta=hta).analysis
 
 
 def write_csv(result: RunAnalysis, out: Path) -> None:

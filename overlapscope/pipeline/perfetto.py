@@ -29,7 +29,7 @@ from overlapscope.pipeline.run import (
     PARALLEL_MIN_EVENTS,
     StoredAnalysis,
     Target,
-    analyze_stored,
+    analyse,
     opened,
 )
 from overlapscope.pipeline.tasks import _same_code, discarding, figure_file, read_summary
@@ -65,13 +65,12 @@ def _idle(tables: dict[str, pd.DataFrame], folder: str, cache_root: str) -> pd.D
 def analyze_and_export(
     inputs: Inputs, target: Target, path: Path, selection: Selection, *, timeline: bool = False
 ) -> tuple[RunAnalysis, tuple[str, ...]]:
-    """The analysis of ``inputs`` (as :func:`~overlapscope.pipeline.run.analyze_paths`
-    makes it) and its export into ``path``, in one cache; the export's warnings. Every
+    """The analysis of ``inputs`` (:func:`~overlapscope.pipeline.run.analyse`'s) and its export into ``path``, in one cache; the export's warnings. Every
     rank's on-demand figures are made into its folder: the GPU idle gaps' track reads them."""
     with opened(target) as cache:
 
         def export() -> tuple[RunAnalysis, tuple[str, ...]]:
-            done = analyze_stored(inputs, target, cache, timeline=timeline, timeline_files=True)
+            done = analyse(inputs, target, cache, timeline=timeline, timeline_files=True)
             return done.analysis, export_stored(path, done, target, cache, selection)
 
         return healing(cache, export)

@@ -10,14 +10,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from overlapscope.analysis.clocks import Clocks, align_run, shared_host
+from overlapscope.analysis.clocks import Clocks, estimate_clocks
 from overlapscope.cache import Cache, RankMeta, code_digest, entry_key
 from overlapscope.errors import UserError
 from overlapscope.pipeline.executor import Executor
 from overlapscope.pipeline.tasks import RankJob, parse_to_cache
 from overlapscope.pool import PARALLEL_MIN_BYTES, show_progress
 from overlapscope.sealed import DamagedFile
-from overlapscope.trace.loader import ALLOW_FLAG, ParseFiles, RunTraces, _Parsed, load_run
+from overlapscope.trace.loader import (
+    ALLOW_FLAG,
+    ParsedRank,
+    ParseFiles,
+    RunTraces,
+    epoch_shifts,
+    load_run,
+)
 from overlapscope.trace.parse import TraceFileError
 
 # (key, meta) of each parsed file, by its path as the loader names it.
@@ -37,7 +44,7 @@ def parse_hook(executor: Executor, cache: Cache, strict: bool, metas: Metas) -> 
 
     def parse(
         files: list[Path], world_hint: int, progress: bool | None
-    ) -> list[_Parsed | TraceFileError]:
+    ) -> list[ParsedRank | TraceFileError]:
         keys = [entry_key(f, world_hint) for f in files]
         cached = {k: _cached(cache, k, f) for f, k in zip(files, keys, strict=True)}
         read = {k: res for k, res in cached.items() if res is not None}
@@ -55,7 +62,7 @@ def parse_hook(executor: Executor, cache: Cache, strict: bool, metas: Metas) -> 
                 f"{lost(files, keys, failed, executor.where)}; run again (analysed ranks are "
                 f"cached), or pass {ALLOW_FLAG} to analyse the rest"
             )
-        out: list[_Parsed | TraceFileError] = []
+        out: list[ParsedRank | TraceFileError] = []
         for f, k in zip(files, keys, strict=True):
             if k in failed:
                 out.append(TraceFileError(f, f"not analysed {executor.where} ({failed[k]})"))
@@ -97,7 +104,8 @@ def _fill_infos(run: RunTraces, metas: Metas) -> RunTraces:
 def _clocks(
     run: RunTraces, metas: Metas, shifts: dict[int, float], enabled: bool
 ) -> tuple[RunTraces, Clocks]:
-    """The clock offsets as ``analyze`` estimates them, from the collectives' ends only."""
+    """The one clock estimate (:func:`~overlapscope.analysis.clocks.estimate_clocks`) over
+    the collectives' rows only, each shifted onto the run's clock as the loader shifts it."""
     frames = []
     for info in run.ranks:
         rows = metas[str(info.path)][1].clock_rows
@@ -110,16 +118,13 @@ def _clocks(
             )
         )
     clock_run = dataclasses.replace(run, events=pd.concat(frames, ignore_index=True))
-    aligned, offsets = align_run(clock_run, enabled)
-    run = dataclasses.replace(run, warnings=aligned.warnings)
-    return run, Clocks(offsets, enabled, shared_host(run.manifest))
+    aligned, clocks = estimate_clocks(clock_run, enabled)
+    return dataclasses.replace(run, warnings=aligned.warnings), clocks
 
 
 def _shifts(run: RunTraces, metas: Metas) -> dict[int, float]:
-    """Each rank's shift to the run's epoch, as the loader computes it."""
-    origin = {i.rank: metas[str(i.path)][1].parsed.raw.origin_ns for i in run.ranks}
-    epoch = min(origin.values())
-    return {r: (o - epoch) / 1000.0 for r, o in origin.items()}
+    """Each rank's shift onto the run's clock: the loader's (:func:`epoch_shifts`)."""
+    return epoch_shifts({i.rank: metas[str(i.path)][1].parsed.raw.origin_ns for i in run.ranks})
 
 
 def _jobs(run: RunTraces, metas: Metas, shifts: dict[int, float], clocks: Clocks) -> list[RankJob]:

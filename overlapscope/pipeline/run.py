@@ -1,7 +1,10 @@
-"""Analyse trace files on any executor, through the one cache: :func:`analyze_paths`.
+"""Analyse trace files on any executor, through the one cache: :func:`analyse`, the one entry
+point of every analysis (the CLI's, the dashboard's, the what-if's, the Perfetto export's).
 
-``overlapscope analyze`` runs this on this machine (:class:`~overlapscope.pipeline.executor.
-LocalExecutor`) and with ``--dask`` on a Dask cluster; the same rounds, each cached::
+Its executors: in this process (:data:`IN_PROCESS`: ``load_run`` + ``analyze``, for what
+reads the run's events: ``--hta``, the what-if, the dashboard without ``--dask``), on this
+machine (:class:`~overlapscope.pipeline.executor.LocalExecutor`, ``overlapscope analyze``)
+and with ``--dask`` on a Dask cluster. The last two run the same rounds, each cached::
 
     parse    one task per rank file: decode + recognise -> events (Arrow) + meta (KB)
     client   the loader's checks on the metas (ranks, world size, warnings), the run's
@@ -33,7 +36,7 @@ from typing import Any
 
 import pandas as pd
 
-from overlapscope.analysis.api import RunAnalysis, combine
+from overlapscope.analysis.api import RunAnalysis, analyze, combine
 from overlapscope.analysis.clocks import Clocks
 from overlapscope.analysis.critical_path import CriticalPath, join_paths
 from overlapscope.analysis.findings.registry import registry_digest as findings_digest
@@ -65,7 +68,7 @@ from overlapscope.pipeline.tasks import (
 )
 from overlapscope.sealed import load
 from overlapscope.table_files import read_table
-from overlapscope.trace.loader import RankInfo, RunTraces
+from overlapscope.trace.loader import RankInfo, RunTraces, load_run
 
 # Above this many events in all, a round of reductions runs on a pool of worker processes.
 PARALLEL_MIN_EVENTS = 500_000
@@ -81,6 +84,11 @@ class Target:
     dask: str | None = None
     cache_dir: Path | None = None
     no_cache: bool = False
+    in_process: bool = False  # load_run + analyze here: no task, no per-rank cache
+
+    def __post_init__(self) -> None:
+        if self.in_process and self.dask is not None:
+            raise ValueError("Target: in_process runs here, dask on a cluster; set one of them")
 
     def executor(self) -> contextlib.AbstractContextManager[Executor]:
         if self.dask is None:
@@ -88,6 +96,10 @@ class Target:
         from overlapscope.cluster.client import DaskExecutor  # (Dask only when asked for)
 
         return DaskExecutor(self.dask)
+
+
+# The in-process executor: the run loaded and analysed in this process.
+IN_PROCESS = Target(in_process=True)
 
 
 @contextlib.contextmanager
@@ -121,40 +133,61 @@ class StoredAnalysis:
     ranks: tuple[int, ...]
     folders: tuple[str, ...]
     infos: tuple[RankInfo, ...] = ()  # each rank's file and clock (its part of --perfetto)
+    # the run loaded, its events too: the in-process executor's only (never cached)
+    run: RunTraces | None = None
 
 
-def analyze_paths(
-    inputs: Inputs, target: Target | None = None, *, timeline: bool = False
-) -> RunAnalysis:
-    """``analyze(load_run(inputs.paths), align_clocks=...)`` with the per-rank work in tasks
-    on ``target`` and every round cached. ``timeline``: gather every rank's timeline rows
-    (only ``--csv`` writes them; else the analysis' timeline is empty)."""
-    target = target or Target()
-    with opened(target) as cache:
-        return analyze_stored(inputs, target, cache, timeline=timeline).analysis
-
-
-def analyze_stored(
+def analyse(
     inputs: Inputs,
-    target: Target,
-    cache: Cache,
+    target: Target | None = None,
+    cache: Cache | None = None,
     *,
     timeline: bool = False,
     timeline_files: bool = False,
+    hta: bool = False,
 ) -> StoredAnalysis:
-    """:func:`analyze_paths` with where each rank's figures lie in ``cache``;
-    ``timeline_files``: every rank's on-demand figures in its folder (the dashboard reads
-    the timeline a step at a time; ``timeline`` gathers them into the analysis as well). A
+    """The one entry point of every analysis (``analyze``, ``diagnose``, the dashboard,
+    ``--hta``, the what-if's calibration, the Perfetto export, the Python API): ``inputs``
+    analysed on ``target``'s executor through ``cache`` (None: the target's, opened for this
+    call). ``analyze(load_run(inputs.paths), align_clocks=...)`` figure for figure.
+
+    ``target.in_process`` (or ``hta``, which reads the whole traces): the run loaded here and
+    analysed by :func:`~overlapscope.analysis.api.analyze` (the in-process executor: no task,
+    no per-rank cache); the result keeps the loaded run (``StoredAnalysis.run``) for those
+    that read its events. Else the per-rank work in tasks, every round cached under
+    :func:`analysis_key`. ``timeline``: gather every rank's timeline rows (only ``--csv``
+    writes them; else the analysis' timeline is empty); ``timeline_files``: every rank's
+    on-demand figures in its folder (the dashboard reads the timeline a step at a time). A
     damaged cache file met on the way is made again (:func:`~overlapscope.cache.healing`)."""
+    target = target or Target()
+    if hta and target.dask is not None:
+        raise UserError("--hta runs HTA on the whole traces locally; leave it out with --dask")
+    if hta or target.in_process:
+        return _in_process(inputs, hta)
+    if cache is None:
+        with opened(target) as own:
+            return analyse(inputs, target, own, timeline=timeline, timeline_files=timeline_files)
     return healing(cache, lambda: _stored(inputs, target, cache, timeline, timeline_files))
+
+
+def _in_process(inputs: Inputs, hta: bool) -> StoredAnalysis:
+    """The in-process executor: ``load_run`` + ``analyze`` in this process, the run kept."""
+    run = load_run(
+        list(inputs.paths),
+        progress=inputs.progress,
+        allow_missing_ranks=inputs.allow_missing_ranks,
+        rank_from_names=inputs.rank_from_names,
+    )
+    analysis = analyze(run, hta=hta, align_clocks=inputs.align_clocks)
+    ranks = tuple(i.rank for i in run.ranks)
+    return StoredAnalysis(analysis, ranks, (), run.ranks, run)
 
 
 def _stored(
     inputs: Inputs, target: Target, cache: Cache, timeline: bool, timeline_files: bool
 ) -> StoredAnalysis:
     on_demand = timeline_files or timeline
-    flags = (inputs.allow_missing_ranks, inputs.rank_from_names, inputs.align_clocks)
-    entry = cache.entry("result", result_token(inputs.paths, (*flags, timeline, on_demand)))
+    entry = cache.entry("result", analysis_key(inputs, timeline=timeline, on_demand=on_demand))
     if (hit := read_entry(entry)) is not None:
         done: StoredAnalysis = hit
         return done
@@ -170,11 +203,18 @@ def _stored(
     return done
 
 
-def result_token(paths: Sequence[Path], flags: tuple[object, ...]) -> str:
-    """Names a whole analysis in the cache: the code, the flags, each path given (a
-    directory or a file; as given too: the report names the files so), and the name, size
-    and mtime of every file given and of every entry of a directory given (its traces,
-    run.json, a ``*.partial`` marker, another tool's file the loader skips)."""
+def analysis_key(inputs: Inputs, *, timeline: bool, on_demand: bool) -> str:
+    """The one key of a whole analysis in the cache (the pipeline's ``result`` entry, the
+    dashboard's): the code and the findings registered, the flags (``inputs``' and what is
+    gathered), each path given (a directory or a file; as given too: the report names the
+    files so), and the name, size and mtime of every file given and of every entry of a
+    directory given (its traces, run.json, a ``*.partial`` marker, another tool's file the
+    loader skips)."""
+    flags = (inputs.allow_missing_ranks, inputs.rank_from_names, inputs.align_clocks)
+    return _paths_key(inputs.paths, (*flags, timeline, on_demand))
+
+
+def _paths_key(paths: Sequence[Path], flags: tuple[object, ...]) -> str:
     h = hashlib.sha256(f"{code_digest()}|{findings_digest()}|{flags}".encode())
     for p in paths:
         is_dir = Path(p).is_dir()

@@ -43,7 +43,7 @@ from overlapscope.phases import Lane
 from overlapscope.pipeline.memory import released
 from overlapscope.sealed import DamagedFile, dump, load
 from overlapscope.table_files import read_arrow, read_table, write_table
-from overlapscope.trace.loader import RankInfo, RunTraces, _parse_one, _Parsed
+from overlapscope.trace.loader import ParsedRank, RankInfo, RunTraces, parse_rank
 from overlapscope.trace.schema import EVENT_COLUMNS
 
 # Likewise what pandas imports on first use in the parse: its Arrow strings' version check
@@ -109,8 +109,8 @@ def _clock_rows(events: pd.DataFrame, comm: npt.NDArray[np.bool_]) -> pd.DataFra
 
 
 def _parse_and_store(path: Path, world_hint: int, cache: Cache, key: str) -> None:
-    parsed = _parse_one(path, world_hint)
-    if not isinstance(parsed, _Parsed):
+    parsed = parse_rank(path, world_hint)
+    if not isinstance(parsed, ParsedRank):
         cache.write(key, parsed, pd.DataFrame())
         return
     events = parsed.table.events
@@ -118,7 +118,7 @@ def _parse_and_store(path: Path, world_hint: int, cache: Cache, key: str) -> Non
     comm.iloc[:1] = True  # the first row names the rank to the clock estimate
     light = dataclasses.replace(parsed.table, events=events.iloc[:0])
     meta = RankMeta(  # (the memory curve is the what-if's, which loads runs itself)
-        parsed=_Parsed(parsed.raw.without_memory(), light),
+        parsed=ParsedRank(parsed.raw.without_memory(), light),
         clock_rows=_clock_rows(events, comm.to_numpy()),
         num_events=len(events),
         has_gpu=bool(events["on_gpu"].any()),

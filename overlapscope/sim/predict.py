@@ -19,10 +19,12 @@ from typing import Any
 
 import pandas as pd
 
-from overlapscope.analysis import RunAnalysis, analyze
+from overlapscope.analysis import RunAnalysis
 from overlapscope.errors import UserError
 from overlapscope.manifest import RUN_JSON, read_manifest
 from overlapscope.phases import Phase
+from overlapscope.pipeline.plan import Inputs
+from overlapscope.pipeline.run import IN_PROCESS, analyse
 from overlapscope.sim.across import at_speed
 from overlapscope.sim.calibrate import (
     TCP_EFFICIENCY,
@@ -40,7 +42,6 @@ from overlapscope.sim.gpu_predict import check_gpu, gpu_replays
 from overlapscope.sim.memory import predicted_peak
 from overlapscope.sim.replay import Replay, replay
 from overlapscope.sim.schedule import Collective, Program, Scenario, build_program
-from overlapscope.trace.loader import load_run
 
 GBIT_BYTES_PER_US = 1e9 / 8 / 1e6  # 1 Gbit/s in bytes per µs
 # JSON names of the per-step means (one convention for per-step vs total figures)
@@ -354,11 +355,13 @@ def load_calibration(
             f"{run_dir}: no {RUN_JSON} and no traces; what-if needs a run directory written by "
             "`overlapscope run` or the trace directory of a torch FSDP run"
         )
-    traces = load_run(run_dir, progress=False)
-    for w in traces.warnings:
+    # (the one entry point, in this process: the calibration replays the run's events)
+    done = analyse(Inputs((run_dir,), progress=False), IN_PROCESS)
+    assert done.run is not None  # (the in-process executor keeps the run)
+    for w in done.run.warnings:
         if on_warning is not None:
             on_warning(w)
-    return calibrate_loaded(analyze(traces), sim_inputs(traces))
+    return calibrate_loaded(done.analysis, sim_inputs(done.run))
 
 
 def calibrate_loaded(analysis: RunAnalysis, inputs: SimInputs) -> Calibration:

@@ -3,7 +3,8 @@
 Order: round-robin (repeat 0 of every config, then repeat 1, ...), so slow drift of the
 machine spreads over all configurations instead of biasing the last one. Each run goes
 through the same launcher as ``overlapscope run`` (``overlapscope.engine.launch.launch``)
-into ``<out>/runs/<config>/rep-<k>/`` and is analysed with ``overlapscope.analysis.analyze``.
+into ``<out>/runs/<config>/rep-<k>/`` and is analysed by the one entry point
+(``overlapscope.pipeline.run.analyse``, in this process).
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from overlapscope.analysis import analyze
 from overlapscope.config import RunConfig
 from overlapscope.engine.launch import launch
+from overlapscope.pipeline.plan import Inputs
+from overlapscope.pipeline.run import IN_PROCESS, analyse
 from overlapscope.sweep.metrics import RUN_COLUMNS, run_metrics
 from overlapscope.sweep.spec import SweepPoint
-from overlapscope.trace.loader import load_run
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,11 +56,12 @@ def run_sweep(
         cfg = point.apply(base)
         done = launch(cfg, run_dir(out, point, rep), force=True)
         on_event(RunEvent(i, total, point, rep, "analyze"))
-        traces = load_run(done, progress=False)
-        if traces.manifest is None:
+        analysed = analyse(Inputs((done,), progress=False), IN_PROCESS)  # (the one entry point)
+        manifest = analysed.run.manifest if analysed.run is not None else None
+        if manifest is None:
             raise RuntimeError(f"{done}: the launcher wrote no run.json")
-        peaks = list(traces.manifest.peak_mem_bytes)
-        metrics = run_metrics(analyze(traces), peaks, cfg.global_batch)
+        peaks = list(manifest.peak_mem_bytes)
+        metrics = run_metrics(analysed.analysis, peaks, cfg.global_batch)
         records.append({"config": point.label, "repeat": rep, **metrics})
         on_event(RunEvent(i, total, point, rep, "done"))
     return pd.DataFrame.from_records(records, columns=RUN_COLUMNS)

@@ -86,12 +86,30 @@ class RunTraces:
 
 
 @dataclass(frozen=True, slots=True)
-class _Parsed:
+class ParsedRank:
+    """One rank file parsed: what every executor hands the loader (:data:`ParseFiles`).
+
+    ``raw``: the file as read (:class:`~overlapscope.trace.parse.RawTrace`: its rank, world
+    size, clock origin ``origin_ns``, header warnings), its raw event and argument columns
+    emptied. ``table``: the recognised per-rank table
+    (:class:`~overlapscope.trace.recognize.RankTable`: events on the file's own clock,
+    producer, steps). The pipeline caches it without the events (``cache.RankMeta``)."""
+
     raw: RawTrace
     table: RankTable
 
 
-def _parse_one(path: Path, world_hint: int) -> _Parsed | TraceFileError:
+def epoch_shifts(origins_ns: dict[int, int]) -> dict[int, float]:
+    """Each rank's shift onto the run's clock, in µs (0: the earliest origin), from each
+    rank's clock origin (``RawTrace.origin_ns``): the one place the loader's shifts are
+    made (the pipeline's plan reads them from here too)."""
+    epoch = min(origins_ns.values())
+    return {r: (o - epoch) / 1000.0 for r, o in origins_ns.items()}
+
+
+def parse_rank(path: Path, world_hint: int) -> ParsedRank | TraceFileError:
+    """Read and recognise one rank file (``world_hint``: the world size where the file
+    names none); a :class:`TraceFileError` it cannot be read is returned, not raised."""
     try:
         raw = read_trace(path)
     except TraceFileError as e:
@@ -100,19 +118,19 @@ def _parse_one(path: Path, world_hint: int) -> _Parsed | TraceFileError:
     table = recognize(raw, world)
     # The recognised table replaces the raw columns; keep only what the loader needs.
     light = dataclasses.replace(raw, events=raw.events.iloc[:0], comm_args=raw.comm_args.iloc[:0])
-    return _Parsed(light, table)
+    return ParsedRank(light, table)
 
 
 # (files, world hint, progress) -> one parse result per file, in order.
-ParseFiles = Callable[[list[Path], int, "bool | None"], "list[_Parsed | TraceFileError]"]
+ParseFiles = Callable[[list[Path], int, "bool | None"], "list[ParsedRank | TraceFileError]"]
 
 
 def _parse_all(
     files: list[Path], world_hint: int, progress: bool | None
-) -> list[_Parsed | TraceFileError]:
+) -> list[ParsedRank | TraceFileError]:
     total = sum(f.stat().st_size for f in files)
     return local_map(
-        _parse_one,
+        parse_rank,
         [(f, world_hint) for f in files],
         parallel=total >= PARALLEL_MIN_BYTES,
         progress="loading traces" if show_progress(progress, total) else None,
@@ -184,10 +202,10 @@ def _parse_usable(
     path_list: list[Path],
     strict: bool,
     warnings: list[str],
-) -> list[_Parsed]:
+) -> list[ParsedRank]:
     """Parse every file; an unreadable one stops the command unless ``strict`` is off (or it
     is another tool's JSON file found in a directory): then it is a warning."""
-    parsed: list[_Parsed] = []
+    parsed: list[ParsedRank] = []
     errors: list[TraceFileError] = []
     for res in parse_files(files, world_hint, progress):
         if isinstance(res, TraceFileError):
@@ -211,7 +229,7 @@ def _parse_usable(
 
 
 def _world(
-    parsed: list[_Parsed], world_hint: int, dirs: list[Path], strict: bool, warnings: list[str]
+    parsed: list[ParsedRank], world_hint: int, dirs: list[Path], strict: bool, warnings: list[str]
 ) -> int:
     """The run's world size; ranks without a trace stop the command for a directory (it is
     taken to hold the whole run) unless ``strict`` is off, else they are one warning."""
@@ -235,7 +253,7 @@ def _world(
     return world
 
 
-def _named_ranks(parsed: list[_Parsed], warnings: list[str]) -> list[_Parsed]:
+def _named_ranks(parsed: list[ParsedRank], warnings: list[str]) -> list[ParsedRank]:
     out = []
     for p in parsed:
         rank = rank_from_name(p.raw.path)
@@ -254,13 +272,13 @@ def _named_ranks(parsed: list[_Parsed], warnings: list[str]) -> list[_Parsed]:
                 f"{p.raw.path.name}: {RANK_FROM_NAME_FLAG}: rank {rank} taken from the name; "
                 f"its distributedInfo says rank {p.raw.rank}"
             )
-        out.append(_Parsed(dataclasses.replace(p.raw, rank=rank), p.table))
+        out.append(ParsedRank(dataclasses.replace(p.raw, rank=rank), p.table))
     return out
 
 
 def _resolve_ranks(
-    parsed: list[_Parsed], warnings: list[str], strict: bool, from_names: bool
-) -> list[_Parsed]:
+    parsed: list[ParsedRank], warnings: list[str], strict: bool, from_names: bool
+) -> list[ParsedRank]:
     if from_names:
         parsed = _named_ranks(parsed, warnings)
     no_info = [p for p in parsed if p.raw.rank is None]
@@ -272,14 +290,14 @@ def _resolve_ranks(
                 "analysed as rank 0 of 1"
             )
             p = no_info[0]
-            return [_Parsed(_with_rank(p.raw, 0), p.table)]
+            return [ParsedRank(_with_rank(p.raw, 0), p.table)]
         for p in no_info:
             warnings.append(
                 f"skipped {p.raw.path}: no distributedInfo, so its rank is unknown; export "
                 f"traces with torch.distributed initialised, or pass {RANK_FROM_NAME_FLAG}"
             )
     seen: dict[int, Path] = {}
-    out: list[_Parsed] = []
+    out: list[ParsedRank] = []
     for p in sorted(with_info, key=lambda q: str(q.raw.path)):
         rank = int(p.raw.rank or 0)
         if rank in seen and strict:
@@ -305,17 +323,17 @@ def _with_rank(raw: RawTrace, rank: int) -> RawTrace:
 
 
 def _assemble(
-    parsed: list[_Parsed], warnings: list[str]
+    parsed: list[ParsedRank], warnings: list[str]
 ) -> tuple[pd.DataFrame, list[RankInfo], pd.DataFrame]:
     """The run's event table, its ranks and its memory table: every rank shifted onto the
     run's clock (0: the earliest event)."""
-    epoch = min(p.raw.origin_ns for p in parsed)
+    shifts = epoch_shifts({int(p.raw.rank or 0): p.raw.origin_ns for p in parsed})
     frames: list[pd.DataFrame] = []
     infos: list[RankInfo] = []
     memory: list[tuple[int, np.ndarray, np.ndarray]] = []
     for p in sorted(parsed, key=lambda q: int(q.raw.rank or 0)):
         rank = int(p.raw.rank or 0)
-        shift_us = (p.raw.origin_ns - epoch) / 1000.0
+        shift_us = shifts[rank]
         ev = p.table.events
         ev = ev.assign(ts_us=ev["ts_us"] + shift_us, end_us=ev["end_us"] + shift_us)
         ev.insert(0, "rank", np.int32(rank))

@@ -97,13 +97,13 @@ def test_analysis_is_cached_on_disk_and_keyed_by_the_traces(
     run = _copy(sample_run_dir, tmp_path / "run")
     cache = Cache(default_cache_dir())
     first, meta, key = analyse_run(run, cache)
-    assert cache.entry("dashboard", key).is_file()
+    assert cache.entry(data.ENTRY_KIND, key).is_file()
     assert not any(p.name.startswith(".") for p in run.iterdir())  # nothing written beside
 
     def no_loading(*_: object, **__: object) -> None:
         raise AssertionError("the trace was parsed again")
 
-    monkeypatch.setattr(data, "load_run", no_loading)
+    monkeypatch.setattr(data, "analyse", no_loading)
     again, meta2, key2 = analyse_run(run, cache)
     assert key2 == key and meta2 == meta
     pd.testing.assert_frame_equal(again.ranks, first.ranks)

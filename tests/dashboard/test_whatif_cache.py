@@ -35,19 +35,17 @@ def test_a_run_is_parsed_once_for_its_analysis_and_its_calibration(
 ) -> None:
     # The calibration takes the registry's (cached) analysis: the traces are loaded once
     # whichever the page asks for first.
-    from dashboards import data as data_module
-
-    sim_predict = importlib.import_module("overlapscope.sim.predict")
+    # (every consumer loads through the one entry point's in-process executor)
+    pipeline_run = importlib.import_module("overlapscope.pipeline.run")
 
     loads: list[Path] = []
-    real = data_module.load_run
+    real = pipeline_run.load_run
 
     def counting(path: Path, **kw: Any) -> Any:
         loads.append(path)
         return real(path, **kw)
 
-    monkeypatch.setattr(data_module, "load_run", counting)
-    monkeypatch.setattr(sim_predict, "load_run", counting)  # the what-if's own loader
+    monkeypatch.setattr(pipeline_run, "load_run", counting)
     for first in ("calibration", "load"):
         loads.clear()
         registry = RunRegistry(discover_runs([sample_run_dir]), use_disk_cache=False)

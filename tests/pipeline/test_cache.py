@@ -20,6 +20,7 @@ from overlapscope.cli import main
 from overlapscope.cluster.synth import rerank_copies
 from overlapscope.pipeline import executor as executor_mod
 from overlapscope.pipeline import run as pipeline_run
+from overlapscope.pipeline.plan import Inputs
 from overlapscope.pipeline.tasks import parse_to_cache
 from overlapscope.trace.loader import load_run
 from tests.conftest import REPO
@@ -184,17 +185,18 @@ def test_whole_result_entry_names_every_input_and_flag(tmp_path: Path) -> None:
     the run directory (a run.json, a *.partial marker, a file the loader skips)."""
     run = tmp_path / "run"
     files = rerank_copies(SHIPPED[0], 2, run)
-    flags = (False, False, True, False)
-    token = pipeline_run.result_token([run], flags)
-    assert pipeline_run.result_token([run], flags) == token
-    assert pipeline_run.result_token([run], (False, False, False, False)) != token
-    assert pipeline_run.result_token(files, flags) != token
+    key = pipeline_run.analysis_key
+    token = key(Inputs((run,)), timeline=False, on_demand=True)
+    assert key(Inputs((run,)), timeline=False, on_demand=True) == token
+    assert key(Inputs((run,)), timeline=False, on_demand=False) != token
+    assert key(Inputs((run,), align_clocks=False), timeline=False, on_demand=True) != token
+    assert key(Inputs(tuple(files)), timeline=False, on_demand=True) != token
     st = files[0].stat()
     os.utime(files[0], ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-    touched = pipeline_run.result_token([run], flags)
+    touched = key(Inputs((run,)), timeline=False, on_demand=True)
     assert touched != token
     (run / "rank-1.partial").write_text("")
-    assert pipeline_run.result_token([run], flags) != touched
+    assert key(Inputs((run,)), timeline=False, on_demand=True) != touched
 
 
 def test_the_empty_on_demand_figures_have_their_columns() -> None:
