@@ -3,7 +3,7 @@ measures that tell a slow rank's cause apart: the time of its ops, the time its 
 launch them, and the idle between them.
 
 Per rank, counted step and part (:data:`PHASE_WORK_COLUMNS`; a GPU op's part is its phase's,
-findings/evidence.step_part)::
+findings/evidence.step_part, else ``step``: the step's GPU work of no named part)::
 
     span_us           from the part's first GPU op (compute or communication) to its last
     work_us           the span less the time in which only communication ran (a rank waiting
@@ -30,6 +30,9 @@ from overlapscope.analysis.segments import column_in
 from overlapscope.phases import Lane
 from overlapscope.trace.attribution import launch_rows
 
+# The part of a GPU op whose phase is of no part (the trace names no phases: DDP, plain
+# collectives; or a copy).
+STEP = "step"
 PHASE_WORK_COLUMNS = [
     *("rank", "step", "part", "start_us", "span_us", "work_us", "num_ops", "op_us", "idle_us"),
     "launch_median_us",
@@ -52,7 +55,9 @@ def rank_phase_work(rows: pd.DataFrame, rank: int) -> pd.DataFrame:
     not_comm = union(ts[gpu & ~comm], end[gpu & ~comm])
     work = np.flatnonzero(gpu & (compute | comm))
     phases = pd.Series(rows["phase"].to_numpy()[work], dtype=object)
-    parts = phases.map({p: step_part(p) for p in phases.dropna().unique()})
+    named = {p: step_part(p) for p in phases.dropna().unique()}
+    parts = phases.map(named).astype(object)
+    parts = parts.where(parts.notna(), STEP)
     frame = pd.DataFrame(
         {
             "step": rows["step"].to_numpy()[work],
@@ -63,7 +68,7 @@ def rank_phase_work(rows: pd.DataFrame, rank: int) -> pd.DataFrame:
             "dur": end[work] - ts[work],
             "launch": launch_dur[work],
         }
-    ).dropna(subset=["part"])
+    )
     out = []
     for (step, part), g in frame.groupby(["step", "part"], sort=True):
         lo, hi = float(g["ts"].min()), float(g["end"].max())

@@ -22,7 +22,7 @@ def _block_ends(starts: dict[int, float]) -> float:
     return max(starts.values()) + TRANSFER_US
 
 
-def slow_backward() -> list[Rank]:
+def slow_backward(fsdp: bool = True) -> list[Rank]:
     """Four FSDP2 ranks enter the backward together (at 1000) and run three blocks, each an
     all-gather inside ``FSDP::pre_backward`` then three 100 µs kernels. Ranks 0 and 1 launch
     their kernels ahead (back to back, 5 µs launch calls); ranks 2 and 3 launch each one late
@@ -31,6 +31,8 @@ def slow_backward() -> list[Rank]:
 
         rank 0  [ag 1000 ... 1050][k][k][k]  [ag 1360 ......... 1590][k][k][k] ...
         rank 2  [ag 1000 ... 1050] [k] [k] [k] [ag 1540 .. 1590] [k] [k] [k] ...
+
+    ``fsdp`` False: the same GPU work without FSDP's ranges (a trace that names no phases).
     """
     ranks = {r: Rank(r).steps((1, 0.0, 4000.0)).compute(10, 50, at=5) for r in SLOW}
     issue = dict.fromkeys(SLOW, 1000.0)
@@ -38,9 +40,9 @@ def slow_backward() -> list[Rank]:
         end = _block_ends(issue)
         for r, k in ranks.items():
             idle, call = SLOW[r]
-            k.cpu(f"FSDP::pre_backward (b.{i})", issue[r] - 8, 6).cpu(
-                f"FSDP::all_gather (b.{i})", issue[r] - 6, 2
-            )
+            if fsdp:
+                k.cpu(f"FSDP::pre_backward (b.{i})", issue[r] - 8, 6)
+                k.cpu(f"FSDP::all_gather (b.{i})", issue[r] - 6, 2)
             k.all_gather(issue[r], end - issue[r], at=issue[r] - 5)
             t = end
             for j in range(KERNELS):
@@ -49,7 +51,8 @@ def slow_backward() -> list[Rank]:
                 k.compute(start, KERNEL_US, at=at)
                 k.events[-2]["dur"] = call  # (the launch call's duration)
                 t = start + KERNEL_US
-            k.cpu(f"FSDP::post_backward_reduce (b.{i})", t + 2, 4)
+            if fsdp:
+                k.cpu(f"FSDP::post_backward_reduce (b.{i})", t + 2, 4)
             issue[r] = t + 10
     return list(ranks.values())
 
@@ -78,3 +81,16 @@ def test_two_ranks_whose_backward_is_slower_with_the_same_ops(tmp_path: Path) ->
         "num_ops": 9.0,
     }
     assert [e.rank for e in f.evidence[:2]] == [2, 3]
+
+
+def test_without_phases_the_step_is_compared(tmp_path: Path) -> None:
+    """The same run without FSDP's ranges names no phases: the step's GPU work is compared
+    (its first kernel, 50 µs, alike on every rank), and the same measures differ."""
+    a = analyze(load_run(write_run(tmp_path, slow_backward(fsdp=False))))
+    (f,) = [f for f in a.findings if f.kind is FindingKind.STRAGGLER]
+    assert (f.ranks, f.phase, f.cause) == ((2, 3), None, "slow_rank")
+    assert "their step's GPU work (the trace names no phases) takes" in f.summary
+    assert "with the same 10 GPU ops; what differs: median launch call 7.0 against 5.0 µs" in (
+        f.summary
+    )
+    assert f.levers[0].lever.startswith("look at the step on ranks 2, 3: their host's CPU")

@@ -20,6 +20,7 @@ import pandas as pd
 
 from overlapscope.analysis.findings import Evidence
 from overlapscope.analysis.findings.evidence import MAX_ITEMS
+from overlapscope.analysis.phase_work import STEP
 
 # (column, words) of each measure, in the order they are named.
 MEASURES = (
@@ -118,8 +119,9 @@ def slow_part(table: pd.DataFrame, part: str, slow: tuple[int, ...]) -> SlowPart
     )
     differ, same = _measures(per, slow)
     their = "their" if len(slow) > 1 else "its"
+    what = "step's GPU work (the trace names no phases)" if part == STEP else part
     words = (
-        f"{their} {part} takes {_span(mine['work_us'])} µs against {_span(rest['work_us'])} µs on "
+        f"{their} {what} takes {_span(mine['work_us'])} µs against {_span(rest['work_us'])} µs on "
         f"the other ranks (GPU ops and idle; time only in collectives left out), {same_ops}"
         + (f"; what differs: {', '.join(d for _, d in differ)}" if differ else "")
         + ("; no one measure differs" if not differ else "")
@@ -129,7 +131,10 @@ def slow_part(table: pd.DataFrame, part: str, slow: tuple[int, ...]) -> SlowPart
 
 
 def slow_parts(table: pd.DataFrame, first: str | None, slow: tuple[int, ...]) -> list[SlowPart]:
-    """Every part longer on the ``slow`` ranks, the finding's own part (``first``) first."""
+    """Every part longer on the ``slow`` ranks, the finding's own part (``first``) first;
+    where the collectives name no part (a trace without phases: DDP, plain collectives), the
+    step's GPU work of no named part (phase_work's ``step``)."""
     order = [first, *(p for p in PARTS if p != first)] if first in PARTS else list(PARTS)
-    found = (slow_part(table, p, slow) for p in order if p is not None)
+    order += [STEP] if first is None else []
+    found = (slow_part(table, p, slow) for p in order)
     return [s for s in found if s is not None]

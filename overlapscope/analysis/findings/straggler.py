@@ -24,6 +24,7 @@ from overlapscope.analysis.findings import (
 )
 from overlapscope.analysis.findings.evidence import MAX_ITEMS, main_part, step_part
 from overlapscope.analysis.findings.slow_phase import SlowPart, slow_parts
+from overlapscope.analysis.phase_work import STEP
 from overlapscope.analysis.registry import PHASE_WORK
 
 # A straggler is the last to arrive at more than this share of matched collectives.
@@ -117,7 +118,8 @@ def _slow_levers(
         return None
     return (
         Lever(
-            f"look at the {found.part} on {who}: " + "; ".join(looks),
+            f"look at {'the ' + found.part if found.part != STEP else 'the step'} on {who}: "
+            + "; ".join(looks),
             f"{found.short()}; peers wait {stake:,.0f} µs/step for them",
         ),
     )
