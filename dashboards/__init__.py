@@ -5,7 +5,9 @@ Vocabulary as in the analysis: ``rank``, ``step``, ``unit``, ``phase``, ``lane``
 
 * ``data``: run discovery (``RunSource``), the run registry and the cached analysis loader;
 * ``tables``: overview / findings rows built from ``RunAnalysis`` tables;
-* ``figures``: plotly figures built from ``RunAnalysis`` tables (no metric is re-derived);
+* ``tabs``: the views, one module each (render, figures, callbacks), and ``tabs.VIEWS``,
+  the ordered registry the page's tabs and the view dispatch read;
+* ``figures``: the timeline figures built from ``RunAnalysis`` tables (no metric is re-derived);
 * ``palette``: one colour per phase, shared by every view;
 * ``ids``, ``layout``, ``callbacks``, ``app``: the Dash app (``create_app(runs)``).
 """

@@ -12,7 +12,7 @@ import math
 import re
 from collections.abc import Callable, Collection
 
-from dashboards import ids
+from dashboards import ids, tabs
 from dashboards.big_run import MAX_SHOWN_RANKS
 from dashboards.whatif import LIMIT_CHOICES, LIMIT_OFF, NetworkMode
 from overlapscope.config import Policy
@@ -66,12 +66,12 @@ def _ranks(v: object) -> bool:
 def value_checks(run_keys: Collection[str]) -> dict[tuple[str, str], Check]:
     """The check of every property a callback reads, for an app over ``run_keys``."""
     run = _one_of(run_keys)
-    return {
+    checks: dict[tuple[str, str], Check] = {
         (ids.RUN_A, "value"): run,
         (ids.RUN_B, "value"): run,
         (ids.WHATIF_TARGET, "value"): run,
         (ids.STEP, "value"): lambda v: v is None or _is_int(v),
-        (ids.TABS, "value"): _one_of(ids.TAB_VALUES),
+        (ids.TABS, "value"): _one_of(tabs.tab_keys()),
         (ids.CLOCKS, "value"): _one_of(CLOCK_MODES),
         (ids.RANKS, "value"): _ranks,
         # a group's name is only compared with the run's (dashboards/groups.py)
@@ -85,3 +85,6 @@ def value_checks(run_keys: Collection[str]) -> dict[tuple[str, str], Check]:
         (ids.WHATIF_NETWORK_MODE, "value"): _one_of([m.value for m in NetworkMode]),
         (ids.WHATIF_NETWORK_VALUE, "value"): lambda v: v is None or _is_number(v),
     }
+    for view in tabs.VIEWS:  # those a view's own callbacks add (``View.checks``)
+        checks.update({key: check for key, check in view.checks.items() if key not in checks})
+    return checks

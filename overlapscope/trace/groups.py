@@ -8,7 +8,10 @@ In this order (docs/ANALYSIS.md, "Process groups, dimensions and matching"):
 3. the threads the collectives run on: each gloo group runs its work on its own
    ``pt_gloo_runloop`` threads, made together when the group is made, so a group's threads
    have neighbouring ids and the groups' threads come in the order the groups were made
-   (the order of ``pg_config``); and
+   (the order of ``pg_config``); NCCL runs each communicator on a CUDA stream of its own,
+   so a rank's NCCL streams that ``record_param_comms`` did not name are its groups in the
+   same order (:func:`nccl_labels`; without ``pg_config``, each stream a group by what it
+   runs: trace/streams.py); and
 4. the issuing ``c10d::`` op's sizes (trace/issuing.py: the group's size of an all-gather or
    a reduce-scatter), which must agree with the group a thread is given.
 
@@ -29,15 +32,18 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.arrays import FloatArray, IntArray, ObjArray
+from overlapscope.phases import CollectiveKind
 from overlapscope.trace.attribution import Labels, RowContext
-from overlapscope.trace.comm_args import GLOO_GROUP
+from overlapscope.trace.comm_args import GLOO_GROUP, NCCL_GROUP
 from overlapscope.trace.header import PgEntry
 from overlapscope.trace.issuing import ISSUING, link
+from overlapscope.trace.streams import by_signature
 
 # gloo makes this many runloop threads per group (one device: torch's default)
 THREADS_PER_GROUP = 2
 _LABEL_RE = re.compile(r"^(?P<desc>.*)\[(?P<ranks>\d+(?:,\d+)*)\]$")
 DEFAULT_DESC = "default_pg"
+_P2P = [k.value for k in (CollectiveKind.SEND, CollectiveKind.RECV, CollectiveKind.SEND_RECV)]
 
 
 def label(desc: str | None, name: str, ranks: Sequence[int]) -> str:
@@ -125,6 +131,16 @@ def assign(
     return chosen
 
 
+def nothing_known(world: int, num_collectives: int) -> str:
+    """The warning of a job whose collectives are one group of the whole job for want of
+    anything that names its groups."""
+    return (
+        "no process groups in the trace (no pg_config in distributedInfo, no "
+        f"record_param_comms group): every collective ({num_collectives} on this rank) is "
+        f"taken as one group of all {world} ranks"
+    )
+
+
 def _order(groups: Sequence[PgEntry]) -> list[PgEntry]:
     return sorted(groups, key=lambda g: (0, int(g.name)) if g.name.isdigit() else (1, 0))
 
@@ -145,11 +161,7 @@ def gloo_labels(
         return {}, None
     if not mine:
         if world > 1 and not groups:
-            return {}, (
-                "no process groups in the trace (no pg_config in distributedInfo, no "
-                "record_param_comms group): every collective is taken as one group of all "
-                f"{world} ranks"
-            )
+            return {}, nothing_known(world, len(tids))
         return {}, None
     if all(whole(g.ranks, world) for g in mine):
         return {}, None
@@ -170,6 +182,71 @@ def gloo_labels(
         if not whole(g.ranks, world):
             out.update({t: label(g.desc, g.name, g.ranks) for t in c})
     return out, None
+
+
+def nccl_labels(
+    stream: IntArray,
+    ran: tuple[ObjArray, IntArray, IntArray, IntArray],
+    groups: Sequence[PgEntry],
+    rank: int,
+    world: int,
+    num_unnamed: int | None = None,
+) -> tuple[dict[int, str], str | None]:
+    """The group name of each NCCL stream of one rank (``stream``: the stream of each NCCL
+    collective that ``record_param_comms`` did not name, point-to-point left out; ``ran``:
+    its kind, bytes, step and the group size its issuing op says, -1 unknown), and a
+    warning (None: none): the
+    streams in id order (the order their communicators were made) given the rank's groups
+    of ``pg_config`` as :func:`assign` gives gloo's threads; else each stream a group by
+    what it runs (trace/streams.py). Streams of groups of the whole job are left out.
+    ``num_unnamed``: the rank's NCCL collectives no group names, point-to-point included
+    (the count of the warning that they are one group of the whole job; None: ``stream``'s)."""
+    unnamed = len(stream) if num_unnamed is None else num_unnamed
+    if not unnamed or world < 2:
+        return {}, None
+    streams = sorted(set(stream.tolist()))
+    if len(streams) < 2:
+        return {}, None if groups else nothing_known(world, unnamed)
+    mine = _order([g for g in groups if rank in g.ranks and len(g.ranks) > 1])
+    if mine and all(whole(g.ranks, world) for g in mine):
+        return {}, None
+    kinds, nbytes, steps, group_sizes = ran
+    sizes: dict[int, set[int]] = {}
+    for s, n in zip(stream.tolist(), group_sizes.tolist(), strict=True):
+        if n > 0:
+            sizes.setdefault(s, set()).add(n)
+    chosen = assign([[s] for s in streams], sizes, mine) if len(mine) >= len(streams) else None
+    if chosen is not None:
+        return {
+            s: label(g.desc, g.name, g.ranks)
+            for s, g in zip(streams, chosen, strict=True)
+            if not whole(g.ranks, world)
+        }, None
+    return by_signature(stream, (kinds, nbytes, steps), len(mine))
+
+
+def _name_nccl_streams(
+    ctx: RowContext,
+    out: Labels,
+    nbytes: IntArray,
+    issued: pd.DataFrame,
+    where: tuple[int, int, Sequence[PgEntry]],
+) -> list[str]:
+    """Name the group of the rank's NCCL collectives that no ``record_param_comms`` named
+    by their streams (:func:`nccl_labels`, in place); returns the warnings."""
+    comm = ctx.comm_rows
+    # (point-to-point transfers keep theirs: a pair's send and receive run different work)
+    unnamed = ctx.on_gpu[comm] & (out.group[comm] == NCCL_GROUP)
+    pick = unnamed & ~np.isin(out.kind[comm], _P2P)
+    rows = comm[pick]
+    group_size = issued["group_size"].fillna(-1).to_numpy(dtype=np.int64)[pick]
+    ran = (out.kind[rows], nbytes[rows], ctx.step[rows], group_size)
+    rank, world, groups = where
+    count = int(unnamed.sum())
+    by_stream, warning = nccl_labels(ctx.tid[rows], ran, groups, rank, world, count)
+    for s, name in by_stream.items():
+        out.group[rows[ctx.tid[rows] == s]] = name
+    return [warning] if warning else []
 
 
 def apply(
@@ -201,12 +278,13 @@ def apply(
     named = param_comms_labels(pick[0], pick[1], pick[2], world)
     has = pd.notna(named)
     out.group[comm[has]] = named[has]
+    warnings = _name_nccl_streams(ctx, out, nbytes, issued, (rank, world, groups))
     row_names = np.asarray(cats, dtype=object)[codes[comm]] if len(comm) else np.empty(0, object)
     gloo = np.asarray([str(n).startswith("gloo:") for n in row_names], dtype=bool)
     gloo &= ~ctx.on_gpu[comm] & (out.group[comm] == GLOO_GROUP) & (ctx.issued_by[comm] < 0)
     rows = comm[gloo]
     if not len(rows):
-        return []
+        return warnings
     op_codes = [i for i, c in enumerate(cats) if c in ISSUING]
     ops = np.flatnonzero(np.isin(codes, op_codes) & ~ctx.on_gpu & ~ctx.on_gloo_thread)
     by_row = {int(r): cats[codes[r]] for r in ops.tolist()}
@@ -222,4 +300,4 @@ def apply(
     by_tid, warning = gloo_labels(ctx.tid[rows], ran, groups, rank, world)
     for t, name in by_tid.items():
         out.group[rows[ctx.tid[rows] == t]] = name
-    return [warning] if warning else []
+    return warnings + ([warning] if warning else [])

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from dashboards import create_app, ids, views
+from dashboards import create_app, ids, tabs, views
 from dashboards.app import registry_of
-from dashboards.callbacks import WHATIF_CONTROLS, parse_window
 from dashboards.data import RunSource, default_pair
-from dashboards.layout import WHATIF_DEFAULTS
+from dashboards.tabs.timeline import parse_window
+from dashboards.tabs.whatif import WHATIF_CONTROLS, WHATIF_DEFAULTS
 from overlapscope.commands.dashboard import default_roots
 
 from ..conftest import REPO, free_port
@@ -56,7 +56,7 @@ def test_a_run_key_from_the_client_that_was_not_offered_is_refused(
     a view given it anyway shows an error panel, reading nothing from the path."""
     app = create_app(sample_runs)
     client = app.server.test_client()
-    for tab in ids.TAB_VALUES:
+    for tab in tabs.tab_keys():
         resp = client.post("/_dash-update-component", json=_view_request(tab, key))
         assert resp.status_code == 400 and b"run-a.value" in resp.data
         text = str(views.render_view(registry_of(app), tab, key, None, None))

@@ -21,9 +21,9 @@ from dashboards.big_run import (
     path_ranks,
     shown_path,
 )
-from dashboards.callbacks import windowed_timeline
 from dashboards.critical_path import GAP
 from dashboards.data import CalibrationError, RunRegistry, discover_runs
+from dashboards.tabs.timeline import windowed_timeline
 from overlapscope import table_files
 from overlapscope.analysis.critical_path import CriticalPath
 from overlapscope.cli import main

@@ -18,7 +18,7 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from dashboards import create_app, ids, views
+from dashboards import create_app, ids, tabs, views
 from dashboards.app import registry_of
 from dashboards.data import RunSource, default_pair, discover_runs
 
@@ -26,12 +26,9 @@ from .conftest import DOCS
 
 pytestmark = pytest.mark.browser
 
-GRAPH_OF = {
-    ids.TAB_TIMELINE: ids.TIMELINE_GRAPH,
-    ids.TAB_UNITS: ids.UNITS_GRAPH,
-    ids.TAB_TRADEOFF: ids.TRADEOFF_GRAPH,
-    ids.TAB_RANKS: ids.RANKS_GRAPH,
-}
+# The main graph of each view that draws one as it opens (the what-if tab's waits for its
+# panel's prediction): timeline, units, trade-off, ranks.
+GRAPH_OF = {v.key: v.graphs[0] for v in tabs.VIEWS if v.graphs and v.panel is None}
 
 
 def _open_tab(dash_duo: Any, tab: str) -> None:

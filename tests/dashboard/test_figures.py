@@ -15,7 +15,9 @@ from dashboards.figures import (
     timeline_figure,
     window_bars,
 )
-from dashboards.run_figures import ranks_figure, tradeoff_figure, units_figure
+from dashboards.tabs.ranks import ranks_figure
+from dashboards.tabs.tradeoff import tradeoff_figure
+from dashboards.tabs.units import units_figure
 
 from .helpers import timeline
 

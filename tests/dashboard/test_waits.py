@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dashboards import ids
-from dashboards.run_figures import waits_figure
+from dashboards.tabs.ranks import waits_figure
 from dashboards.wait_tables import host_ops_table, unit_split_table
 from overlapscope.analysis import analyze
 from overlapscope.trace.loader import load_run

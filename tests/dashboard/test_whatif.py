@@ -24,8 +24,8 @@ from dash import html
 from dashboards import ids, palette, views
 from dashboards.data import CalibrationError, RunRegistry, RunSource, discover_runs, read_manifest
 from dashboards.figures import TimelinePanel, whatif_figure
-from dashboards.layout import WHATIF_DEFAULTS
 from dashboards.tables import WHATIF_COLUMNS, whatif_table
+from dashboards.tabs.whatif import WHATIF_DEFAULTS
 from dashboards.whatif import (
     ScenarioError,
     expected_config,

@@ -1,64 +1,73 @@
-"""Plotly figures of whole runs (units, trade-off, ranks) built from ``RunAnalysis`` tables;
-the timeline figures are in :mod:`dashboards.figures`."""
+"""The ranks tab: where each rank's GPU waits (by cause), what the host did meanwhile, each
+rank's waiting for peers per collective (of one process group, picked), the stragglers, and
+the Flight Recorder's verdict where the run carries dumps."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
+from dash import Dash, Input, Output, State, dcc, html
+from dash.development.base_component import Component
 from plotly.subplots import make_subplots
 
-from dashboards import palette
+from dashboards import ids, palette
+from dashboards.components import GRAPH_CONFIG, error_panel, html_table
+from dashboards.data import RunRegistry
 from dashboards.figures import base_layout, empty_figure
-from dashboards.tables import unit_sort_key
-from overlapscope.phases import COMM_PHASES, values
+from dashboards.flight_panel import flight_panel
+from dashboards.groups import EVERY, group_picker, of_group
+from dashboards.tables import straggler_summary
+from dashboards.tabs.base import Request, View, load_many
+from dashboards.wait_tables import HOST_OP_COLUMNS, HOST_OP_HEADERS, host_ops_table
 
 
-def units_figure(panels: Sequence[tuple[str, pd.DataFrame]]) -> go.Figure:
-    """Per-unit exposed all-gather (forward, backward) and reduce-scatter, ms per step.
-
-    ``panels``: (title, ``RunAnalysis.units``). Kinds of one phase are summed per rank, then
-    the mean over ranks is drawn.
-    """
-    if not panels:
-        return empty_figure("no run selected")
-    fig = make_subplots(
-        rows=1, cols=len(panels), shared_yaxes=True, subplot_titles=[t for t, _ in panels]
+def ranks_group_figure(registry: RunRegistry, run_a: str | None, group: str | None) -> Any:
+    """The ranks' heat map of the collectives of ``group`` (None: every group)."""
+    runs, _ = load_many(registry, [run_a])
+    if not runs:
+        return ranks_figure(pd.DataFrame(), pd.DataFrame())
+    a = runs[0].analysis
+    fig = ranks_figure(*of_group(a.collectives, a.collective_ranks, group))
+    shown = "" if group in (None, EVERY) else f" · {group}"
+    fig.update_layout(
+        title_text=f"Ranks: waiting for peers vs transfer · {runs[0].source.label}{shown}"
     )
-    shown: set[str] = set()
-    for col, (_, units) in enumerate(panels, start=1):
-        u = units.assign(phase=units["phase"].astype(str), unit=units["unit"].astype(str))
-        u = u[u["phase"].isin(values(COMM_PHASES))]
-        per_rank = u.groupby(["rank", "unit", "phase"], as_index=False)["exposed_per_step_us"].sum()
-        mean = per_rank.groupby(["unit", "phase"], as_index=False)["exposed_per_step_us"].mean()
-        order = sorted(mean["unit"].unique(), key=unit_sort_key)
-        for phase in values(COMM_PHASES):
-            rows = mean[mean["phase"] == phase].set_index("unit").reindex(order)
-            if rows["exposed_per_step_us"].isna().all():
-                continue
-            fig.add_trace(
-                go.Bar(
-                    x=order,
-                    y=rows["exposed_per_step_us"] / 1e3,
-                    name=f"exposed {palette.phase_name(phase)}",
-                    legendgroup=phase,
-                    showlegend=phase not in shown,
-                    marker_color=palette.phase_colour(phase),
-                    hovertemplate="unit %{x}<br>"
-                    + palette.phase_name(phase)
-                    + ": %{y:.3f} ms/step exposed<extra></extra>",
-                ),
-                row=1,
-                col=col,
-            )
-            shown.add(phase)
-        fig.update_xaxes(
-            title_text="FSDP unit", categoryorder="array", categoryarray=order, row=1, col=col
-        )
-    fig.update_yaxes(title_text="exposed time (ms per step, mean over ranks)", row=1, col=1)
-    fig.update_layout(barmode="group")
-    return base_layout(fig, "Exposed communication per unit", 520)
+    return fig
+
+
+def ranks_view(registry: RunRegistry, run_a: str | None) -> list[Component]:
+    runs, errors = load_many(registry, [run_a])
+    if not runs:
+        return errors or [error_panel("no run selected")]
+    run = runs[0]
+    a = run.analysis
+    fig = ranks_group_figure(registry, run_a, None)
+    picker = group_picker(a.collectives)
+    lines = straggler_summary(a.collectives)
+    waits = waits_figure(a.ranks)
+    steps = float(a.ranks["num_steps"].mean()) if len(a.ranks) else 1.0
+    host = host_ops_table(a.host_ops, len(a.ranks), steps)
+    return [
+        dcc.Graph(id=ids.WAITS_GRAPH, figure=waits, config=GRAPH_CONFIG),
+        html.Div(
+            [
+                html.H4("While the GPU waited for its host, the launching thread was in"),
+                html_table(host, HOST_OP_COLUMNS, HOST_OP_HEADERS, f"{ids.HOST_OPS}-table")
+                if len(host)
+                else html.P("no GPU idle caused by the host"),
+            ],
+            id=ids.HOST_OPS,
+        ),
+        *([picker] if picker is not None else []),
+        dcc.Graph(id=ids.RANKS_GRAPH, figure=fig, config=GRAPH_CONFIG),
+        html.Div(
+            [html.H4("Stragglers"), html.Ul([html.Li(t) for t in lines] or [html.Li("none")])],
+            id=ids.STRAGGLERS,
+        ),
+        *flight_panel(run.source.path, a.collectives),  # where the run carries dumps
+    ]
 
 
 def waits_figure(ranks: pd.DataFrame) -> go.Figure:
@@ -82,43 +91,6 @@ def waits_figure(ranks: pd.DataFrame) -> go.Figure:
     fig.update_yaxes(title_text="ms per step")
     fig.update_layout(barmode="stack")
     return base_layout(fig, "Where the GPU waits: idle and exposed communication by cause", 460)
-
-
-# --- trade-off ------------------------------------------------------------------------------
-
-
-def tradeoff_figure(tradeoff: pd.DataFrame) -> go.Figure:
-    """Step time against peak memory, one point per run (``tables.tradeoff_table``)."""
-    if tradeoff.empty:
-        return empty_figure("no runs loaded")
-    fig = go.Figure()
-    for i, row in enumerate(tradeoff.itertuples(index=False)):
-        fig.add_trace(
-            go.Scatter(
-                x=[row.peak_mem_mib],
-                y=[row.step_ms],
-                mode="markers+text",
-                text=[row.policy],
-                textposition="top center",
-                name=f"{row.run} ({row.policy})",
-                marker={
-                    "size": 16,
-                    "color": palette.RUN_COLOURS[i % len(palette.RUN_COLOURS)],
-                    "line": {"width": 1, "color": "#333"},
-                },
-                customdata=[[row.throughput_tok_s, row.exposed_comm_per_step_ms]],
-                hovertemplate=f"<b>{row.run}</b><br>policy {row.policy}<br>"
-                "peak memory %{x:.1f} MiB<br>step time %{y:.1f} ms<br>"
-                "throughput %{customdata[0]:,.0f} tokens/s<br>"
-                "exposed comm %{customdata[1]:.1f} ms/step<extra></extra>",
-            )
-        )
-    fig.update_xaxes(title_text="peak memory (MiB, max over ranks)")
-    fig.update_yaxes(title_text="step time (ms, mean over ranks)", rangemode="tozero")
-    return base_layout(fig, "Trade-off: step time vs peak memory (lower-left is better)", 540)
-
-
-# --- ranks ----------------------------------------------------------------------------------
 
 
 def _labelled(collectives: pd.DataFrame) -> pd.DataFrame:
@@ -209,3 +181,29 @@ def ranks_figure(collectives: pd.DataFrame, collective_ranks: pd.DataFrame) -> g
     fig.update_xaxes(title_text="collective (step#seq unit phase)", tickangle=-60, row=2, col=1)
     fig.update_xaxes(showticklabels=False, row=1, col=1)
     return base_layout(fig, "Ranks: waiting for peers vs transfer, per collective", 640)
+
+
+def _register(app: Dash, registry: RunRegistry) -> None:
+    """The process-group picker redraws the heat map."""
+
+    @app.callback(
+        Output(ids.RANKS_GRAPH, "figure"),
+        Input(ids.GROUP, "value"),
+        State(ids.RUN_A, "value"),
+        prevent_initial_call=True,
+    )
+    def _group(group: Any, run_a: Any) -> Any:
+        return ranks_group_figure(registry, run_a, group)
+
+
+def _render(request: Request) -> list[Component]:
+    return ranks_view(request.registry, request.run_a)
+
+
+VIEW = View(
+    key=ids.TAB_RANKS,
+    label="Ranks",
+    render=_render,
+    graphs=(ids.RANKS_GRAPH, ids.WAITS_GRAPH),
+    register=_register,
+)
