@@ -10,7 +10,8 @@ end_us, correlation``):
   a wait for peers, data loading, the optimizer, framework hooks, other work), per thread
   as interval sets;
 * :meth:`HostCalls.doing`: over ``[start, end)`` on a thread, what it was doing most, and
-  the innermost CPU op at the middle of it.
+  the innermost CPU range covering most of it (a stretch is named by the range it lies in,
+  an op inside that range only where the op covers most of the stretch).
 
 The names that say what a call is (torch's own record_function names)::
 
@@ -155,8 +156,8 @@ class Names:
 @dataclass(frozen=True, slots=True)
 class Nesting:
     """Properly nested ranges (a thread's ops) by nesting level, each level's ranges sorted
-    by start: the innermost range holding a point is found by a binary search per level
-    (trace.attribution.innermost_containing, with the levels built once)."""
+    by start: the ranges holding a point are found by a binary search per level (the levels
+    built once)."""
 
     levels: tuple[tuple[FloatArray, FloatArray, IntArray], ...]  # (starts, ends, index)
 
@@ -174,15 +175,21 @@ class Nesting:
             levels.append((starts[idx], ends[idx], idx))
         return Nesting(tuple(levels))
 
-    def innermost(self, points: FloatArray) -> IntArray:
-        """Index of the innermost range ``[start, end]`` holding each point, or -1."""
-        out = np.full(len(points), -1, dtype=np.int64)
+    def covering(self, start: FloatArray, end: FloatArray) -> IntArray:
+        """Index of the innermost range covering at least half of each ``[start, end]``, or
+        -1. Such a range holds the stretch's middle (one that does not lies on one side of
+        it and covers half at most), so only the ranges holding the middle are tried, one per
+        level; a deeper level wins where it covers enough."""
+        middle = (start + end) / 2
+        half = 0.5 * (end - start)
+        out = np.full(len(middle), -1, dtype=np.int64)
         for s, e, idx in self.levels:  # (shallow to deep: a deeper level wins)
-            i = np.searchsorted(s, points, side="right") - 1
-            ok = i >= 0
-            hit = np.zeros(len(points), dtype=bool)
-            hit[ok] = points[ok] <= e[i[ok]]
-            out[hit] = idx[i[hit]]
+            i = np.searchsorted(s, middle, side="right") - 1
+            ok = np.flatnonzero(i >= 0)
+            j = i[ok]
+            over = np.minimum(e[j], end[ok]) - np.maximum(s[j], start[ok])
+            hit = (middle[ok] <= e[j]) & (over >= half[ok])
+            out[ok[hit]] = idx[j[hit]]
         return out
 
 
@@ -200,10 +207,13 @@ class Thread:
     stream_waits: FloatArray
     launch_calls: FloatArray
 
-    def innermost(self, start: FloatArray, end: FloatArray) -> IntArray:
-        """Per query ``[start, end)``: the innermost op holding its middle (index into the
-        thread's ops; -1: none). Only the ops that hold a middle are nested (the chains of
-        ranges around the few middles: never the whole thread)."""
+    def covering(self, start: FloatArray, end: FloatArray) -> IntArray:
+        """Per query ``[start, end)``: the innermost op covering most (at least half) of it
+        (index into the thread's ops; -1: none), so that a stretch is named by the range it
+        lies in (a DataLoader's ``__next__``, a module's forward, the optimizer's step), and
+        by an op inside it only where that op covers most of the stretch. Only the ops that
+        hold a middle are nested (the chains of ranges around the few middles: never the
+        whole thread)."""
         middle = (start + end) / 2
         if not len(middle):
             return np.zeros(0, dtype=np.int64)
@@ -213,7 +223,7 @@ class Thread:
         near = np.flatnonzero(ok & (points[np.minimum(first, len(points) - 1)] <= self.op_end))
         if not len(near):
             return np.full(len(middle), -1, dtype=np.int64)
-        held = Nesting.of(self.op_ts[near], self.op_end[near]).innermost(middle)
+        held = Nesting.of(self.op_ts[near], self.op_end[near]).covering(start, end)
         return np.where(held >= 0, near[np.maximum(held, 0)], -1)
 
 
@@ -268,9 +278,10 @@ class HostCalls:
         """Per query ``[start, end)`` on thread ``tid``: the activity that covers most of it
         (index into PRIORITY; ties: the earlier one), OTHER's share being what no named
         activity covers (other CPU work, or no recorded op: Python between ops); the
-        innermost op at its middle (its name's code, ``self.names``; -1: none); whether a sync, and a collective, was in
-        progress at ``start`` (the moment the GPU ran out of work). ``ops``: look the
-        innermost ops up (else None)."""
+        innermost op covering most of it (:meth:`Thread.covering`; its name's code,
+        ``self.names``; -1: none); whether a sync, and a collective, was in progress at
+        ``start`` (the moment the GPU ran out of work). ``ops``: look the covering ops up
+        (else -1)."""
         n = len(tid)
         top = np.full(n, _OTHER, dtype=np.int64)
         op = np.full(n, -1, dtype=np.int64)
@@ -286,7 +297,7 @@ class HostCalls:
             best = np.argmax(shares, axis=0)  # (the first of equal shares: the priority)
             top[q] = np.where(shares.max(axis=0) > 0, best, _OTHER)
             if ops:
-                held = thread.innermost(s, e)
+                held = thread.covering(s, e)
                 op[q[held >= 0]] = thread.op_code[held[held >= 0]]
             sync_at[q] = _holds(thread.by_activity[PRIORITY.index(Activity.SYNC)], s)
             peer_at[q] = _holds(thread.by_activity[PRIORITY.index(Activity.COLLECTIVE)], s)

@@ -13,7 +13,7 @@ An idle link is a ``host`` link when most of it lies in such a stretch the host 
 (``host_bound``, ``sync``, ``peer``: the thread was blocked in a CPU collective): it names
 the op whose launch came late (``late_op``), the thread (``host_tid``), what it was doing
 (``host_activity``: data loading, optimizer, Python hooks, a sync ...) and the innermost CPU
-op meanwhile (``host_op``). The links keep their times, so they still add up to the step,
+range covering most of the stretch (``host_op``). The links keep their times, so they still add up to the step,
 and the 10% what-if of a host link is replayed like any other link (a 10% faster host
 launches that much sooner).
 

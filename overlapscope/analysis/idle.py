@@ -113,8 +113,9 @@ def classify(
 ) -> tuple[IntArray, IntArray, np.ndarray]:
     """Per gap ``[g0, g1)`` ended by an op launched at ``launch_us`` from thread ``tid``:
     its cause (index into CAUSES), and for gaps the host caused, the launching thread's main
-    activity (index into host.PRIORITY; -1 otherwise) and innermost op meanwhile (its name's
-    code in ``calls.names``; -1: none, or ``ops`` False: not looked up)."""
+    activity (index into host.PRIORITY; -1 otherwise) and the innermost CPU range covering
+    most of the host's stretch (its name's code in ``calls.names``; -1: none, or ``ops``
+    False: not looked up)."""
     late = launch_us > g0  # (NaN: not late, the launch is unknown)
     cause = np.full(len(g0), _OTHER, dtype=np.int64)
     activity = np.full(len(g0), -1, dtype=np.int64)

@@ -58,6 +58,7 @@ from overlapscope.analysis.metrics import (
     timeline_table,
 )
 from overlapscope.analysis.partition import any_of
+from overlapscope.analysis.phase_work import PHASE_WORK_COLUMNS, rank_phase_work
 from overlapscope.analysis.step_boundary import BOUNDARY_COLUMNS, rank_boundaries
 from overlapscope.analysis.syncs import SYNC_COLUMNS, rank_syncs
 from overlapscope.analysis.units import compute_by_unit, unit_table
@@ -77,6 +78,7 @@ TIMELINE = "timeline"
 IDLE_GAPS = "idle_gaps"
 SYNCS = "syncs"  # every blocking host call (syncs.py)
 BOUNDARIES = "step_boundaries"  # the time around each step's first GPU op (step_boundary.py)
+PHASE_WORK = "phase_work"  # each part of a step's op, launch-call and idle time (phase_work.py)
 FRAMEWORK_MARKS = "framework_marks"  # what the trace's names say ran it (framework.py)
 # The clock offsets with their uncertainty (analysis/clocks.py), given to the cross-rank
 # figures beside the per-rank ones: a lag within a clock's uncertainty is no straggler.
@@ -195,6 +197,13 @@ def _boundaries(v: RankView) -> pd.DataFrame:
     return rank_boundaries(v.run.events, v.run.ranks[0].rank)
 
 
+def _phase_work(v: RankView) -> pd.DataFrame:
+    """The rank's forward, backward and optimizer in op, launch-call and idle time."""
+    if not v.run.ranks:
+        return pd.DataFrame(columns=PHASE_WORK_COLUMNS)
+    return rank_phase_work(v.run.events, v.run.ranks[0].rank)
+
+
 def _path_rows(v: RankView) -> pd.DataFrame:
     """The rows the critical path reads: its lanes' rows inside a step."""
     ev = v.run.events
@@ -220,6 +229,7 @@ RANK_FIGURES: tuple[RankFigure, ...] = (
     RankFigure("host_gaps", lambda v: v.waits.host_gaps, output=False),
     RankFigure(SYNCS, _syncs, output=False),
     RankFigure(BOUNDARIES, _boundaries, output=False),
+    RankFigure(PHASE_WORK, _phase_work, output=False),
     RankFigure(FRAMEWORK_MARKS, lambda v: rank_marks(v.run), output=False),
     RankFigure(TIMELINE, lambda v: timeline_table(v.run, v.counted, v.exposure), Size.ON_DEMAND),
     RankFigure(IDLE_GAPS, _idle_gaps, Size.ON_DEMAND),

@@ -69,8 +69,10 @@ def test_a_slow_data_loader_is_named_with_its_lever() -> None:
     assert slow["idle_host_bound_per_step_us"] > 4 * ref["idle_host_bound_per_step_us"]
     finding = _host_finding(LOADER)
     assert finding.kind is FindingKind.HOST_STARVED
-    assert "(doing: data loading " in finding.summary
-    assert "the launching thread was in enumerate(DataLoader)#" in finding.summary
+    assert "the launching thread was doing (each stretch named by the innermost CPU" in (
+        finding.summary
+    )
+    assert "data loading 83% (enumerate(DataLoader)#" in finding.summary
     assert finding.change.startswith("more data-loader workers and pinned memory")
     ops = _analysis(LOADER).host_ops
     top = ops.sort_values("dur_total_us", ascending=False).iloc[0]

@@ -74,7 +74,10 @@ class Evidence:
     counted steps), from ``start_us`` (on the aligned clock; None: a total, not one interval)
     for ``dur_us``; the CPU op chain it concerns, outermost to innermost, and the GPU op.
     ``in_step_us``: ``start_us`` less its step's start on that rank (the step's first GPU op;
-    negative: before it, at the step boundary), filled in by the registry."""
+    negative: before it, at the step boundary), filled in by the registry. ``measures``:
+    named figures of the interval where a finding compares ranks by them (a part of the
+    step's ``op_us``, ``launch_median_us``, ``idle_us``, ``num_ops``; the JSON carries them
+    only where there are any)."""
 
     rank: int
     step: int | None
@@ -83,9 +86,10 @@ class Evidence:
     cpu_ops: tuple[str, ...] = ()
     gpu_op: str | None = None
     in_step_us: float | None = None
+    measures: tuple[tuple[str, float], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "rank": self.rank,
             "step": self.step,
             "start_us": self.start_us,
@@ -94,6 +98,7 @@ class Evidence:
             "cpu_ops": list(self.cpu_ops),
             "gpu_op": self.gpu_op,
         }
+        return out | ({"measures": dict(self.measures)} if self.measures else {})
 
 
 @dataclass(frozen=True, slots=True)

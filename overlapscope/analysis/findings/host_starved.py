@@ -5,10 +5,13 @@ that the host caused (``host_bound``: the next op was launched after the GPU ran
 ``sync``: the host had blocked in a sync; idle.py) and communication it issued late
 (``host_late``; comm_causes.py). It is ranked with the other findings by that stake.
 
-Evidence: its share of the step (and the worst rank's), the CPU ops the launching thread
-was in during those gaps (on the critical path where it runs through the host, else over
-every such gap), the GPU ops per step and how fast they were launched, and what the
-thread was doing (sync, data loading, optimizer, hooks, other work). Levers, the ones the
+Evidence: its share of the step (and the worst rank's); over the idle part of it (the same
+gaps: one population per sentence), what the launching thread was doing (sync, data
+loading, optimizer, hooks, other work) and, within each, the CPU ranges it was in, each
+stretch named by the innermost range covering most of it (a DataLoader's ``__next__``, a
+module's forward, ``Optimizer.step``, ``AccumulateGrad``, an FSDP hook, a user annotation;
+an op inside only where it covers most of the stretch; host.py); the GPU ops per step and
+how fast they were launched. Levers, the ones the
 evidence points at first: no host syncs in the step; more data-loader workers and pinned
 memory; CUDA graphs / ``torch.compile(mode="reduce-overhead")``; fewer and larger units or
 fused kernels (a fused optimizer).
@@ -57,41 +60,57 @@ def _per_step(ranks: pd.DataFrame) -> pd.Series:
     return ranks.set_index("rank")[parts].fillna(0.0).sum(axis=1)
 
 
-def _host_ops(
-    ops: pd.DataFrame, links: pd.DataFrame | None, n: int = 3
-) -> tuple[str, str, pd.Series]:
-    """The CPU ops the launching threads were in during host-caused gaps, most time first,
-    the words of that population, and what the threads were doing over the same time (one
-    population per sentence: from the critical path's host links when it has any, ``"on
-    the critical path"``; else over the gaps, ``ops``: idle.host_ops)."""
-    source, where = ops.rename(columns={"dur_total_us": "dur_us"}), "during those gaps"
-    source = source[source["cause"].isin(HOST_CAUSES)]
-    if links is not None and "host_op" in links and (links["kind"] == "host").any():
-        source, where = links[links["kind"] == "host"], "on the critical path"
-    doing = pd.Series(dtype=float)
-    if len(source) and "host_activity" in source:
-        what = source["host_activity"].where(source["cause"] != "sync", Activity.SYNC.value)
-        by = source["dur_us"].groupby(what.fillna("-").to_numpy()).sum().drop("-", errors="ignore")
-        doing = (by / max(float(source["dur_us"].sum()), 1e-9)).sort_values(ascending=False)
-    named = source[source["host_op"].notna() & (source["host_op"] != "-")]
-    if named.empty:
-        return "", where, doing
-    top = named.groupby("host_op")["dur_us"].sum().sort_values(ascending=False).head(n)
-    total = float(source["dur_us"].sum())
-    return ", ".join(f"{op} ({v / total:.0%})" for op, v in top.items()), where, doing
+# Ranges shown per activity in the breakdown, and the least share one is shown with.
+RANGES_SHOWN = 3
+MIN_SHOWN_SHARE = 0.005
+_NO_RANGE = "-"  # (idle.host_ops: no one CPU range covers most of the stretch)
+
+
+def _gap_time(ops: pd.DataFrame) -> pd.DataFrame:
+    """The host-caused idle gaps' time (idle.host_ops) by what the launching thread was
+    doing (``activity``; a gap caused by a sync is the sync's, whatever the thread ran after
+    it returned: a .item() per block on an H100, traces/gpu-torch-fsdp2-item-per-block, is
+    back in Python hooks for most of each such gap) and the innermost CPU range covering
+    most of the stretch (``range``), as ``share`` of that time, most first."""
+    host = ops[ops["cause"].isin(HOST_CAUSES)]
+    if host.empty:
+        return pd.DataFrame(columns=["activity", "range", "share"])
+    doing = host["host_activity"].where(host["cause"] != "sync", Activity.SYNC.value)
+    by = pd.DataFrame(
+        {
+            "activity": doing.fillna(Activity.OTHER.value).to_numpy(),
+            "range": host["host_op"].fillna(_NO_RANGE).to_numpy(),
+            "us": host["dur_total_us"].to_numpy(),
+        }
+    )
+    out = by.groupby(["activity", "range"], as_index=False)["us"].sum()
+    out["share"] = out["us"] / max(float(out["us"].sum()), 1e-9)
+    return out.sort_values("share", ascending=False, kind="stable").drop(columns="us")
 
 
 def _activities(ops: pd.DataFrame) -> pd.Series:
-    """Share of the host-caused gap time by what the launching thread was doing; a gap
-    caused by a sync is the sync's, whatever the thread ran after it returned (a .item()
-    per block on an H100, traces/gpu-torch-fsdp2-item-per-block: the thread is back in
-    Python hooks for most of each such gap)."""
-    host = ops[ops["cause"].isin(HOST_CAUSES)]
-    if host.empty:
-        return pd.Series(dtype=float)
-    doing = host["host_activity"].where(host["cause"] != "sync", Activity.SYNC.value)
-    by = host["dur_total_us"].groupby(doing.to_numpy()).sum()
-    return (by / by.sum()).sort_values(ascending=False)
+    """Share of the host-caused gap time by what the launching thread was doing."""
+    split = _gap_time(ops)
+    return split.groupby("activity")["share"].sum().sort_values(ascending=False, kind="stable")
+
+
+def _breakdown(ops: pd.DataFrame) -> str:
+    """What the launching thread was doing over the host-caused idle, each activity with the
+    CPU ranges it was in (one population: every share is of that idle): ``data loading 83%
+    (enumerate(DataLoader)#...__next__ 83%), other CPU work 12% (aten::addmm 7%, 5% in no
+    one CPU range)``."""
+    split = _gap_time(ops)
+    parts = []
+    for activity, share in _activities(ops).items():
+        if share < MIN_SHOWN_SHARE:
+            continue
+        mine = split[(split["activity"] == activity) & (split["share"] >= MIN_SHOWN_SHARE)]
+        named = mine[mine["range"] != _NO_RANGE].head(RANGES_SHOWN)
+        words = [f"{r} {v:.0%}" for r, v in zip(named["range"], named["share"], strict=True)]
+        loose = float(mine.loc[mine["range"] == _NO_RANGE, "share"].sum())
+        words += [f"{loose:.0%} in no one CPU range"] if loose >= MIN_SHOWN_SHARE else []
+        parts.append(f"{activity} {share:.0%}" + (f" ({', '.join(words)})" if words else ""))
+    return ", ".join(parts)
 
 
 # An activity's lever is given when it holds at least this share of the host-caused time;
@@ -170,47 +189,55 @@ def _items(inp: FindingInput) -> tuple[tuple[Evidence, ...], tuple[int, ...]]:
     return items, tuple(sorted({int(s) for s in steps if s is not None}))
 
 
+def _summary(inp: FindingInput, per_rank: pd.Series, stake: float) -> str:
+    """The stake, its share of the step and the worst rank's; over the idle part of it, what
+    the launching thread was doing and in which CPU ranges (:func:`_breakdown`); the GPU ops
+    per step and how often one was launched."""
+    step_us = inp.step_us
+    worst = int(per_rank.idxmax())
+    own = inp.ranks.set_index("rank")["step_time_per_step_us"].reindex(per_rank.index)
+    idle_cols = [f"idle_{c}_per_step_us" for c in HOST_CAUSES]
+    idle = float(inp.ranks[[c for c in idle_cols if c in inp.ranks]].fillna(0.0).sum(axis=1).mean())
+    doing = _breakdown(inp.host_ops)
+    steps = inp.steps
+    num_ops = float(steps["num_gpu_ops"].mean()) if "num_gpu_ops" in steps else 0.0
+    return (
+        f"{stake:,.0f} µs/step ({stake / step_us:.0%} of the step) of GPU idle or late-issued "
+        f"communication waits on the host, rank {worst} worst at {per_rank[worst]:,.0f} µs/step "
+        f"({per_rank[worst] / float(own.loc[worst]):.0%})"
+        + (
+            f"; over the {idle:,.0f} µs/step of that GPU idle, the launching thread was doing "
+            f"(each stretch named by the innermost CPU range covering most of it): {doing}"
+            if doing
+            else ""
+        )
+        + (
+            f"; {num_ops:,.0f} GPU ops per step, one launched every "
+            f"{step_us / num_ops:,.1f} µs of the step on average"
+            if num_ops > 0
+            else ""
+        )
+    )
+
+
 def find(inp: FindingInput) -> list[Finding]:
-    """The host-starved finding when its stake passes the threshold (the critical path's
-    host links name the ops where it has any)."""
-    ranks, steps, ops = inp.ranks, inp.steps, inp.host_ops
-    links = inp.path.links if inp.path is not None else None
+    """The host-starved finding when its stake passes the threshold."""
+    ranks = inp.ranks
     if ranks.empty or "idle_host_bound_per_step_us" not in ranks:
         return []
     per_rank = _per_step(ranks)
     stake = float(per_rank.mean())
-    step_us = inp.step_us
     if not inp.at_stake(stake):
         return []
-    worst = int(per_rank.idxmax())
     own = ranks.set_index("rank")["step_time_per_step_us"].reindex(per_rank.index)
-    worst_step = float(own.loc[worst])
     items, at_steps = _items(inp)
-    named, where, seen = _host_ops(ops, links)
-    shares = _activities(ops)
-    doing = ", ".join(f"{a} {v:.0%}" for a, v in seen.head(4).items() if v >= 0.005)
-    num_ops = float(steps["num_gpu_ops"].mean()) if "num_gpu_ops" in steps else 0.0
-    rate = (
-        f"; {num_ops:,.0f} GPU ops per step, one launched every "
-        f"{step_us / num_ops:,.1f} µs of the step on average"
-        if num_ops > 0
-        else ""
-    )
-    evidence = (
-        f"{stake:,.0f} µs/step ({stake / step_us:.0%} of the step) of GPU idle or late-issued "
-        f"communication waits on the host, rank {worst} worst at {per_rank[worst]:,.0f} µs/step "
-        f"({per_rank[worst] / worst_step:.0%})"
-        + (f"; the launching thread was in {named} {where}" if named else "")
-        + (f" (doing: {doing})" if doing else "")
-        + rate
-    )
     return [
         Finding(
             FindingKind.HOST_STARVED,
             stake,
             "the GPU is starved by its host",
-            evidence,
-            _levers(inp, shares, stake),
+            _summary(inp, per_rank, stake),
+            _levers(inp, _activities(inp.host_ops), stake),
             ranks=tuple(int(r) for r in per_rank.index[per_rank > MIN_STAKE_FRACTION * own]),
             steps=at_steps,
             evidence=items,

@@ -1,6 +1,12 @@
 """One rank arriving last at most collectives, later than the clocks' uncertainty (a lag
 smaller than it could be a clock offset: collectives.py names no straggler then) -> look at
-that rank. Stake: the waiting it caused its peers, per step, mean over ranks."""
+that rank. Stake: the waiting it caused its peers, per step, mean over ranks.
+
+A late start (it entered the step late and caught up) is told from a slow rank (it grew late
+inside the step); for a slow rank, every rank late in most of a part's collectives is named,
+and where a part of the step is longer on them than on the others, the measure that differs
+(GPU op time, launch-call time, idle: findings/slow_phase.py) is named, with one evidence item
+per rank carrying the measures, and the lever points at it."""
 
 from __future__ import annotations
 
@@ -17,6 +23,9 @@ from overlapscope.analysis.findings import (
     Lever,
 )
 from overlapscope.analysis.findings.evidence import MAX_ITEMS, main_part, step_part
+from overlapscope.analysis.findings.slow_phase import SlowPart, slow_parts
+from overlapscope.analysis.phase_work import STEP
+from overlapscope.analysis.registry import PHASE_WORK
 
 # A straggler is the last to arrive at more than this share of matched collectives.
 STRAGGLER_SHARE = 0.5
@@ -88,8 +97,42 @@ def late_start(
     return skew, lags
 
 
+# What each measure that differs points at (findings/slow_phase.py).
+_LOOK_AT = {
+    "GPU op time": "their GPU: the same ops run longer there (clocks, power or thermal "
+    "throttling, another process on the GPU: nvidia-smi -q -d CLOCK,PERFORMANCE)",
+    "median launch call": "their host's CPU: each launch call takes longer there (contention: "
+    "other processes or threads on the same cores; pin each rank's threads to its own cores, "
+    "OMP_NUM_THREADS, fewer data-loader workers)",
+    "idle": "what their host does between launches there (the host finding's CPU ranges on "
+    "those ranks)",
+}
+
+
+def _slow_levers(
+    found: SlowPart, who: str, stake: float, has_gpu: bool
+) -> tuple[Lever, ...] | None:
+    """The lever of a part longer on the slow ranks with a measure that differs."""
+    looks = [_LOOK_AT[m] for m in found.differs if has_gpu or m != "GPU op time"]
+    if not looks:
+        return None
+    return (
+        Lever(
+            f"look at {'the ' + found.part if found.part != STEP else 'the step'} on {who}: "
+            + "; ".join(looks),
+            f"{found.short()}; peers wait {stake:,.0f} µs/step for them",
+        ),
+    )
+
+
 def _levers(
-    inp: FindingInput, rank: int, stake: float, start: object, slow: str, named: tuple[int, ...]
+    inp: FindingInput,
+    rank: int,
+    stake: float,
+    start: object,
+    slow: str,
+    named: tuple[int, ...],
+    found: Sequence[SlowPart] = (),
 ) -> tuple[Lever, ...]:
     if start is not None:
         return (
@@ -103,6 +146,8 @@ def _levers(
         )
     where = f"the {slow} on " if slow else ""
     who = f"ranks {', '.join(map(str, named))}" if len(named) > 1 else f"rank {rank}"
+    if found and (own := _slow_levers(found[0], who, stake, inp.has_gpu)):
+        return own
     return (
         Lever(
             f"look at {where}{who}: its host (CPU contention, data loading), "
@@ -151,6 +196,8 @@ def find(inp: FindingInput) -> Sequence[Finding]:
     parts = {} if start is not None else late_ranks(multi, inp.table("collective_ranks"))
     phase = main_part(mine["phase"].astype(object), mine["peer_wait_us"])
     named = parts.get(phase, ()) if start is None else ()
+    late = tuple(sorted({rank, *named}))
+    found = slow_parts(inp.table(PHASE_WORK), phase, late) if start is None else []
     return [
         Finding(
             FindingKind.STRAGGLER,
@@ -160,13 +207,14 @@ def find(inp: FindingInput) -> Sequence[Finding]:
             f"{float(mine['straggler_lag_us'].median()):,.0f} µs late (median)"
             + _beyond(mine)
             + f"; peers wait {stake:,.0f} µs/step on average"
-            + _why_late(inp, start, parts),
-            _levers(inp, rank, stake, start, phase or "", tuple(sorted({rank, *named}))),
+            + _why_late(inp, start, parts)
+            + "".join(f"; {f.words}" for f in found),
+            _levers(inp, rank, stake, start, phase or "", late, found),
             rank=rank,
-            ranks=tuple(sorted({rank, *named})),
+            ranks=late,
             steps=tuple(sorted({int(s) for s in mine["step"]})),
             phase=phase,
-            evidence=_items(mine, rank),
+            evidence=(found[0].items if found else ()) + _items(mine, rank),
             cause="late_start" if start else "slow_rank",
         )
     ]

@@ -46,7 +46,17 @@ def item_line(e: Evidence) -> str:
     what = [f"{e.dur_us:,.0f} µs" + ("" if e.start_us is not None else " in all")]
     what += [f"CPU {' > '.join(e.cpu_ops)}"] if e.cpu_ops else []
     what += [f"GPU {_short(e.gpu_op)}"] if e.gpu_op else []
+    what += [_MEASURE_WORDS.get(k, k).format(v) for k, v in e.measures]
     return f"{', '.join(where)}: {', '.join(what)}"
+
+
+# How an item's measures read (a measure not named here: its key and value).
+_MEASURE_WORDS = {
+    "op_us": "GPU ops {:,.0f} µs",
+    "launch_median_us": "median launch call {:,.1f} µs",
+    "idle_us": "idle {:,.0f} µs",
+    "num_ops": "{:,.0f} GPU ops",
+}
 
 
 def lever_line(lv: Lever, finding_stake_us: float) -> str:
