@@ -68,7 +68,9 @@ _NOT_CHAIN = re.compile(r"^(ProfilerStep#|cuda|hip)")
 def _kind_of(names: np.ndarray) -> np.ndarray:
     out = np.full(len(names), None, dtype=object)
     for kind, pattern in _KINDS:
-        hit = np.array([out[i] is None and bool(pattern.match(n)) for i, n in enumerate(names)])
+        hit = np.array(
+            [out[i] is None and bool(pattern.match(n)) for i, n in enumerate(names)], dtype=bool
+        )
         out[hit] = kind
     return out
 
@@ -86,7 +88,8 @@ def _candidates(rows: pd.DataFrame) -> pd.DataFrame:
         [
             bool(_ASYNC_COPY.match(n)) and "Pageable" in str(g)
             for n, g in zip(names, copies, strict=True)
-        ]
+        ],
+        dtype=bool,
     )
     kind[pageable] = "pageable copy"
     keep = kind != None  # noqa: E711 (elementwise)
