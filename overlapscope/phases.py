@@ -13,7 +13,10 @@ the table of phases, from which every consumer derives what it needs.
   a wait phase has the kinds of the phase it waits on;
 * ``row``: the dashboard timeline's row it is drawn in (:class:`Row`);
 * ``colour``: its colour in every view; a wait keeps its collective's hue, lighter;
-* ``words``: its human name, in the legend, the critical path's sentences and ``diagnose``.
+* ``words``: its human name, in the legend, the critical path's sentences and ``diagnose``;
+* ``part``: the part of the step it belongs to (:data:`STEP_PARTS`: forward, backward,
+  optimizer; None for copies and the limiter), as the findings name where their evidence
+  lies.
 
 Consumers: the loader (lanes of ``ovs`` ranges; the issue phases whose ranges hold a
 transfer), the analysis (tables keyed by phase, the path's words), the dashboard (palette,
@@ -108,6 +111,10 @@ _RS = (CollectiveKind.REDUCE_SCATTER, CollectiveKind.ALL_REDUCE)
 _AR = (CollectiveKind.ALL_REDUCE,)
 _TP = (CollectiveKind.ALL_REDUCE, CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER)
 _I, _W, _M, _C = Lane.ISSUE, Lane.WAIT, Lane.MEMORY, Lane.COMPUTE
+# The parts of a step a phase may belong to (``part``).
+FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
+STEP_PARTS = (FORWARD, BACKWARD, OPTIMIZER)
+_FW, _BW, _OPT = FORWARD, BACKWARD, OPTIMIZER
 
 
 class Phase(enum.Enum):
@@ -119,40 +126,41 @@ class Phase(enum.Enum):
     row: Row
     colour: str
     words: str
+    part: str | None
 
     def __new__(cls, value: str, *row: Any) -> Phase:
         # (``Phase("ag_fwd")`` looks a phase up by its value; a row of the table makes one)
         obj = object.__new__(cls)
         obj._value_ = value
-        obj.lane, obj.kinds, obj.row, obj.colour, obj.words = row
+        obj.lane, obj.kinds, obj.row, obj.colour, obj.words, obj.part = row
         return obj
 
     # fmt: off
-    #              value          lane  kinds  row             colour     words
-    AG_FWD =      ("ag_fwd",      _I,   _AG,   Row.ALL_GATHER, "#F58518", "forward all-gather")
-    AG_BWD =      ("ag_bwd",      _I,   _AG,   Row.ALL_GATHER, "#E45756", "backward all-gather")
-    RS =          ("rs",          _I,   _RS,   Row.REDUCE,     "#54A24B", "reduce-scatter")
-    AR =          ("ar",          _I,   _AR,   Row.REDUCE,     "#2E7D32", "all-reduce")
-    H2D =         ("h2d",         _M,   (),    Row.MEMORY,     "#BAB0AC", "copy host→device")
-    D2H =         ("d2h",         _M,   (),    Row.MEMORY,     "#8C8C8C", "copy device→host")
-    AG_FWD_WAIT = ("ag_fwd.wait", _W,   _AG,   Row.WAIT,       "#FBC58C", "wait: forward all-gather")
-    AG_BWD_WAIT = ("ag_bwd.wait", _W,   _AG,   Row.WAIT,       "#F2A5A4", "wait: backward all-gather")
-    RS_WAIT =     ("rs.wait",     _W,   _RS,   Row.WAIT,       "#A8D5A2", "wait: reduce-scatter")
-    AR_WAIT =     ("ar.wait",     _W,   _AR,   Row.WAIT,       "#8FC792", "wait: all-reduce")
-    H2D_WAIT =    ("h2d.wait",    _W,   (),    Row.WAIT,       "#DDDDDD", "wait: copy")
-    D2H_WAIT =    ("d2h.wait",    _W,   (),    Row.WAIT,       "#CCCCCC", "wait: copy")
-    FWD =         ("fwd",         _C,   (),    Row.COMPUTE,    "#4C78A8", "forward")
-    BWD =         ("bwd",         _C,   (),    Row.COMPUTE,    "#72B7B2", "backward")
-    RECOMPUTE =   ("recompute",   _C,   (),    Row.COMPUTE,    "#9D755D", "recompute")
-    OPTIM =       ("optim",       _C,   (),    Row.COMPUTE,    "#B279A2", "optimizer step")
-    LIMITER =     ("limiter",     _W,   (),    Row.WAIT,       "#EECA3B", "rate limiter")
+    #              value          lane  kinds  row             colour     words, part
+    AG_FWD =      ("ag_fwd",      _I,   _AG,   Row.ALL_GATHER, "#F58518", "forward all-gather", _FW)
+    AG_BWD =      ("ag_bwd",      _I,   _AG,   Row.ALL_GATHER, "#E45756", "backward all-gather", _BW)
+    RS =          ("rs",          _I,   _RS,   Row.REDUCE,     "#54A24B", "reduce-scatter", _BW)
+    AR =          ("ar",          _I,   _AR,   Row.REDUCE,     "#2E7D32", "all-reduce", _BW)
+    H2D =         ("h2d",         _M,   (),    Row.MEMORY,     "#BAB0AC", "copy host→device", None)
+    D2H =         ("d2h",         _M,   (),    Row.MEMORY,     "#8C8C8C", "copy device→host", None)
+    AG_FWD_WAIT = ("ag_fwd.wait", _W,   _AG,   Row.WAIT,       "#FBC58C", "wait: forward all-gather", _FW)
+    AG_BWD_WAIT = ("ag_bwd.wait", _W,   _AG,   Row.WAIT,       "#F2A5A4", "wait: backward all-gather", _BW)
+    RS_WAIT =     ("rs.wait",     _W,   _RS,   Row.WAIT,       "#A8D5A2", "wait: reduce-scatter", _BW)
+    AR_WAIT =     ("ar.wait",     _W,   _AR,   Row.WAIT,       "#8FC792", "wait: all-reduce", _BW)
+    H2D_WAIT =    ("h2d.wait",    _W,   (),    Row.WAIT,       "#DDDDDD", "wait: copy", None)
+    D2H_WAIT =    ("d2h.wait",    _W,   (),    Row.WAIT,       "#CCCCCC", "wait: copy", None)
+    FWD =         ("fwd",         _C,   (),    Row.COMPUTE,    "#4C78A8", "forward", _FW)
+    BWD =         ("bwd",         _C,   (),    Row.COMPUTE,    "#72B7B2", "backward", _BW)
+    RECOMPUTE =   ("recompute",   _C,   (),    Row.COMPUTE,    "#9D755D", "recompute", _BW)
+    OPTIM =       ("optim",       _C,   (),    Row.COMPUTE,    "#B279A2", "optimizer step", _OPT)
+    LIMITER =     ("limiter",     _W,   (),    Row.WAIT,       "#EECA3B", "rate limiter", None)
     # the dimensions of a job of several process groups (trace/dimensions.py)
-    AR_REP =      ("ar_rep",      _I,   _AR,   Row.REPLICA,    "#17BECF", "replica all-reduce")
-    TP_FWD =      ("tp_fwd",      _I,   _TP,   Row.TP,         "#9467BD", "forward tensor-parallel collective")
-    TP_BWD =      ("tp_bwd",      _I,   _TP,   Row.TP,         "#C49C94", "backward tensor-parallel collective")
-    AR_REP_WAIT = ("ar_rep.wait", _W,   _AR,   Row.WAIT,       "#9EDAE5", "wait: replica all-reduce")
-    TP_FWD_WAIT = ("tp_fwd.wait", _W,   _TP,   Row.WAIT,       "#C5B0D5", "wait: forward tensor-parallel collective")
-    TP_BWD_WAIT = ("tp_bwd.wait", _W,   _TP,   Row.WAIT,       "#E7CFC9", "wait: backward tensor-parallel collective")
+    AR_REP =      ("ar_rep",      _I,   _AR,   Row.REPLICA,    "#17BECF", "replica all-reduce", _BW)
+    TP_FWD =      ("tp_fwd",      _I,   _TP,   Row.TP,         "#9467BD", "forward tensor-parallel collective", _FW)
+    TP_BWD =      ("tp_bwd",      _I,   _TP,   Row.TP,         "#C49C94", "backward tensor-parallel collective", _BW)
+    AR_REP_WAIT = ("ar_rep.wait", _W,   _AR,   Row.WAIT,       "#9EDAE5", "wait: replica all-reduce", _BW)
+    TP_FWD_WAIT = ("tp_fwd.wait", _W,   _TP,   Row.WAIT,       "#C5B0D5", "wait: forward tensor-parallel collective", _FW)
+    TP_BWD_WAIT = ("tp_bwd.wait", _W,   _TP,   Row.WAIT,       "#E7CFC9", "wait: backward tensor-parallel collective", _BW)
     # fmt: on
 
     @property
@@ -187,6 +195,15 @@ COMPUTE_PHASES = tuple(p for p in Phase if p.lane is Lane.COMPUTE)
 def issuing(kind: CollectiveKind) -> tuple[Phase, ...]:
     """The communication phases whose own collective is ``kind``."""
     return tuple(p for p in COMM_PHASES if p.kinds[0] is kind)
+
+
+def step_part(value: object) -> str | None:
+    """The part of the step (:data:`STEP_PARTS`) a ``phase`` column's value belongs to; None
+    for copies, the limiter, no phase or a value that is no phase."""
+    try:
+        return Phase(value).part if isinstance(value, str) else None
+    except ValueError:
+        return None
 
 
 def values(phases: tuple[Phase, ...]) -> list[str]:

@@ -3,7 +3,7 @@ measures that tell a slow rank's cause apart: the time of its ops, the time its 
 launch them, and the idle between them.
 
 Per rank, counted step and part (:data:`PHASE_WORK_COLUMNS`; a GPU op's part is its phase's,
-findings/evidence.step_part, else ``step``: the step's GPU work of no named part)::
+phases.step_part, else ``step``: the step's GPU work of no named part)::
 
     span_us           from the part's first GPU op (compute or communication) to its last
     work_us           the span less the time in which only communication ran (a rank waiting
@@ -24,10 +24,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from overlapscope.analysis.findings.evidence import step_part
 from overlapscope.analysis.intervals import covered, union
 from overlapscope.analysis.segments import column_in
-from overlapscope.phases import Lane
+from overlapscope.phases import Lane, step_part
 from overlapscope.trace.attribution import launch_rows
 
 # The part of a GPU op whose phase is of no part (the trace names no phases: DDP, plain

@@ -17,8 +17,8 @@ from tests.vocabulary.edited_table import with_rows
 
 # Activation offload: a unit's saved activations copied to the host after its forward.
 NEW_ROWS = """\
-    ACT_D2H =     ("act_d2h",     _M,   (),    Row.MEMORY,     "#7F7F7F", "copy activations device→host")
-    ACT_D2H_WAIT = ("act_d2h.wait", _W, (),    Row.WAIT,       "#E5E5E5", "wait: activation copy")
+    ACT_D2H =     ("act_d2h",     _M,   (),    Row.MEMORY,     "#7F7F7F", "copy activations device→host", None)
+    ACT_D2H_WAIT = ("act_d2h.wait", _W, (),    Row.WAIT,       "#E5E5E5", "wait: activation copy", None)
 """
 
 # One step of one rank: forward, the new copy (10 µs, no compute under it), the host waiting

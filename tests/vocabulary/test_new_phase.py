@@ -12,8 +12,8 @@ from tests.vocabulary.edited_table import with_rows
 
 # HSDP's all-reduce of the gradients across replicas, after the reduce-scatter.
 NEW_ROWS = """\
-    AR_REPLICA =  ("ar_replica",  _I,   _AR,   Row.REDUCE,     "#17BECF", "replica all-reduce")
-    AR_REPLICA_WAIT = ("ar_replica.wait", _W, _AR, Row.WAIT,   "#9EDAE5", "wait: replica all-reduce")
+    AR_REPLICA =  ("ar_replica",  _I,   _AR,   Row.REDUCE,     "#17BECF", "replica all-reduce", _BW)
+    AR_REPLICA_WAIT = ("ar_replica.wait", _W, _AR, Row.WAIT,   "#9EDAE5", "wait: replica all-reduce", _BW)
 """
 
 # One step of one rank: the new phase issued, its gloo op, and the wait on it.

@@ -17,8 +17,9 @@ from overlapscope.analysis.findings import (
     FindingRule,
     Lever,
 )
-from overlapscope.analysis.findings.evidence import MAX_ITEMS, step_part
+from overlapscope.analysis.findings.evidence import MAX_ITEMS
 from overlapscope.analysis.path_report import link_name, path_groups
+from overlapscope.phases import step_part
 
 # A path finding needs its work on the path in at least this share of the steps.
 MIN_STEP_SHARE = 0.5

@@ -14,32 +14,9 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.analysis.findings import Evidence, Finding
-from overlapscope.phases import Phase
+from overlapscope.phases import step_part
 
 MAX_ITEMS = 5
-# The part of the step each phase belongs to (a copy belongs to none of them).
-_PARTS = {
-    Phase.FWD: "forward",
-    Phase.AG_FWD: "forward",
-    Phase.AG_FWD_WAIT: "forward",
-    Phase.BWD: "backward",
-    Phase.RECOMPUTE: "backward",
-    Phase.AG_BWD: "backward",
-    Phase.AG_BWD_WAIT: "backward",
-    Phase.RS: "backward",
-    Phase.RS_WAIT: "backward",
-    Phase.AR: "backward",
-    Phase.AR_WAIT: "backward",
-    Phase.OPTIM: "optimizer",
-}
-
-
-def step_part(phase: object) -> str | None:
-    """``forward``, ``backward`` or ``optimizer`` for a phase's value; None for the others."""
-    try:
-        return _PARTS.get(Phase(str(phase))) if isinstance(phase, str) else None
-    except ValueError:
-        return None
 
 
 def main_part(phases: pd.Series, weights: pd.Series) -> str | None:

@@ -21,6 +21,7 @@ import pandas as pd
 from overlapscope.analysis.findings import Evidence
 from overlapscope.analysis.findings.evidence import MAX_ITEMS
 from overlapscope.analysis.phase_work import STEP
+from overlapscope.phases import STEP_PARTS
 
 # (column, words) of each measure, in the order they are named.
 MEASURES = (
@@ -30,7 +31,7 @@ MEASURES = (
 )
 DIFFERS = 0.10
 MIN_US = {"op_us": 1.0, "launch_median_us": 0.5, "idle_us": 1.0}
-PARTS = ("forward", "backward", "optimizer")
+PARTS = STEP_PARTS
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,10 +22,11 @@ from overlapscope.analysis.findings import (
     FindingRule,
     Lever,
 )
-from overlapscope.analysis.findings.evidence import MAX_ITEMS, main_part, step_part
+from overlapscope.analysis.findings.evidence import MAX_ITEMS, main_part
 from overlapscope.analysis.findings.slow_phase import SlowPart, slow_parts
 from overlapscope.analysis.phase_work import STEP
 from overlapscope.analysis.registry import PHASE_WORK
+from overlapscope.phases import step_part
 
 # A straggler is the last to arrive at more than this share of matched collectives.
 STRAGGLER_SHARE = 0.5
@@ -49,7 +50,7 @@ def _items(mine: pd.DataFrame, rank: int) -> tuple[Evidence, ...]:
 
 
 def late_ranks(multi: pd.DataFrame, per_rank: pd.DataFrame) -> dict[str | None, tuple[int, ...]]:
-    """Per part of the step (evidence.step_part): every rank late in more than half of its
+    """Per part of the step (phases.step_part): every rank late in more than half of its
     collectives. A rank is late at a collective when it arrived at least half the last
     rank's lag after the first rank, and beyond the clocks' uncertainty (its arrival: the
     longest wait at that collective less its own)."""
