@@ -226,6 +226,35 @@ class Thread:
         held = Nesting.of(self.op_ts[near], self.op_end[near]).covering(start, end)
         return np.where(held >= 0, near[np.maximum(held, 0)], -1)
 
+    def chains(self, start: FloatArray, end: FloatArray) -> list[list[int]]:
+        """Per query: the ops holding its covering op (:meth:`covering`), outermost first,
+        ending at it (indices into the thread's ops; empty: none). The ops holding a covering
+        op hold the stretch's middle, so only those around the middles are walked, once, in
+        start order (each op's parent: the last open op that holds it)."""
+        if not len(start):
+            return []
+        held = self.covering(start, end)
+        points = np.sort((start + end) / 2)
+        first = np.minimum(np.searchsorted(points, self.op_ts, side="left"), len(points) - 1)
+        near = np.flatnonzero((self.op_ts <= points[first]) & (points[first] <= self.op_end))
+        near = near[np.lexsort((-self.op_end[near], self.op_ts[near]))]
+        ends = self.op_end.tolist()
+        parent: dict[int, int] = {}
+        open_: list[int] = []
+        for k in near.tolist():
+            while open_ and ends[open_[-1]] < ends[k]:  # (closed before k ends: not its parent)
+                open_.pop()
+            parent[k] = open_[-1] if open_ else -1
+            open_.append(k)
+        out = []
+        for k in held.tolist():
+            chain = []
+            while k >= 0:
+                chain.append(k)
+                k = parent.get(k, -1)
+            out.append(chain[::-1])
+        return out
+
 
 _OTHER = PRIORITY.index(Activity.OTHER)
 
@@ -302,6 +331,22 @@ class HostCalls:
             sync_at[q] = _holds(thread.by_activity[PRIORITY.index(Activity.SYNC)], s)
             peer_at[q] = _holds(thread.by_activity[PRIORITY.index(Activity.COLLECTIVE)], s)
         return top, op, sync_at, peer_at
+
+    def chains(self, tid: IntArray, start: FloatArray, end: FloatArray) -> np.ndarray:
+        """Per query ``[start, end)`` on thread ``tid``: the CPU ranges holding the innermost
+        one covering most of it (:meth:`Thread.chains`), outermost first, joined by ``" > "``
+        as syncs.py's ``cpu_ops`` (ProfilerStep ranges are not a thread's: left out); None:
+        no range covers most of it."""
+        out = np.full(len(tid), None, dtype=object)
+        for t, thread in self.threads.items():
+            q = np.flatnonzero(tid == t)
+            if not len(q):
+                continue
+            s, e = start[q], np.maximum(end[q], start[q])
+            for i, chain in zip(q.tolist(), thread.chains(s, e), strict=True):
+                if chain:
+                    out[i] = " > ".join(str(n) for n in self.names.names[thread.op_code[chain]])
+        return out
 
     def waited_on_stream(self, tid: IntArray, launch_us: FloatArray) -> BoolArray:
         """Per launch (its thread and time): did the thread make a stream wait on an event

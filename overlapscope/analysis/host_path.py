@@ -12,10 +12,11 @@ starts; the op's launch tells whether the host held it back (idle.py's rules)::
 An idle link is a ``host`` link when most of it lies in such a stretch the host caused
 (``host_bound``, ``sync``, ``peer``: the thread was blocked in a CPU collective): it names
 the op whose launch came late (``late_op``), the thread (``host_tid``), what it was doing
-(``host_activity``: data loading, optimizer, Python hooks, a sync ...) and the innermost CPU
-range covering most of the stretch (``host_op``). The links keep their times, so they still add up to the step,
-and the 10% what-if of a host link is replayed like any other link (a 10% faster host
-launches that much sooner).
+(``host_activity``: data loading, optimizer, Python hooks, a sync ...), the innermost CPU
+range covering most of the stretch (``host_op``) and the ranges holding it, outermost first,
+ending at it (``host_chain``, ``" > "`` between them, as syncs.py's ``cpu_ops``). The links
+keep their times, so they still add up to the step, and the 10% what-if of a host link is
+replayed like any other link (a 10% faster host launches that much sooner).
 
 Per rank (:func:`rank_host_gaps`, from the rank's own rows; the ``--dask`` reduce task
 makes it), then across ranks (:func:`through_host`, on the path).
@@ -36,7 +37,7 @@ from overlapscope.phases import Lane
 
 HOST_GAP_COLUMNS = [
     *("rank", "start_us", "end_us", "cause", "late_op", "launch_us"),
-    *("host_tid", "host_activity", "host_op"),
+    *("host_tid", "host_activity", "host_op", "host_chain"),
 ]
 # What the links table gains, and the steps table (time on host links, out of idle_us).
 LINK_EXTRA = ["cause", "late_op", "host_tid", "host_activity", "host_op"]
@@ -67,6 +68,7 @@ def rank_host_gaps(rows: pd.DataFrame, rank: int, sets: LaneSets, host: RankHost
     free = Intervals(free.starts[mine], free.ends[mine])
     cause, activity, op, ender = cause[mine], activity[mine], op[mine], ender[mine]
     lt, tid = lt[mine], tid[mine]
+    chain = host.calls.chains(tid, free.starts, np.minimum(lt, free.ends))
     return frame(
         {
             "rank": np.full(len(free), rank, dtype=np.int64),
@@ -78,12 +80,13 @@ def rank_host_gaps(rows: pd.DataFrame, rank: int, sets: LaneSets, host: RankHost
             "host_tid": np.where(activity >= 0, tid, -1).astype(np.int64),
             "host_activity": names[activity],
             "host_op": np.asarray(host.calls.names.names, dtype=object)[op],
+            "host_chain": chain,
         }
     )
 
 
 def empty_host_gaps() -> pd.DataFrame:
-    texts = ("cause", "late_op", "host_activity", "host_op")
+    texts = ("cause", "late_op", "host_activity", "host_op", "host_chain")
     return empty_table(HOST_GAP_COLUMNS, ("rank", "host_tid"), texts)
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from overlapscope.analysis import analyze
 from overlapscope.analysis.findings import FindingKind
+from overlapscope.analysis.findings.text import item_line
 from overlapscope.trace.loader import load_run
 from tests.analysis.gpu_runs import Rank, write_run
 
@@ -52,9 +53,11 @@ def test_a_stretch_is_named_by_the_range_covering_most_of_it(
     assert host["host_activity"].tolist() == ["data loading", "data loading"]
     (f,) = [f for f in a.findings if f.kind is FindingKind.HOST_STARVED]
     # its strongest items: each rank's stretch, named so (then each step's 10 µs lead)
+    # (its chain: the loader, then the op where the op names it)
+    chain = (LOADER,) if named == LOADER else (LOADER, named)
     assert [(e.rank, e.dur_us, e.cpu_ops) for e in f.evidence[:2]] == [
-        (0, 815.0, (named,)),
-        (1, 815.0, (named,)),
+        (0, 815.0, chain),
+        (1, 815.0, chain),
     ]
     # one population: the activity's share and its range's share are both of the 815 µs
     # of host-caused idle the sentence names
@@ -63,3 +66,23 @@ def test_a_stretch_is_named_by_the_range_covering_most_of_it(
     if named == LOADER:
         assert "aten::cat" not in f.summary
     assert f.levers[0].lever.startswith("more data-loader workers")
+
+
+def test_the_evidence_carries_the_cpu_op_chain_outermost_first(tmp_path: Path) -> None:
+    """Issue 39 point 1: an evidence item carries the CPU ranges holding the one that names
+    its stretch, outermost first, ending at it (not the ProfilerStep: not a thread's op);
+    an op inside the loader that covers most of the stretch ends the chain. The steps'
+    10 µs leads lie in no range: their items carry none."""
+    ranks = loader_between_kernels([(110.0, 780.0)])
+    for k in ranks:
+        k.cpu("train_step", 1.0, 1990.0).cpu("## forward ##", 50.0, 900.0)
+    a = analyze(load_run(write_run(tmp_path, ranks)))
+    (f,) = [f for f in a.findings if f.kind is FindingKind.HOST_STARVED]
+    chain = ("train_step", "## forward ##", LOADER, "aten::cat")
+    assert [(e.rank, e.dur_us, e.cpu_ops) for e in f.evidence[:2]] == [
+        (0, 815.0, chain),
+        (1, 815.0, chain),
+    ]
+    host = a.host_ops[a.host_ops["cause"] == "host_bound"]
+    assert host["host_op"].tolist() == ["aten::cat", "aten::cat"]  # (unchanged: the innermost)
+    assert "CPU train_step > ## forward ## > " + LOADER + " > aten::cat" in item_line(f.evidence[0])

@@ -165,13 +165,24 @@ def _levers(inp: FindingInput, shares: pd.Series, stake_us: float) -> tuple[Leve
     return tuple(out)
 
 
+def _chain(chain: object, op: object) -> tuple[str, ...]:
+    """A stretch's CPU ranges, outermost first, ending at the one covering most of it
+    (host_path.py's ``host_chain``; a table without it: that range alone)."""
+    if isinstance(chain, str) and chain:
+        return tuple(chain.split(" > "))
+    return (op,) if isinstance(op, str) and op != _NO_RANGE else ()
+
+
 def _items(inp: FindingInput) -> tuple[tuple[Evidence, ...], tuple[int, ...]]:
     """The host-caused stretches without GPU work (host_path.py), longest first, each with
-    the CPU op the launching thread was in and the GPU op that ended it; and their steps."""
+    the CPU ranges the launching thread was in (outermost first) and the GPU op that ended
+    it; and their steps."""
     gaps = inp.table("host_gaps")
     if gaps.empty or "cause" not in gaps:
         return (), ()
     gaps = gaps[gaps["cause"].isin(HOST_CAUSES)].assign(dur_us=gaps["end_us"] - gaps["start_us"])
+    if "host_chain" not in gaps:
+        gaps = gaps.assign(host_chain=None)
     steps = steps_at(inp.steps, gaps["rank"].to_numpy(), gaps["start_us"].to_numpy())
     gaps = gaps.assign(step=pd.Series(steps, index=gaps.index, dtype=object))
     gaps = gaps.sort_values("dur_us", ascending=False, kind="stable")
@@ -181,7 +192,7 @@ def _items(inp: FindingInput) -> tuple[tuple[Evidence, ...], tuple[int, ...]]:
             g.step,
             float(g.start_us),
             float(g.dur_us),
-            tuple(op for op in (g.host_op,) if isinstance(op, str) and op != "-"),
+            _chain(g.host_chain, g.host_op),
             g.late_op if isinstance(g.late_op, str) else None,
         )
         for g in gaps.head(MAX_ITEMS).itertuples(index=False)
