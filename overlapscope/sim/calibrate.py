@@ -127,7 +127,7 @@ class Calibration:
     # not the wire: kept as is when the link is rescaled)
     step_lag_us: tuple[dict[tuple[str, Phase], float], ...]
     # the run's median lag per collective: up to it a lag is the ranks' own delay and is kept
-    # when the link is rescaled; beyond it, it grew with the wire (predict.rescale_lane_time)
+    # when the link is rescaled; beyond it, it grew with the wire (rescale.rescale_lane_time)
     lag_fixed_us: float
     contention: float  # compute runs 1 + contention times slower while the queue is busy
     # per compute range: rank, step, phase, unit, piece, dur_us, busy_frac (contention fits)
