@@ -1,6 +1,6 @@
 """What-if: predict step time and memory under another policy or network from one run.
 
-``calibrate`` (analysis + :class:`~overlapscope.sim.calibrate.SimInputs` ->
+``calibrate`` (analysis + :class:`~overlapscope.sim.inputs.SimInputs` ->
 :class:`Calibration`; ``link``, ``contention``, ``facts`` and ``torch_fsdp`` its parts),
 ``schedule`` (the engine's own schedule, ``engine/schedule.py``, recorded as one step's
 program under a :class:`Scenario`), ``replay`` (that program played on every rank at once),

@@ -29,13 +29,12 @@ from overlapscope.sim.calibrate import (
     Calibration,
     LinkModel,
     Measured,
-    SimInputs,
     calibrate,
-    sim_inputs,
     with_contention,
 )
 from overlapscope.sim.events import replay_metrics
 from overlapscope.sim.gpu_predict import check_gpu, gpu_replays
+from overlapscope.sim.inputs import SimInputs, sim_inputs
 from overlapscope.sim.memory import predicted_peak
 from overlapscope.sim.replay import Replay, replay
 from overlapscope.sim.rescale import contention_under, scaled_links, transfer_us
