@@ -309,6 +309,23 @@ def _compute(
     return comp, inputs.issue.iloc[:0]  # torch on CPU: issue and transfer are one call
 
 
+StepTransfers = dict[tuple[str, Phase], float]
+
+
+def _step_samples(
+    comp: pd.DataFrame, coll: pd.DataFrame, contention: float, step_numbers: list[int]
+) -> tuple[tuple[ComputeTimes, ...], tuple[StepTransfers, ...], tuple[StepTransfers, ...]]:
+    """One sample per counted step (``Calibration.step_*``): that step's base compute per
+    rank, and its lane time and lag per collective."""
+    return (
+        tuple(_rank_times(comp[comp["step"] == s], contention, 1) for s in step_numbers),
+        tuple(per_collective(coll[coll["step"] == s]) for s in step_numbers),
+        tuple(
+            per_collective(coll[coll["step"] == s], "lag_us", keep_zero=True) for s in step_numbers
+        ),
+    )
+
+
 def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
     """Build the model of one run (overlapscope CPU/gloo or CUDA/NCCL, or torch FSDP on CPU
     or GPU; ``full_shard``) from its analysis and :class:`SimInputs`."""
@@ -335,6 +352,7 @@ def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
     contention = 0.0 if device else fit_contention(comp, facts.full_bytes)
     ranks = _ranks(comp, contention, issue, steps, num_steps, measured_program)
     comm_rows = a.timeline.merge(counted, on=["rank", "step"])
+    step_compute, step_transfer, step_lag = _step_samples(comp, coll, contention, step_numbers)
     # memory: the largest unit's full bytes; per rank the peak, and the measured curve
     alive_bytes = max((facts.full_bytes.get(u, 0) for u in facts.model.units), default=0)
     peaks, mem_units = facts.peaks, measured_program.max_mem_units_in_backward
@@ -347,13 +365,9 @@ def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
         ranks=ranks,
         links=links,
         transfer_us=per_collective(coll),
-        step_compute_us=tuple(
-            _rank_times(comp[comp["step"] == s], contention, 1) for s in step_numbers
-        ),
-        step_transfer_us=tuple(per_collective(coll[coll["step"] == s]) for s in step_numbers),
-        step_lag_us=tuple(
-            per_collective(coll[coll["step"] == s], "lag_us", keep_zero=True) for s in step_numbers
-        ),
+        step_compute_us=step_compute,
+        step_transfer_us=step_transfer,
+        step_lag_us=step_lag,
         lag_fixed_us=float(coll["lag_us"].median()),
         dispatch_us=_dispatch_us(comm_rows[comm_rows["lane"] == "comm"], issue),
         contention=contention,
