@@ -160,6 +160,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.json:
         write_file(args.json, text, "--json")
+    _print_report(pred, pooled, args.trace)
+    return 0
+
+
+def _print_report(pred: Prediction, pooled: Pooled | None, trace: Path | None) -> None:
+    """The prediction as text: predicted vs measured per metric, then what qualifies it."""
+    scenario = pred.scenario
     m = pred.calibration.measured
     print(
         f"what-if {scenario.label}  (measured: {m.scenario.label}, link {m.link_gbit or 'unshaped'})"
@@ -180,9 +187,8 @@ def run(args: argparse.Namespace) -> int:
             "replay keeps that; prefetch hides communication only where they do not (GPU)"
         )
     _print_host_bound(pred.calibration)
-    if args.trace is not None:
-        print(f"predicted timeline: {args.trace}")
-    return 0
+    if trace is not None:
+        print(f"predicted timeline: {trace}")
 
 
 # A GPU run whose device idled more than this part of its step was set by its host.
@@ -233,7 +239,7 @@ def _pool(args: argparse.Namespace, calib: Calibration, scenario: Scenario) -> P
 
 def _print_contention(pred: Prediction, pooled: Pooled | None) -> None:
     """The compute slow-down α: fitted across runs (when asked), and as replayed on the
-    scenario's links (it follows the bytes moved per µs, overlapscope/sim/predict.py); and
+    scenario's links (it follows the bytes moved per µs, overlapscope/sim/rescale.py); and
     the compute speed calibrated across runs."""
     fitted = pred.calibration.contention
     on_links = (

@@ -3,7 +3,7 @@
 Both are switched on by :class:`~overlapscope.engine.config.EngineConfig`
 (``checkpoints(i)``, ``cpu_offload``) and applied by
 :class:`~overlapscope.engine.sharded.ShardedModel`; the copies the offload needs around each
-collective stay in ``sharded.py`` next to the collective they feed.
+collective, on the copy stream, are :mod:`overlapscope.engine.offload_copies`.
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from overlapscope.config import EngineConfig, MixedPrecision, Sharding
 from overlapscope.engine.comm import Collectives, new_comm_group
 from overlapscope.engine.instrument import Instrument
 from overlapscope.engine.levers import install_checkpointing, offload_shards
+from overlapscope.engine.offload_copies import OffloadCopies
 from overlapscope.engine.schedule import Act, Action, Schedule, ScheduleStats
 from overlapscope.engine.units import Unit, build_units
 from overlapscope.phases import CollectiveKind, Phase
@@ -99,10 +100,10 @@ class ShardedModel(nn.Module):
             empty=frozenset(u.name for u in self.units if u.flat is None),
         )
         self._free_events: collections.deque[torch.cuda.Event] = collections.deque()
-        self._copy_stream = (
-            torch.cuda.Stream() if self.config.cpu_offload and self.device.type == "cuda" else None
+        # CPU offload: the copies around each collective (engine/offload_copies.py)
+        self._offload = (
+            OffloadCopies(self.device, self.instrument) if self.config.cpu_offload else None
         )
-        self._copies_to_host = False  # gradient copies to the host queued, not yet waited for
         if self.config.cpu_offload and self.device.type == "cuda":
             offload_shards(self.units)
         self._install_hooks()
@@ -206,8 +207,8 @@ class ShardedModel(nn.Module):
         assert flat is not None
         out = flat.alloc_full()
         src = flat.shard.detach()
-        if self.config.cpu_offload:
-            src = self._copy_to_device(u, src)
+        if self._offload is not None:
+            src = self._offload.to_device(u.name, src)
         with self.instrument.phase(phase, u.name):
             if src.dtype != self._compute_dtype:
                 src = src.to(self._compute_dtype)  # bf16: gather half the bytes
@@ -215,50 +216,14 @@ class ShardedModel(nn.Module):
             u.ag_work = self.comm.all_gather(out, src)  # ISSUE all-gather (async)
             u.ag_phase = phase
 
-    def _copy_to_device(self, u: Unit, shard: torch.Tensor) -> torch.Tensor:
-        """CPU offload: bring the host shard to the device before its all-gather.
-
-        CUDA: a non-blocking copy from pinned memory on the copy stream; the compute stream
-        (on which the collective is ordered) waits for it on the device, not the CPU.
-        CPU: a host-to-host copy, so the phase and its cost stay in the timeline."""
-        with self.instrument.phase(Phase.H2D, u.name):
-            if self.device.type != "cuda":
-                return shard.clone()
-            assert self._copy_stream is not None
-            self._copy_stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(self._copy_stream):
-                staged = shard.to(self.device, non_blocking=True)
-            torch.cuda.current_stream().wait_stream(self._copy_stream)
-            staged.record_stream(torch.cuda.current_stream())
-            return staged
-
-    def _copy_to_host(self, u: Unit, grad: torch.Tensor) -> torch.Tensor:
-        """CPU offload: the reduced gradient shard back to host memory for the optimizer.
-
-        CUDA: into pinned memory on the copy stream, after the reduction; the end of backward
-        waits for all of them at once (``_finish_backward``). A blocking ``grad.to("cpu")``
-        per unit copied into pageable memory at 1.4 GB/s on an H200 (the pinned H2D copies of
-        the same run: 55 GB/s), 343 ms of a 590 ms step (traces/gpu-engine-offload)."""
-        with self.instrument.phase(Phase.D2H, u.name):
-            if self.device.type != "cuda":
-                return grad.clone()
-            assert self._copy_stream is not None
-            host = torch.empty(grad.shape, dtype=grad.dtype, pin_memory=True)
-            self._copy_stream.wait_stream(torch.cuda.current_stream())  # after the reduction
-            with torch.cuda.stream(self._copy_stream):
-                host.copy_(grad, non_blocking=True)
-            grad.record_stream(self._copy_stream)
-            self._copies_to_host = True
-            return host
-
     def _ensure_gathered(self, u: Unit, phase: Phase) -> None:
         """On-demand gather (never held back by the limiter: the data is needed now)."""
         assert u.flat is not None
         if self.config.sharding is Sharding.NO_SHARD:
             # local copy of the updated parameters, no communication (once per step)
             src = u.flat.shard.detach()
-            if self.config.cpu_offload:
-                src = self._copy_to_device(u, src)
+            if self._offload is not None:
+                src = self._offload.to_device(u.name, src)
             with torch.no_grad():
                 u.flat.alloc_full().copy_(src)
             return
@@ -381,18 +346,13 @@ class ShardedModel(nn.Module):
         with self.instrument.phase(u.grad_phase.wait, u.name):
             reduced = u.pending_grad.wait()  # WAIT reduce-scatter before the optimizer
         u.pending_grad = None
-        if self.config.cpu_offload:
-            reduced = self._copy_to_host(u, reduced)
+        if self._offload is not None:
+            reduced = self._offload.to_host(u.name, reduced)
         u.flat.shard.grad = reduced
 
     def _finish_backward(self) -> None:
         self.instrument.close_all()
         # WAIT every reduction in issue order · WAIT + FREE units this backward never used
         self._execute(self.schedule.finish_backward())
-        if self._copies_to_host:
-            assert self._copy_stream is not None
-            self._copies_to_host = False
-            with self.instrument.phase(Phase.D2H_WAIT, OPTIM_UNIT):
-                # Deliberate CPU-GPU sync (CPU offload): the host optimizer reads the
-                # gradients copied to pinned memory above; once per step, after backward.
-                self._copy_stream.synchronize()
+        if self._offload is not None:
+            self._offload.wait_to_host()  # (the one CPU-GPU sync of CPU offload per step)

@@ -172,8 +172,18 @@ def _finish(
     dist.all_gather_object(per_rank, mine)
     if dist.get_rank() != 0:
         return
+    write_manifest(run_dir, _manifest(cfg, sharded, loss_t, per_rank, run_id))
+
+
+def _manifest(
+    cfg: RunConfig, sharded: ShardedModel, loss_t: torch.Tensor, per_rank: list[Any],
+    run_id: str | None,
+) -> RunManifest:  # fmt: skip
+    """run.json's record from the configuration, rank 0's model and every rank's figures
+    (``_finish`` gathered them: step times, peak memory, alive units, host)."""
+    world = len(per_rank)
     step_time, peaks, alive, alive_bwd, deferred, hosts = zip(*per_rank, strict=True)
-    write_manifest(run_dir, RunManifest(
+    return RunManifest(
         schema_version=SCHEMA_VERSION,
         tool="overlapscope",
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -197,7 +207,7 @@ def _finish(
         hosts=hosts,
         run_id=run_id,
         trace_stamps=() if run_id is None else tuple((run_id, r) for r in range(world)),
-    ))  # fmt: skip
+    )
 
 
 def main(argv: list[str]) -> int:

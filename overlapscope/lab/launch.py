@@ -117,26 +117,7 @@ def run_in_namespaces(
                     target=_pump, args=(proc.stdout, log, on_rank0_line or _echo), daemon=True
                 )
                 pump.start()
-        while True:
-            codes = [p.poll() for p in procs]
-            failed = [k for k, c in enumerate(codes) if c not in (None, 0)]
-            if failed:
-                k = failed[0]
-                print(
-                    f"overlapscope.lab: rank {k} exited with {codes[k]} "
-                    f"(see {log_dir / f'rank-{k}.log'}); stopping the other ranks",
-                    file=sys.stderr,
-                )
-                break
-            if all(c == 0 for c in codes):
-                break
-            if timeout_s is not None and time.monotonic() - started > timeout_s:
-                print(
-                    f"overlapscope.lab: ranks still running after {timeout_s:g} s; stopping them",
-                    file=sys.stderr,
-                )
-                break
-            time.sleep(POLL_S)
+        _watch(procs, log_dir, started, timeout_s)
     finally:
         _stop(procs, slots[: len(procs)])
         if pump is not None:
@@ -144,3 +125,30 @@ def run_in_namespaces(
         for log in logs:
             log.close()
     return [int(p.returncode) for p in procs]
+
+
+def _watch(
+    procs: Sequence[subprocess.Popen[str]], log_dir: Path, started: float, timeout_s: float | None
+) -> None:
+    """Poll the ranks until every one exited 0, one failed, or ``timeout_s`` (from
+    ``started``) passed; the caller stops whatever still runs."""
+    while True:
+        codes = [p.poll() for p in procs]
+        failed = [k for k, c in enumerate(codes) if c not in (None, 0)]
+        if failed:
+            k = failed[0]
+            print(
+                f"overlapscope.lab: rank {k} exited with {codes[k]} "
+                f"(see {log_dir / f'rank-{k}.log'}); stopping the other ranks",
+                file=sys.stderr,
+            )
+            return
+        if all(c == 0 for c in codes):
+            return
+        if timeout_s is not None and time.monotonic() - started > timeout_s:
+            print(
+                f"overlapscope.lab: ranks still running after {timeout_s:g} s; stopping them",
+                file=sys.stderr,
+            )
+            return
+        time.sleep(POLL_S)

@@ -1,9 +1,9 @@
 """Calibrate the what-if model from one analysed run (``overlapscope run`` or torch FSDP).
 
 Everything comes from the public tables of :class:`~overlapscope.analysis.RunAnalysis`
-(the dashboard's cached analysis included) plus :class:`SimInputs`, what the analysis does not
-keep and :func:`sim_inputs` takes from the loaded run once (``run.json``, the issue ranges,
-the memory curve per compute window):
+(the dashboard's cached analysis included) plus :class:`~overlapscope.sim.inputs.SimInputs`,
+what the analysis does not keep and ``sim_inputs`` takes from the loaded run once
+(``run.json``, the issue ranges, the memory curve per compute window; overlapscope/sim/inputs.py):
 
 - compute: per rank, each counted step's ``ovs/<fwd|bwd|optim>/<unit>`` ranges (the root's in
   pieces: before, between and after the units), with the slow-down caused by communication
@@ -24,13 +24,13 @@ from dataclasses import dataclass
 import pandas as pd
 
 from overlapscope.analysis import RunAnalysis
-from overlapscope.analysis.clocks import align_run
 from overlapscope.errors import UserError
 from overlapscope.manifest import RunManifest
 from overlapscope.phases import CollectiveKind, Phase, issuing, values
 from overlapscope.sim.contention import busy_fraction, fit_contention
 from overlapscope.sim.facts import Facts, fsdp_framework, ovs_facts, torch_facts
-from overlapscope.sim.gpu_calibrate import TorchGpu, gpu_device, gpu_rows, host_rows
+from overlapscope.sim.gpu_calibrate import TorchGpu, gpu_device
+from overlapscope.sim.inputs import SimInputs, sim_inputs
 from overlapscope.sim.launches import DeviceModel
 from overlapscope.sim.link import (
     TCP_EFFICIENCY,
@@ -40,12 +40,11 @@ from overlapscope.sim.link import (
     lane_time_us,
     per_collective,
 )
-from overlapscope.sim.memory import WindowKey, window_peaks
+from overlapscope.sim.memory import WindowKey
 from overlapscope.sim.replay import RankTimes
 from overlapscope.sim.schedule import OpKind, Program, Scenario, StepModel, build_program
 from overlapscope.sim.torch_cuts import measured_places
 from overlapscope.sim.torch_fsdp import attribute_compute
-from overlapscope.trace.loader import RunTraces
 
 ALL_GATHER, REDUCE_SCATTER = CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER
 # The collectives the link model is fitted for.
@@ -53,43 +52,20 @@ _MODELLED_KINDS = {
     k.value for p in (*issuing(ALL_GATHER), *issuing(REDUCE_SCATTER)) for k in p.kinds
 }
 
-__all__ = ["TCP_EFFICIENCY", "Calibration", "LinkModel", "Measured", "bus_factor", "calibrate"]
+# (SimInputs and sim_inputs are sim/inputs.py's, named here too for the dashboard's import)
+__all__ = [
+    "TCP_EFFICIENCY",
+    "Calibration",
+    "LinkModel",
+    "Measured",
+    "SimInputs",
+    "bus_factor",
+    "calibrate",
+    "sim_inputs",
+]
 
 ComputeTimes = dict[int, dict[tuple[Phase, str, int], float]]
 COMPUTE_ROW_COLUMNS = ["rank", "step", "phase", "unit", "piece", "dur_us", "busy_frac"]
-
-
-@dataclass(frozen=True, slots=True)
-class SimInputs:
-    """What calibration needs beyond the analysis, taken from the loaded run once."""
-
-    manifest: RunManifest | None  # run.json of an overlapscope run; None for torch traces
-    issue: pd.DataFrame  # the issue lane's counted rows: rank, step, phase, ts_us, end_us, dur_us
-    mem_windows: dict[int, dict[WindowKey, int]]  # per rank (CPU runs with memory events)
-    source: str  # the run directory
-    # GPU runs: the GPU activities with their launch time, and the host's rows
-    # (sim/gpu_calibrate.py); None on CPU runs
-    gpu: pd.DataFrame | None = None
-    host: pd.DataFrame | None = None
-
-
-def sim_inputs(traces: RunTraces) -> SimInputs:
-    ev = traces.events
-    issue = ev.loc[(ev["lane"] == "issue") & (ev["step"] >= 0), ["rank", "step", "phase", "ts_us", "end_us", "dur_us"]]  # fmt: skip
-    windows: dict[int, dict[WindowKey, int]] = {}
-    if not traces.has_gpu and traces.manifest is not None:  # (the engine's ranges only)
-        memory = dict(tuple(traces.memory.groupby("rank")))
-        for rank, rows in ev.groupby("rank", observed=True):
-            if w := window_peaks(rows, memory.get(rank, traces.memory.iloc[:0])):
-                windows[int(rank)] = w
-    src = str(traces.sources[0].parent) if traces.sources else ""
-    if not traces.has_gpu:
-        return SimInputs(traces.manifest, issue.reset_index(drop=True), windows, src)
-    aligned = align_run(traces)[0].events  # on the analysis' clocks, as its tables are
-    return SimInputs(
-        traces.manifest, issue.reset_index(drop=True), windows, src,
-        gpu_rows(aligned), host_rows(aligned),
-    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +103,7 @@ class Calibration:
     # not the wire: kept as is when the link is rescaled)
     step_lag_us: tuple[dict[tuple[str, Phase], float], ...]
     # the run's median lag per collective: up to it a lag is the ranks' own delay and is kept
-    # when the link is rescaled; beyond it, it grew with the wire (predict.rescale_lane_time)
+    # when the link is rescaled; beyond it, it grew with the wire (rescale.rescale_lane_time)
     lag_fixed_us: float
     contention: float  # compute runs 1 + contention times slower while the queue is busy
     # per compute range: rank, step, phase, unit, piece, dur_us, busy_frac (contention fits)
@@ -333,6 +309,23 @@ def _compute(
     return comp, inputs.issue.iloc[:0]  # torch on CPU: issue and transfer are one call
 
 
+StepTransfers = dict[tuple[str, Phase], float]
+
+
+def _step_samples(
+    comp: pd.DataFrame, coll: pd.DataFrame, contention: float, step_numbers: list[int]
+) -> tuple[tuple[ComputeTimes, ...], tuple[StepTransfers, ...], tuple[StepTransfers, ...]]:
+    """One sample per counted step (``Calibration.step_*``): that step's base compute per
+    rank, and its lane time and lag per collective."""
+    return (
+        tuple(_rank_times(comp[comp["step"] == s], contention, 1) for s in step_numbers),
+        tuple(per_collective(coll[coll["step"] == s]) for s in step_numbers),
+        tuple(
+            per_collective(coll[coll["step"] == s], "lag_us", keep_zero=True) for s in step_numbers
+        ),
+    )
+
+
 def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
     """Build the model of one run (overlapscope CPU/gloo or CUDA/NCCL, or torch FSDP on CPU
     or GPU; ``full_shard``) from its analysis and :class:`SimInputs`."""
@@ -359,6 +352,7 @@ def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
     contention = 0.0 if device else fit_contention(comp, facts.full_bytes)
     ranks = _ranks(comp, contention, issue, steps, num_steps, measured_program)
     comm_rows = a.timeline.merge(counted, on=["rank", "step"])
+    step_compute, step_transfer, step_lag = _step_samples(comp, coll, contention, step_numbers)
     # memory: the largest unit's full bytes; per rank the peak, and the measured curve
     alive_bytes = max((facts.full_bytes.get(u, 0) for u in facts.model.units), default=0)
     peaks, mem_units = facts.peaks, measured_program.max_mem_units_in_backward
@@ -371,13 +365,9 @@ def calibrate(a: RunAnalysis, inputs: SimInputs) -> Calibration:
         ranks=ranks,
         links=links,
         transfer_us=per_collective(coll),
-        step_compute_us=tuple(
-            _rank_times(comp[comp["step"] == s], contention, 1) for s in step_numbers
-        ),
-        step_transfer_us=tuple(per_collective(coll[coll["step"] == s]) for s in step_numbers),
-        step_lag_us=tuple(
-            per_collective(coll[coll["step"] == s], "lag_us", keep_zero=True) for s in step_numbers
-        ),
+        step_compute_us=step_compute,
+        step_transfer_us=step_transfer,
+        step_lag_us=step_lag,
         lag_fixed_us=float(coll["lag_us"].median()),
         dispatch_us=_dispatch_us(comm_rows[comm_rows["lane"] == "comm"], issue),
         contention=contention,

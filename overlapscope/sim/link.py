@@ -3,7 +3,7 @@
 ``LinkModel`` (``transfer_us = latency + bytes × busbw factor / busbw``) is fitted to the
 fastest rank's duration of every matched collective (the wire, :func:`fit_link`); the replay
 uses each measured collective's *lane time* (:func:`lane_time_us`), and on another link only
-its wire part scales (``predict.rescale_lane_time``).
+its wire part scales (``rescale.rescale_lane_time``).
 """
 
 from __future__ import annotations

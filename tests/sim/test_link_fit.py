@@ -10,7 +10,7 @@ from overlapscope.analysis.collectives import collective_tables
 from overlapscope.analysis.comm_causes import PART_COLUMNS
 from overlapscope.sim.contention import fit_contention
 from overlapscope.sim.link import fit_link, lane_time_us
-from overlapscope.sim.predict import rescale_lane_time
+from overlapscope.sim.rescale import rescale_lane_time
 
 
 def _rows(pairs: list[tuple[int, float]]) -> pd.DataFrame:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from overlapscope.sim import Calibration, Scenario, load_calibration, predict_from
-from overlapscope.sim.predict import contention_under, scaled_links, transfer_us
+from overlapscope.sim.rescale import contention_under, scaled_links, transfer_us
 from overlapscope.sim.schedule import build_program
 
 SAMPLE = Path(__file__).resolve().parents[2] / "traces" / "none"

@@ -16,8 +16,8 @@ import pytest
 from overlapscope.analysis import analyze
 from overlapscope.config import Policy
 from overlapscope.sim import Scenario, load_calibration, predict_from
-from overlapscope.sim.calibrate import sim_inputs
 from overlapscope.sim.facts import torch_facts
+from overlapscope.sim.inputs import sim_inputs
 from overlapscope.sim.schedule import build_program
 from overlapscope.sim.torch_fsdp import attribute_compute
 from overlapscope.trace.loader import load_run
