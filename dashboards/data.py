@@ -51,7 +51,7 @@ from overlapscope.pipeline.run import (
     opened,
 )
 from overlapscope.sim import Calibration
-from overlapscope.sim.calibrate import SimInputs, sim_inputs
+from overlapscope.sim.inputs import SimInputs, sim_inputs
 from overlapscope.sim.predict import calibrate_loaded
 
 if TYPE_CHECKING:

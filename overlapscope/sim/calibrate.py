@@ -30,7 +30,7 @@ from overlapscope.phases import CollectiveKind, Phase, issuing, values
 from overlapscope.sim.contention import busy_fraction, fit_contention
 from overlapscope.sim.facts import Facts, fsdp_framework, ovs_facts, torch_facts
 from overlapscope.sim.gpu_calibrate import TorchGpu, gpu_device
-from overlapscope.sim.inputs import SimInputs, sim_inputs
+from overlapscope.sim.inputs import SimInputs
 from overlapscope.sim.launches import DeviceModel
 from overlapscope.sim.link import (
     TCP_EFFICIENCY,
@@ -52,16 +52,13 @@ _MODELLED_KINDS = {
     k.value for p in (*issuing(ALL_GATHER), *issuing(REDUCE_SCATTER)) for k in p.kinds
 }
 
-# (SimInputs and sim_inputs are sim/inputs.py's, named here too for the dashboard's import)
 __all__ = [
     "TCP_EFFICIENCY",
     "Calibration",
     "LinkModel",
     "Measured",
-    "SimInputs",
     "bus_factor",
     "calibrate",
-    "sim_inputs",
 ]
 
 ComputeTimes = dict[int, dict[tuple[Phase, str, int], float]]
