@@ -36,10 +36,10 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.analysis.api import analyze
-from overlapscope.analysis.clocks import align_run, estimate_offsets, offset_at
-from overlapscope.analysis.critical_path import critical_path
-from overlapscope.analysis.matched import matched_ends
-from overlapscope.trace.loader import RunTraces, load_run
+from overlapscope.analysis.clocks.alignment import align_run, estimate_offsets, offset_at
+from overlapscope.analysis.collectives.matched import matched_ends
+from overlapscope.analysis.critical_path.path import critical_path
+from overlapscope.trace.run.loader import RunTraces, load_run
 
 REPO = Path(__file__).resolve().parents[1]
 EXTERNAL = REPO.parent / "shared" / "external-traces" / "hta-trace-diff-test-rank1.json.gz"

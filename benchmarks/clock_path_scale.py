@@ -28,9 +28,9 @@ from pathlib import Path
 
 import psutil
 
-from overlapscope.analysis.critical_path import critical_path
+from overlapscope.analysis.critical_path.path import critical_path
 from overlapscope.cluster.synth import rerank_copies
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 
 
 class PeakRss:

@@ -48,9 +48,9 @@ PATH = """
 import json, sys, time, tracemalloc
 from pathlib import Path
 import pandas as pd
-from overlapscope.analysis.critical_path import critical_path
+from overlapscope.analysis.critical_path.path import critical_path
 from overlapscope.cluster.synth import rerank_copies
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 run = rerank_copies(Path(sys.argv[1]) / "traces" / "none", 64, Path(sys.argv[2]) / "run")
 ev = load_run(Path(sys.argv[2]) / "run", progress=False).events
 rows = ev[ev["step"] == int(ev.loc[ev["step"] >= 0, "step"].min())]

@@ -33,9 +33,9 @@ from overlapscope.pipeline.executor import LocalExecutor
 from overlapscope.pipeline.plan import Inputs, plan
 from overlapscope.table_files import write_events, write_table
 from overlapscope.trace import decode, fields
-from overlapscope.trace.loader import RunTraces
-from overlapscope.trace.parse import read_trace
-from overlapscope.trace.recognize import recognize
+from overlapscope.trace.run.loader import RunTraces
+from overlapscope.trace.read.parse import read_trace
+from overlapscope.trace.recognize.table import recognize
 
 def mb(field):
     for line in open("/proc/self/status"):

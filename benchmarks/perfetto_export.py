@@ -31,7 +31,7 @@ import json, sys, threading, time
 from pathlib import Path
 from overlapscope.analysis.api import analyze
 from overlapscope.cluster.synth import rerank_copies
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 def rss_mb():
     for line in open("/proc/self/status"):
         if line.startswith("VmRSS"):

@@ -40,14 +40,14 @@ def _best_ms(fn: Callable[[], Any], repeat: int) -> float:
 
 
 def _parts(path: Path, root: Path) -> dict[str, Callable[[], Any]]:
-    from overlapscope.analysis import levers, metrics, units
     from overlapscope.analysis.registry import rank_tables
+    from overlapscope.analysis.timeline import levers, metrics, units
     from overlapscope.cache import Cache, code_digest, entry_key
     from overlapscope.pipeline import memory, tasks
     from overlapscope.pipeline.executor import LocalExecutor
     from overlapscope.pipeline.plan import Inputs, plan
     from overlapscope.table_files import write_table
-    from overlapscope.trace.loader import RunTraces
+    from overlapscope.trace.run.loader import RunTraces
 
     tasks.parse_to_cache(str(path), 0, str(root), entry_key(path, 0), code_digest())
     cache = Cache(root)

@@ -60,7 +60,7 @@ PER_RUN = (
     + """
 import sys
 from overlapscope.analysis import analyze
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 run = load_run(sys.argv[1], allow_missing_ranks=True)
 t0 = cpu_s()
 analyze(run)

@@ -24,7 +24,7 @@ import pandas as pd
 
 from overlapscope.analysis import analyze
 from overlapscope.manifest import read_manifest
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 
 
 def compute_with_idle(run: Path) -> pd.DataFrame:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from dashboards.critical_path import GAP
 from dashboards.data import LoadedRun
 from overlapscope.analysis.api import RunAnalysis
-from overlapscope.analysis.critical_path import CriticalPath
+from overlapscope.analysis.critical_path.path import CriticalPath
 from overlapscope.errors import UserError
 
 MAX_SHOWN_RANKS = 8

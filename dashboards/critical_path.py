@@ -1,8 +1,9 @@
 """The timeline's cross-rank layers: raw vs aligned clocks, and the step's critical path.
 
-The analysis works on aligned clocks (``overlapscope/analysis/clocks.py``); the raw view puts
+The analysis works on aligned clocks (``overlapscope/analysis/clocks/alignment.py``); the raw view
+puts
 each rank's bars back on its own clock (``t + offset(t)``), so the two can be compared. The
-critical path (``overlapscope/analysis/critical_path.py``) is drawn as one line over the
+critical path (``overlapscope/analysis/critical_path/path.py``) is drawn as one line over the
 lanes of the ranks it runs through, with a vertical hop where it moves to another rank.
 """
 
@@ -18,7 +19,7 @@ import plotly.graph_objects as go
 from dashboards import palette
 from dashboards.figures import lane_label
 from overlapscope.analysis.api import RunAnalysis
-from overlapscope.analysis.clocks import offset_at
+from overlapscope.analysis.clocks.alignment import offset_at
 
 PATH_NAME = "critical path"
 PATH_COLOUR = "#111111"

@@ -1,6 +1,6 @@
 """The ranks tab's process-group filter: in a job of several process groups (HSDP, FSDP +
 tensor parallel), the collectives of one group, among its own ranks, and the dimension each
-group serves (``overlapscope/trace/dimensions.py``)."""
+group serves (``overlapscope/trace/groups/dimensions.py``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dash import dcc, html
 from dash.development.base_component import Component
 
 from dashboards import ids
-from overlapscope.trace.dimensions import group_dimensions
+from overlapscope.trace.groups.dimensions import group_dimensions
 
 EVERY = "every group"
 _LABEL = {"fontWeight": "bold", "fontSize": "13px"}  # (as the pickers' labels, layout.py)

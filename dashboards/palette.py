@@ -43,7 +43,8 @@ def phase_name(phase: str) -> str:
     return PHASE_NAMES.get(phase, phase)
 
 
-# Where the GPU waits (overlapscope/analysis/idle.py, comm_causes.py): each part's colour.
+# Where the GPU waits (overlapscope/analysis/waiting/idle.py, analysis/waiting/comm_causes.py): each
+# part's colour.
 WAIT_PARTS: tuple[tuple[str, str, str], ...] = (  # (ranks column, legend name, colour)
     ("idle_host_bound_per_step_us", "idle: host-bound", "#D62728"),
     ("idle_sync_per_step_us", "idle: host sync", "#FF7F0E"),

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from dashboards.data import RunSource, read_manifest, workload_fields
-from overlapscope.analysis.metrics import (
+from overlapscope.analysis.timeline.metrics import (
     comm_exposure,
     counted_mask,
     exposed_intervals,

@@ -51,9 +51,9 @@ import pandas as pd
 from overlapscope.errors import UserError
 from overlapscope.sealed import DamagedFile, dump, load, sweep
 from overlapscope.table_files import write_events
-from overlapscope.trace.loader import ParsedRank
-from overlapscope.trace.parse import NotATraceError, TraceFileError
 from overlapscope.trace.producers import registry_digest
+from overlapscope.trace.read.parse import NotATraceError, TraceFileError
+from overlapscope.trace.run.loader import ParsedRank
 
 CACHE_FORMAT = 5  # 5: every file sealed
 # The most damaged files one analysis removes and makes again before it gives up.

@@ -2,7 +2,7 @@
 the table of phases, from which every consumer derives what it needs.
 
 :class:`Phase` is the table. Each row gives a phase's value (the ``<phase>`` of an
-``ovs/<phase>/<unit>`` range, ``trace/names.py``; the ``phase`` column of every table), and:
+``ovs/<phase>/<unit>`` range, ``trace/naming/ranges.py``; the ``phase`` column of every table), and:
 
 * ``lane``: its range's role for the analysis (:class:`Lane`): ``issue`` (issues a
   collective; the transfer is the backend's own event), ``wait`` (the training thread blocked
@@ -154,7 +154,7 @@ class Phase(enum.Enum):
     RECOMPUTE =   ("recompute",   _C,   (),    Row.COMPUTE,    "#9D755D", "recompute", _BW)
     OPTIM =       ("optim",       _C,   (),    Row.COMPUTE,    "#B279A2", "optimizer step", _OPT)
     LIMITER =     ("limiter",     _W,   (),    Row.WAIT,       "#EECA3B", "rate limiter", None)
-    # the dimensions of a job of several process groups (trace/dimensions.py)
+    # the dimensions of a job of several process groups (trace/groups/dimensions.py)
     AR_REP =      ("ar_rep",      _I,   _AR,   Row.REPLICA,    "#17BECF", "replica all-reduce", _BW)
     TP_FWD =      ("tp_fwd",      _I,   _TP,   Row.TP,         "#9467BD", "forward tensor-parallel collective", _FW)
     TP_BWD =      ("tp_bwd",      _I,   _TP,   Row.TP,         "#C49C94", "backward tensor-parallel collective", _BW)

@@ -17,8 +17,8 @@ import warnings
 from pathlib import Path
 
 from overlapscope.analysis import analyze
-from overlapscope.analysis.hta_report import HtaStatus, run_hta
-from overlapscope.trace.loader import RunTraces, load_run
+from overlapscope.analysis.hta.report import HtaStatus, run_hta
+from overlapscope.trace.run.loader import RunTraces, load_run
 
 REPO = Path(__file__).resolve().parents[1]
 EXTERNAL = REPO.parent / "shared" / "external-traces"

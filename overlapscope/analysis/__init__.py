@@ -2,7 +2,7 @@
 
 from overlapscope.analysis.api import SCHEMA_VERSION, RunAnalysis, RunSummary, analyze
 from overlapscope.analysis.findings import Finding, FindingKind
-from overlapscope.analysis.hta_report import HtaReport, run_hta
+from overlapscope.analysis.hta.report import HtaReport, run_hta
 
 __all__ = [
     "SCHEMA_VERSION",

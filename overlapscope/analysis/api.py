@@ -22,15 +22,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from overlapscope.analysis.bound import bound_summary
-from overlapscope.analysis.clocks import Clocks, estimate_clocks
-from overlapscope.analysis.critical_path import CriticalPath, critical_path
+from overlapscope.analysis.clocks.alignment import Clocks, estimate_clocks
+from overlapscope.analysis.critical_path.path import CriticalPath, critical_path
+from overlapscope.analysis.critical_path.report import to_json as clocks_path_json
 from overlapscope.analysis.findings import Finding, FindingInput
 from overlapscope.analysis.findings.registry import run_rules
 from overlapscope.analysis.framework import Framework, run_framework
-from overlapscope.analysis.host_path import with_host
-from overlapscope.analysis.hta_report import HtaReport, HtaStatus, round_like_hta, run_hta
-from overlapscope.analysis.path_report import to_json as clocks_path_json
+from overlapscope.analysis.hta.report import HtaReport, HtaStatus, round_like_hta, run_hta
 from overlapscope.analysis.registry import (
     CLOCKS,
     FRAMEWORK_MARKS,
@@ -39,7 +37,9 @@ from overlapscope.analysis.registry import (
     rank_tables,
     run_tables,
 )
-from overlapscope.trace.loader import RunTraces
+from overlapscope.analysis.timeline.bound import bound_summary
+from overlapscope.analysis.waiting.host_path import with_host
+from overlapscope.trace.run.loader import RunTraces
 
 SCHEMA_VERSION = 3
 
@@ -78,17 +78,17 @@ class RunAnalysis:
     findings: tuple[Finding, ...]
     timeline: pd.DataFrame
     exposed: pd.DataFrame
-    levers: pd.DataFrame  # recompute / h2d / d2h per unit (analysis/levers.py)
-    idle_gaps: pd.DataFrame  # every GPU idle gap with its cause (analysis/idle.py)
-    idle_streams: pd.DataFrame  # per stream, HTA's idle breakdown beside ours (idle.py)
-    host_ops: pd.DataFrame  # what the host did while the GPU waited for it (idle.py)
+    levers: pd.DataFrame  # recompute / h2d / d2h per unit (analysis/timeline/levers.py)
+    idle_gaps: pd.DataFrame  # every GPU idle gap with its cause (analysis/waiting/idle.py)
+    idle_streams: pd.DataFrame  # per stream, HTA's idle breakdown beside ours (waiting/idle.py)
+    host_ops: pd.DataFrame  # what the host did while the GPU waited for it (waiting/idle.py)
     counted_steps: dict[int, tuple[int, ...]]
     warnings: tuple[str, ...]
     hta: HtaReport | None = None
-    clocks: pd.DataFrame | None = None  # per-rank clock offsets (analysis/clocks.py)
+    clocks: pd.DataFrame | None = None  # per-rank clock offsets (analysis/clocks/alignment.py)
     clocks_applied: bool = False
     clocks_shared_host: str | None = None  # every rank on this host: one clock (clocks.py)
-    path: CriticalPath | None = None  # critical path per step (analysis/critical_path.py)
+    path: CriticalPath | None = None  # critical path per step (analysis/critical_path/path.py)
     # the registered figures without a field of their own, by name (analysis/registry.py)
     tables: Mapping[str, pd.DataFrame] = dataclasses.field(default_factory=dict)
 
@@ -245,7 +245,7 @@ def analyze(
     ``hta=True`` also runs HTA (slow, offline only); ``hta_rounding=True`` rounds GPU
     events to whole µs first, as HTA 0.5.0 does, to compare with its figures (see
     :func:`round_like_hta`). ``align_clocks``: put every rank on one clock first
-    (analysis/clocks.py)."""
+    (analysis/clocks/alignment.py)."""
     if hta_rounding:
         run = round_like_hta(run)
     run, clocks = estimate_clocks(run, align_clocks)

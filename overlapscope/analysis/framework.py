@@ -17,7 +17,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from overlapscope.trace.loader import RunTraces
+from overlapscope.trace.run.loader import RunTraces
 
 MARK_COLUMNS = ["rank", "num_ddp_names", "num_sparse_names", "num_all_to_all_names"]
 _DDP = re.compile(r"^DistributedDataParallel\.(?:forward|_pre_forward|_post_forward)")

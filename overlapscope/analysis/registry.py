@@ -39,14 +39,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from overlapscope.analysis.bound import bound_table
-from overlapscope.analysis.clocks import clock_error
-from overlapscope.analysis.collectives import collective_tables
-from overlapscope.analysis.comm_causes import rank_parts, split_exposure, unit_parts
+from overlapscope.analysis.clocks.alignment import clock_error
+from overlapscope.analysis.collectives.tables import collective_tables
 from overlapscope.analysis.framework import rank_marks
-from overlapscope.analysis.idle import rank_idle
-from overlapscope.analysis.levers import lever_table
-from overlapscope.analysis.metrics import (
+from overlapscope.analysis.host.phase_work import PHASE_WORK_COLUMNS, rank_phase_work
+from overlapscope.analysis.host.step_boundary import BOUNDARY_COLUMNS, rank_boundaries
+from overlapscope.analysis.host.syncs import SYNC_COLUMNS, rank_syncs
+from overlapscope.analysis.timeline.bound import bound_table
+from overlapscope.analysis.timeline.levers import lever_table
+from overlapscope.analysis.timeline.metrics import (
     RankSets,
     comm_exposure,
     counted_mask,
@@ -57,14 +58,13 @@ from overlapscope.analysis.metrics import (
     take_columns,
     timeline_table,
 )
-from overlapscope.analysis.partition import any_of
-from overlapscope.analysis.phase_work import PHASE_WORK_COLUMNS, rank_phase_work
-from overlapscope.analysis.step_boundary import BOUNDARY_COLUMNS, rank_boundaries
-from overlapscope.analysis.syncs import SYNC_COLUMNS, rank_syncs
-from overlapscope.analysis.units import compute_by_unit, unit_table
-from overlapscope.analysis.waits import WaitTables, wait_tables
+from overlapscope.analysis.timeline.partition import any_of
+from overlapscope.analysis.timeline.units import compute_by_unit, unit_table
+from overlapscope.analysis.waiting.comm_causes import rank_parts, split_exposure, unit_parts
+from overlapscope.analysis.waiting.idle import rank_idle
+from overlapscope.analysis.waiting.tables import WaitTables, wait_tables
 from overlapscope.phases import Lane
-from overlapscope.trace.loader import RunTraces
+from overlapscope.trace.run.loader import RunTraces
 
 # The lanes of the critical path's rows: its work and its steps' marks.
 PATH_LANES = [Lane.COMPUTE.value, Lane.COMM.value, Lane.WAIT.value, Lane.STEP.value]
@@ -76,11 +76,13 @@ COMM_COLUMNS = [  # (exposed_us last: the one not in the event table)
 PATH = "path"
 TIMELINE = "timeline"
 IDLE_GAPS = "idle_gaps"
-SYNCS = "syncs"  # every blocking host call (syncs.py)
+SYNCS = "syncs"  # every blocking host call (host/syncs.py)
 BOUNDARIES = "step_boundaries"  # the time around each step's first GPU op (step_boundary.py)
-PHASE_WORK = "phase_work"  # each part of a step's op, launch-call and idle time (phase_work.py)
+PHASE_WORK = (
+    "phase_work"  # each part of a step's op, launch-call and idle time (host/phase_work.py)
+)
 FRAMEWORK_MARKS = "framework_marks"  # what the trace's names say ran it (framework.py)
-# The clock offsets with their uncertainty (analysis/clocks.py), given to the cross-rank
+# The clock offsets with their uncertainty (analysis/clocks/alignment.py), given to the cross-rank
 # figures beside the per-rank ones: a lag within a clock's uncertainty is no straggler.
 CLOCKS = "clock_offsets"
 
@@ -125,7 +127,8 @@ class RankView:
 
     @property
     def waits(self) -> WaitTables:
-        """Where the rank's GPU waited (analysis/waits.py), with its every idle gap when the
+        """Where the rank's GPU waited (analysis/waiting/tables.py), with its every idle gap when
+        the
         on-demand figures are made too."""
         if self._waits is None:
             steps = step_table(self.run, self.counted, self.sets)
@@ -183,7 +186,7 @@ def _idle_gaps(v: RankView) -> pd.DataFrame:
 
 
 def _syncs(v: RankView) -> pd.DataFrame:
-    """The rank's blocking host calls (analysis/syncs.py)."""
+    """The rank's blocking host calls (analysis/host/syncs.py)."""
     if not v.run.ranks:
         return pd.DataFrame(columns=SYNC_COLUMNS)
     rank = v.run.ranks[0].rank
@@ -191,7 +194,7 @@ def _syncs(v: RankView) -> pd.DataFrame:
 
 
 def _boundaries(v: RankView) -> pd.DataFrame:
-    """The rank's step boundaries (analysis/step_boundary.py)."""
+    """The rank's step boundaries (analysis/host/step_boundary.py)."""
     if not v.run.ranks:
         return pd.DataFrame(columns=BOUNDARY_COLUMNS)
     return rank_boundaries(v.run.events, v.run.ranks[0].rank)
@@ -242,7 +245,7 @@ def _collectives(t: Mapping[str, pd.DataFrame], run: RunTraces) -> tuple[pd.Data
 
 
 def _exposure_parts(t: Mapping[str, pd.DataFrame], _run: RunTraces) -> tuple[pd.DataFrame, ...]:
-    """The units' and ranks' exposed communication split by cause (comm_causes.py), from
+    """The units' and ranks' exposed communication split by cause (waiting/comm_causes.py), from
     the collectives' (``comm``, split first: it needs the other ranks' durations)."""
     return unit_parts(t["units"], t["comm"], t["ranks"]), rank_parts(t["ranks"], t["comm"])
 

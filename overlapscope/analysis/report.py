@@ -7,7 +7,7 @@ import math
 import pandas as pd
 
 from overlapscope.analysis.api import RunAnalysis
-from overlapscope.analysis.idle import CAUSES
+from overlapscope.analysis.waiting.idle import CAUSES
 from overlapscope.phases import COPY_PHASES, values
 
 TOP_N = 10
@@ -43,7 +43,8 @@ RANK_COLUMNS = {
     "overlap_pct": ("overlap %", 2),
     "nccl_wait_per_step_us": ("wait", 0),
 }
-# The parts of exposed communication (comm_causes.py) and the causes of idle (idle.py), as
+# The parts of exposed communication (waiting/comm_causes.py) and the causes of idle
+# (waiting/idle.py), as
 # the tables' headers name them.
 EXPOSED_PARTS = {"host_late": "issued late", "peer_wait": "last rank", "transfer": "transfer"}
 _IDLE_LABELS = {"host_bound": "host-bound", "cross_stream": "cross-stream"}
@@ -268,7 +269,7 @@ HTA_IDLE = (("host_wait", "host wait"), ("kernel_wait", "kernel wait"), ("other"
 
 def hta_idle_lines(a: RunAnalysis) -> list[str]:
     """HTA's idle-time breakdown per rank and stream beside ours in its categories
-    (analysis/idle.py: its host wait is our host-bound + sync + peer gaps between a
+    (analysis/waiting/idle.py: its host wait is our host-bound + sync + peer gaps between a
     stream's ops)."""
     hta = a.hta
     if hta is None or hta.idle is None or hta.idle.empty or a.idle_streams.empty:

@@ -14,8 +14,8 @@ import os
 import re
 from pathlib import Path
 
-from overlapscope.trace.files import RUN_STAMP_KEY
-from overlapscope.trace.loader import find_trace_files
+from overlapscope.trace.naming.files import RUN_STAMP_KEY
+from overlapscope.trace.run.loader import find_trace_files
 
 SHIFT_NS_PER_RANK = 1500
 _FIELDS = {

@@ -12,8 +12,8 @@ from overlapscope.commands.flags import add_dask_args, target
 from overlapscope.errors import UserError
 from overlapscope.outputs import check_apart, check_dir, check_file, write_file
 from overlapscope.perfetto.numbers import parse_numbers
-from overlapscope.trace.discover import ALLOW_FLAG
-from overlapscope.trace.ranks import RANK_FROM_NAME_FLAG
+from overlapscope.trace.run.discover import ALLOW_FLAG
+from overlapscope.trace.run.ranks import RANK_FROM_NAME_FLAG
 
 if TYPE_CHECKING:
     from overlapscope.analysis.api import RunAnalysis
@@ -211,7 +211,7 @@ def export_perfetto(args: argparse.Namespace) -> RunAnalysis:
 def _write(args: argparse.Namespace, result: RunAnalysis, to_stdout: bool) -> None:
     import orjson
 
-    from overlapscope.analysis.path_report import report_text
+    from overlapscope.analysis.critical_path.report import report_text
     from overlapscope.analysis.report import markdown, text
 
     if args.json:

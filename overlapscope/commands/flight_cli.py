@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 def _shared_host(paths: list[Path]) -> str | None:
-    from overlapscope.analysis.clocks import shared_host
+    from overlapscope.analysis.clocks.alignment import shared_host
     from overlapscope.manifest import read_manifest
 
     dirs = {p.parent.parent if p.parent.name == "comm_traces" else p.parent for p in paths}

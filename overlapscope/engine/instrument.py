@@ -1,4 +1,4 @@
-"""Profiler (and NVTX) ranges for engine phases, named by :mod:`overlapscope.trace.names`.
+"""Profiler (and NVTX) ranges for engine phases, named by :mod:`overlapscope.trace.naming.ranges`.
 
 Ranges are context managers that always close (``try/finally``); with ``enabled=False`` they
 cost one branch. NVTX ranges are emitted only where CUDA is available (``torch.cuda.nvtx``
@@ -23,7 +23,7 @@ from torch._C._autograd import _profiler_enabled
 from torch.autograd.profiler import record_function
 
 from overlapscope.phases import Phase
-from overlapscope.trace.names import format_range
+from overlapscope.trace.naming.ranges import format_range
 
 
 class Instrument:

@@ -34,7 +34,7 @@ from overlapscope.outputs import (
     swap_in,
     write_file,
 )
-from overlapscope.trace.files import RUN_ID_ENV
+from overlapscope.trace.naming.files import RUN_ID_ENV
 
 WORKER = "overlapscope.engine.worker"
 # Everything a run directory holds; a folder with anything else is the user's, never replaced.

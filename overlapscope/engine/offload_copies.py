@@ -15,7 +15,7 @@ import torch
 
 from overlapscope.engine.instrument import Instrument
 from overlapscope.phases import Phase
-from overlapscope.trace.names import OPTIM_UNIT
+from overlapscope.trace.naming.ranges import OPTIM_UNIT
 
 
 class OffloadCopies:

@@ -22,7 +22,8 @@ Profiling: gloo records round 0's send and receive as ``gloo:send`` / ``gloo:rec
 on the *issuing* thread (with their shapes in ``Input Dims``), from the issue (inside the
 engine's issue range) to the moment the waiter thread waited on them. The send is waited
 last, so its event ends when the whole collective is done; the analysis folds the two into
-one transfer (``overlapscope/trace/p2p.py``). Later rounds are posted by the waiter thread,
+one transfer (``overlapscope/trace/recognize/p2p.py``). Later rounds are posted by the waiter
+thread,
 which the profiler does not record (its recording is per thread).
 
 Staged (device) tensors: where the buffers are pinned host memory that a device copy is

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from overlapscope.config import Policy, Sharding
 from overlapscope.phases import Phase
-from overlapscope.trace.names import ROOT_UNIT
+from overlapscope.trace.naming.ranges import ROOT_UNIT
 
 
 class Act(enum.Enum):

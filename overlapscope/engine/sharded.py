@@ -46,7 +46,7 @@ from overlapscope.engine.offload_copies import OffloadCopies
 from overlapscope.engine.schedule import Act, Action, Schedule, ScheduleStats
 from overlapscope.engine.units import Unit, build_units
 from overlapscope.phases import CollectiveKind, Phase
-from overlapscope.trace.names import OPTIM_UNIT
+from overlapscope.trace.naming.ranges import OPTIM_UNIT
 
 
 class ShardedModel(nn.Module):

@@ -16,7 +16,7 @@ from torch import nn
 from overlapscope.engine.comm import PendingGrad, Work
 from overlapscope.engine.flat_param import FlatParam
 from overlapscope.phases import Phase
-from overlapscope.trace.names import ROOT_UNIT
+from overlapscope.trace.naming.ranges import ROOT_UNIT
 
 
 @dataclass(eq=False)

@@ -32,8 +32,8 @@ from overlapscope.engine.workloads import build_model, global_batch, local_rows
 from overlapscope.flight import capture as flight
 from overlapscope.manifest import SCHEMA_VERSION, RunManifest, UnitSize, write_manifest
 from overlapscope.trace.capture import RankProfiler, trace_name, versions
-from overlapscope.trace.files import RUN_ID_ENV
-from overlapscope.trace.header import RUN_ID_RE
+from overlapscope.trace.naming.files import RUN_ID_ENV
+from overlapscope.trace.read.header import RUN_ID_RE
 
 FAIL_ENV = "OVERLAPSCOPE_FAIL_AT"  # "RANK:STEP": raise at that step (tests of failure paths)
 # "warn" or "error": on CUDA, torch flags every CPU-GPU synchronisation in forward and backward
@@ -165,7 +165,7 @@ def _finish(
         sharded.stats.max_alive_units,
         sharded.stats.max_alive_in_backward,
         sharded.stats.deferred_prefetches,
-        # one per rank: ranks of one host read one clock (analysis/clocks.py::shared_host)
+        # one per rank: ranks of one host read one clock (analysis/clocks/alignment.py::shared_host)
         socket.gethostname(),
     )
     per_rank: list[Any] = [None] * world

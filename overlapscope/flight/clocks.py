@@ -1,5 +1,5 @@
 """Each rank's clock offset from the dumps, by the analysis' own rules
-(``overlapscope/analysis/clocks.py`` and ``clock_bounds.py``).
+(``overlapscope/analysis/clocks/alignment.py`` and ``analysis/clocks/bounds.py``).
 
 Where the dumps record completions (NCCL), the rule is the analysis' one for traces: a
 synchronising collective completes on every rank at nearly the same moment, so the median
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from overlapscope.analysis.clock_bounds import causal_bounds
-from overlapscope.analysis.clocks import MIN_COLLECTIVES, fit_offset
+from overlapscope.analysis.clocks.alignment import MIN_COLLECTIVES, fit_offset
+from overlapscope.analysis.clocks.bounds import causal_bounds
 from overlapscope.flight.match import KEY, base_ns, raw_us
 
 # collectives that end together on every rank (a broadcast's root need not wait)

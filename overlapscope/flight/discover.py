@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 DUMP_DIR = "comm_traces"
-# what an overlapscope run or sweep writes beside its traces (trace/discover.py's NOT_TRACES)
+# what an overlapscope run or sweep writes beside its traces (trace/run/discover.py's NOT_TRACES)
 _NOT_TRACES = frozenset({"run.json", "config.json", "summary.json"})
 _PEEK = 256
 # a dump's JSON opens with one of its own keys (torch writes them sorted); a Kineto trace

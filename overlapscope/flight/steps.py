@@ -48,7 +48,7 @@ def _busiest(df: pd.DataFrame, col: str) -> object:
 
 def join_trace(coll: pd.DataFrame, trace: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """``coll`` with ``unit``, ``trace_step`` and ``trace_seq`` from the trace's
-    ``collectives`` table (analysis/collectives.py); nulls where not joined; one sentence."""
+    ``collectives`` table (analysis/collectives/tables.py); nulls where not joined; one sentence."""
     coll = coll.assign(unit=None, trace_step=pd.NA, trace_seq=pd.NA)
     if trace is None or trace.empty:
         return coll, "no profiler trace beside the dumps: units unknown"

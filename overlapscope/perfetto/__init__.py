@@ -22,5 +22,5 @@ own events on the aligned clock), ``tracks`` (the added tracks of a rank), ``pat
 critical path's track and arrows), ``part`` (one rank's part), ``plan`` (from an analysis to
 the parts), ``deflate`` (parts into one gzip member), ``export`` (the file). The parts
 written by the pipeline's tasks: :mod:`overlapscope.pipeline.perfetto`. Reading the file
-back into per-rank traces is the loader's (:mod:`overlapscope.trace.merged`).
+back into per-rank traces is the loader's (:mod:`overlapscope.trace.read.merged`).
 """

@@ -22,8 +22,8 @@ from overlapscope.perfetto.deflate import GZIP_HEADER, PartSum, PartWriter, comb
 from overlapscope.perfetto.part import write_part
 from overlapscope.perfetto.plan import Plan, aligned_comm, make_plan, rank_parts
 from overlapscope.perfetto.tracks import clean
-from overlapscope.trace.loader import RunTraces
-from overlapscope.trace.merged import EXPORT_KEY
+from overlapscope.trace.read.merged import EXPORT_KEY
+from overlapscope.trace.run.loader import RunTraces
 
 FLAG = "--perfetto"
 RUN_NAME = "overlapscope · the whole run"

@@ -27,7 +27,7 @@ from overlapscope.perfetto.deflate import PartSum, PartWriter
 from overlapscope.perfetto.select import Selection, overlaps
 from overlapscope.perfetto.source import Clock, read_source, write_source
 from overlapscope.perfetto.tracks import Tracks, by_phase, clean, exposed_pieces, peer_waits
-from overlapscope.trace.merged import DIST_ARG, RANK_ARG, WORLD_ARG
+from overlapscope.trace.read.merged import DIST_ARG, RANK_ARG, WORLD_ARG
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,15 +18,15 @@ import pandas as pd
 
 from overlapscope import __version__
 from overlapscope.analysis.api import RunAnalysis
-from overlapscope.analysis.clocks import offset_at
-from overlapscope.analysis.critical_path import CriticalPath
+from overlapscope.analysis.clocks.alignment import offset_at
+from overlapscope.analysis.critical_path.path import CriticalPath
 from overlapscope.perfetto import path as path_track
 from overlapscope.perfetto.part import RankPart, RankTables
 from overlapscope.perfetto.select import Selection, choose, step_spans
 from overlapscope.perfetto.source import Clock
 from overlapscope.phases import Lane
-from overlapscope.trace.loader import RankInfo
-from overlapscope.trace.merged import EPOCH_ARG, FORMAT_VERSION
+from overlapscope.trace.read.merged import EPOCH_ARG, FORMAT_VERSION
+from overlapscope.trace.run.loader import RankInfo
 
 ESTIMATE = ("reference_rank", "offset_us", "stderr_us", "spread_us", "drift_ppm", "center_us")
 WAIT_FIGURES = ["straggler_rank", "straggler_lag_us", "transfer_us", "kind", "unit", "phase"]

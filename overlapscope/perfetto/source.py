@@ -5,14 +5,14 @@ Per event: ``ts`` becomes the analysis' aligned time (:class:`Clock`), ``pid`` t
 process, ``tid`` the track of its source (pid, tid) (:mod:`overlapscope.perfetto.events`),
 an ``id`` one unique in the file; a global instant becomes the process's. Its
 process metadata is replaced by the export's; its thread names are kept (with the source's
-pid and tid in their args: :mod:`overlapscope.trace.merged` reads them back).
+pid and tid in their args: :mod:`overlapscope.trace.read.merged` reads them back).
 
 A thread's complete events must nest or lie apart, once in whole nanoseconds as Perfetto
 reads them, or Perfetto drops them ("slice_drop_overlapping_complete_event": 312 of the
 engine's ``gloo:recv`` ranges in ``traces/gpu-engine-gloo2-backward_pre``, which end after the
 range around them). Such an event goes on an extra row of its thread's track, ``<name> (2)``,
 that nests (:func:`_rows`); the extra rows carry the thread's source pid and tid too, and
-:data:`~overlapscope.trace.merged.SOURCE_ROW`.
+:data:`~overlapscope.trace.read.merged.SOURCE_ROW`.
 
 Left out, counted by reason (one warning per rank): what the loader leaves out too (a name
 that is not a string, args that are not an object, a missing or non-numeric ts or dur, a
@@ -35,10 +35,10 @@ import orjson
 
 from overlapscope.perfetto.events import ADDED, flow_id, rank_pid, thread_names, track_tid
 from overlapscope.perfetto.select import Selection, overlaps
-from overlapscope.trace.events import HOST_CATEGORIES
-from overlapscope.trace.labels import STEP_RE
-from overlapscope.trace.merged import SOURCE_PID, SOURCE_ROW, SOURCE_TID
-from overlapscope.trace.reader import read_text
+from overlapscope.trace.naming.generic import STEP_RE
+from overlapscope.trace.read.events import HOST_CATEGORIES
+from overlapscope.trace.read.merged import SOURCE_PID, SOURCE_ROW, SOURCE_TID
+from overlapscope.trace.read.reader import read_text
 
 PHASES = frozenset("XBEiIbneSTFstfCNODPMRcv()")
 FLOW_PHASES = frozenset("stf")

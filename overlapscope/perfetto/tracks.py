@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from overlapscope.perfetto import events as ev
-from overlapscope.trace.groups import parse_label
+from overlapscope.trace.groups.assign import parse_label
 
 Sink = Callable[[dict[str, Any]], None]
 LABELS = ("phase", "unit", "kind", "group", "step", "seq", "bytes")
@@ -150,7 +150,7 @@ class Tracks:
 
 def by_phase(pieces: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
     """The pieces per phase, phases in order of name (a piece without a phase: ``comm``);
-    in a job of several process groups (trace/groups.py names a group of part of the job),
+    in a job of several process groups (trace/groups/assign.py names a group of part of the job),
     per phase and group: ``ar_rep · mesh_replicate[0,2]``, one track each."""
     if not len(pieces):
         return

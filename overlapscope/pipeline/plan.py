@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from overlapscope.analysis.clocks import Clocks, estimate_clocks
+from overlapscope.analysis.clocks.alignment import Clocks, estimate_clocks
 from overlapscope.cache import Cache, RankMeta, code_digest, entry_key
 from overlapscope.errors import UserError
 from overlapscope.pipeline.executor import Executor
 from overlapscope.pipeline.tasks import RankJob, parse_to_cache
 from overlapscope.pool import PARALLEL_MIN_BYTES, show_progress
 from overlapscope.sealed import DamagedFile
-from overlapscope.trace.loader import (
+from overlapscope.trace.read.parse import TraceFileError
+from overlapscope.trace.run.loader import (
     ALLOW_FLAG,
     ParsedRank,
     ParseFiles,
@@ -25,7 +26,6 @@ from overlapscope.trace.loader import (
     epoch_shifts,
     load_run,
 )
-from overlapscope.trace.parse import TraceFileError
 
 # (key, meta) of each parsed file, by its path as the loader names it.
 Metas = dict[str, tuple[str, RankMeta]]
@@ -104,7 +104,7 @@ def _fill_infos(run: RunTraces, metas: Metas) -> RunTraces:
 def _clocks(
     run: RunTraces, metas: Metas, shifts: dict[int, float], enabled: bool
 ) -> tuple[RunTraces, Clocks]:
-    """The one clock estimate (:func:`~overlapscope.analysis.clocks.estimate_clocks`) over
+    """The one clock estimate (:func:`~overlapscope.analysis.clocks.alignment.estimate_clocks`) over
     the collectives' rows only, each shifted onto the run's clock as the loader shifts it."""
     frames = []
     for info in run.ranks:

@@ -37,8 +37,8 @@ from typing import Any
 import pandas as pd
 
 from overlapscope.analysis.api import RunAnalysis, analyze, combine
-from overlapscope.analysis.clocks import Clocks
-from overlapscope.analysis.critical_path import CriticalPath, join_paths
+from overlapscope.analysis.clocks.alignment import Clocks
+from overlapscope.analysis.critical_path.path import CriticalPath, join_paths
 from overlapscope.analysis.findings.registry import registry_digest as findings_digest
 from overlapscope.analysis.registry import Size, rank_tables
 from overlapscope.cache import (
@@ -68,7 +68,7 @@ from overlapscope.pipeline.tasks import (
 )
 from overlapscope.sealed import load
 from overlapscope.table_files import read_table
-from overlapscope.trace.loader import RankInfo, RunTraces, load_run
+from overlapscope.trace.run.loader import RankInfo, RunTraces, load_run
 
 # Above this many events in all, a round of reductions runs on a pool of worker processes.
 PARALLEL_MIN_EVENTS = 500_000

@@ -33,9 +33,9 @@ import pandas as pd
 import pyarrow.ipc
 import pyarrow.pandas_compat
 
-from overlapscope.analysis.clocks import offset_at
-from overlapscope.analysis.critical_path import critical_path
-from overlapscope.analysis.matched import FROM_US, issued_starts
+from overlapscope.analysis.clocks.alignment import offset_at
+from overlapscope.analysis.collectives.matched import FROM_US, issued_starts
+from overlapscope.analysis.critical_path.path import critical_path
 from overlapscope.analysis.registry import PATH, RANK_FIGURES, Size, rank_tables
 from overlapscope.cache import Cache, RankMeta, code_digest
 from overlapscope.manifest import RunManifest
@@ -43,7 +43,7 @@ from overlapscope.phases import Lane
 from overlapscope.pipeline.memory import released
 from overlapscope.sealed import DamagedFile, dump, load
 from overlapscope.table_files import read_arrow, read_table, write_table
-from overlapscope.trace.loader import ParsedRank, RankInfo, RunTraces, parse_rank
+from overlapscope.trace.run.loader import ParsedRank, RankInfo, RunTraces, parse_rank
 from overlapscope.trace.schema import EVENT_COLUMNS
 
 # Likewise what pandas imports on first use in the parse: its Arrow strings' version check
@@ -61,7 +61,7 @@ CLOCK_COLUMNS = ["lane", "kind", "group", "step", "seq", "ts_us", "end_us"]
 _CATEGORIES = [c for c, t in EVENT_COLUMNS.items() if t == "category"]
 # The event table's columns but the one no per-rank figure reads (the category): less to read
 # from the cache and to copy in every row selection (where the GPU waits reads the streams and
-# the correlation ids: analysis/waits.py).
+# the correlation ids: analysis/waiting/tables.py).
 REDUCE_COLUMNS = [c for c in EVENT_COLUMNS if c != "cat"]
 
 

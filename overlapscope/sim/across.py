@@ -35,7 +35,7 @@ from overlapscope.phases import Phase
 from overlapscope.sim.calibrate import Calibration, ComputeTimes
 from overlapscope.sim.contention import fit_contention_across
 from overlapscope.sim.schedule import Scenario
-from overlapscope.trace.names import ROOT_UNIT
+from overlapscope.trace.naming.ranges import ROOT_UNIT
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ import pandas as pd
 
 from overlapscope.analysis.intervals import covered, union
 from overlapscope.phases import Phase
-from overlapscope.trace.names import ROOT_UNIT
+from overlapscope.trace.naming.ranges import ROOT_UNIT
 
 _FWD_BWD = [Phase.FWD.value, Phase.BWD.value]
 

@@ -1,6 +1,6 @@
 """Where each op of the measured program ran on an engine rank's host (``ovs/`` ranges).
 
-The engine names every op's range (``overlapscope/trace/names.py``): compute
+The engine names every op's range (``overlapscope/trace/naming/ranges.py``): compute
 ``ovs/<fwd|bwd|optim>/<unit>`` (the root's in pieces, in order), issue ``ovs/<ag_fwd|ag_bwd|rs>/
 <unit>``, wait ``ovs/<phase>.wait/<unit>``. They come in the order of the measured program
 (``sim/schedule.py``, the engine's own schedule); ranges no op of the program has
@@ -19,7 +19,7 @@ from overlapscope.errors import UserError
 from overlapscope.phases import COPY_PHASES, Lane, Phase
 from overlapscope.sim.launches import Cut, OpKey, StepWindow, op_key
 from overlapscope.sim.schedule import OpKind, Program
-from overlapscope.trace.names import parse_range
+from overlapscope.trace.naming.ranges import parse_range
 
 PROGRAM_COMPUTE = (Phase.FWD, Phase.BWD, Phase.OPTIM)
 # the host waits on the copy stream, which runs after what it was given: the device drains

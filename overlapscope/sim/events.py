@@ -1,13 +1,14 @@
 """A predicted run as the event table the analysis reads, so the analysis computes its figures.
 
-:func:`replay_run` turns replayed steps into a :class:`~overlapscope.trace.loader.RunTraces`
+:func:`replay_run` turns replayed steps into a :class:`~overlapscope.trace.run.loader.RunTraces`
 (schema: ``overlapscope/trace/schema.py``): per rank, one ``step`` row per replayed step and
 the replay's compute, issue, wait and comm intervals with their phase, unit, collective kind,
 bytes and queue position; a GPU replay's activities as GPU rows on their streams (the analysis
 then reads the device, as it does a measured GPU run). Steps follow each other as in :mod:`overlapscope.sim.export`: each
 starts on every rank when the slowest rank has finished the previous one. Predicted step
 time, exposed communication and NCCL wait are then the analysis' own
-(:func:`overlapscope.analysis.metrics.step_table`); nothing in the simulator re-derives them.
+(:func:`overlapscope.analysis.timeline.metrics.step_table`); nothing in the simulator re-derives
+them.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from overlapscope.analysis.metrics import counted_mask, step_table
+from overlapscope.analysis.timeline.metrics import counted_mask, step_table
 from overlapscope.phases import KIND_CATEGORIES, LANE_CATEGORIES
 from overlapscope.sim.replay import Replay
-from overlapscope.trace.loader import RankInfo, RunTraces
 from overlapscope.trace.producers.ours import Ours
-from overlapscope.trace.recognize import ComputeSource
+from overlapscope.trace.recognize.table import ComputeSource
+from overlapscope.trace.run.loader import RankInfo, RunTraces
 from overlapscope.trace.schema import EVENT_COLUMNS
 
 GROUP = "predicted"

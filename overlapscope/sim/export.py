@@ -24,8 +24,8 @@ from overlapscope.outputs import replace_dir
 from overlapscope.phases import CollectiveKind
 from overlapscope.sim.calibrate import Calibration
 from overlapscope.sim.predict import Prediction
-from overlapscope.trace.files import trace_name
-from overlapscope.trace.names import format_range
+from overlapscope.trace.naming.files import trace_name
+from overlapscope.trace.naming.ranges import format_range
 
 MAIN_TID = 1
 COMM_TID = 2

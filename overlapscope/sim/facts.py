@@ -14,7 +14,7 @@ from overlapscope.manifest import RUN_JSON, RunManifest
 from overlapscope.phases import CollectiveKind, Phase, issuing, values
 from overlapscope.sim.schedule import Scenario, StepModel, build_program
 from overlapscope.sim.torch_fsdp import infer_scenario, step_shape
-from overlapscope.trace.names import ROOT_UNIT
+from overlapscope.trace.naming.ranges import ROOT_UNIT
 from overlapscope.trace.producers import producers
 
 ALL_GATHER, REDUCE_SCATTER = CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER

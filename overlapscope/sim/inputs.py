@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from overlapscope.analysis.clocks import align_run
+from overlapscope.analysis.clocks.alignment import align_run
 from overlapscope.manifest import RunManifest
 from overlapscope.sim.gpu_calibrate import gpu_rows, host_rows
 from overlapscope.sim.memory import WindowKey, window_peaks
-from overlapscope.trace.loader import RunTraces
+from overlapscope.trace.run.loader import RunTraces
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ one more prefetched unit; the single-window model added a whole one.)
 
 :func:`window_peaks` reads the loader's tables (one read of each trace, with its checks): the
 step and ``ovs/`` compute rows of a rank and its ``[memory]`` totals
-(:attr:`~overlapscope.trace.loader.RunTraces.memory`).
+(:attr:`~overlapscope.trace.run.loader.RunTraces.memory`).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from overlapscope.config import Policy
 from overlapscope.engine.schedule import Act, Action, Schedule
 from overlapscope.phases import CollectiveKind, Phase
-from overlapscope.trace.names import OPTIM_UNIT, ROOT_UNIT
+from overlapscope.trace.naming.ranges import OPTIM_UNIT, ROOT_UNIT
 
 ROOT = ROOT_UNIT
 

@@ -29,7 +29,7 @@ from overlapscope.errors import UserError
 from overlapscope.sim.launches import Cut, StepWindow, op_key
 from overlapscope.sim.schedule import Op, OpKind, Program
 from overlapscope.sim.torch_fsdp import AUTOGRAD_NODE
-from overlapscope.trace.names import OPTIM_UNIT, ROOT_UNIT
+from overlapscope.trace.naming.ranges import OPTIM_UNIT, ROOT_UNIT
 
 OPTIMIZER_STEP = "Optimizer.step"
 CALL_KINDS = {"allgather": "all_gather", "reduce_scatter": "reduce_scatter", "allreduce": "all_reduce"}  # fmt: skip

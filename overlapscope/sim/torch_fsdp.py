@@ -27,7 +27,7 @@ from overlapscope.config import Policy
 from overlapscope.errors import UserError
 from overlapscope.phases import CollectiveKind, Phase, issuing, values
 from overlapscope.sim.schedule import OpKind, Program, Scenario, StepModel, build_program
-from overlapscope.trace.names import OPTIM_UNIT, ROOT_UNIT
+from overlapscope.trace.naming.ranges import OPTIM_UNIT, ROOT_UNIT
 
 ALL_GATHER, REDUCE_SCATTER = CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER
 
@@ -213,7 +213,7 @@ def attribute_compute(
     timeline: pd.DataFrame, steps: pd.DataFrame, program: Program
 ) -> pd.DataFrame:
     """Compute per (rank, step, compute op): each unit's forward and gradient compute as
-    the analysis attributes it (overlapscope/trace/compute_units.py), and the compute
+    the analysis attributes it (overlapscope/trace/producers/compute_units.py), and the compute
     outside every unit (root, loss, optimizer) by where it runs between the measured
     collectives and the units' compute. Nested CPU ops count once; the rows of a step add
     up to its compute time."""

@@ -33,7 +33,9 @@ class RowContext:
     anchor_tid: IntArray
     step: IntArray
     comm_rows: IntArray
-    issued_by: IntArray  # a folded transfer's issue range row (trace/p2p.py); -1 otherwise
+    issued_by: (
+        IntArray  # a folded transfer's issue range row (trace/recognize/p2p.py); -1 otherwise
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from overlapscope.config import ProfileWindow
-from overlapscope.trace.files import RUN_STAMP_KEY, trace_name
+from overlapscope.trace.naming.files import RUN_STAMP_KEY, trace_name
 
 __all__ = [
     "ProfileWindow",

@@ -1,6 +1,6 @@
 """The event table: one row per complete (``ph: "X"``) Kineto event of every rank.
 
-Everything the analysis needs is parsed once into this table by :func:`overlapscope.trace.
+Everything the analysis needs is parsed once into this table by :func:`overlapscope.trace.run.
 loader.load_run`; analyzers never read trace files. Times are microseconds on one clock shared
 by all ranks (``baseTimeNanoseconds`` added back, then shifted so the earliest event of the run
 is near 0).

@@ -218,7 +218,7 @@ def _timed_steps(
 def _range_cost(n: int = 20000) -> dict[str, float]:
     """Host CPU µs of one engine phase range (enter + exit), profiler off, on and not."""
     from overlapscope.engine.instrument import Instrument
-    from overlapscope.trace.names import Phase
+    from overlapscope.trace.naming.ranges import Phase
 
     out = {}
     for name, enabled in (("instrumented", True), ("no-instrument", False)):

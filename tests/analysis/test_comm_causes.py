@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from overlapscope.analysis import analyze
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.analysis.gpu_runs import Rank, write_run
 
 PARTS = ("host_late", "peer_wait", "transfer")

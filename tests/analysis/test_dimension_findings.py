@@ -13,7 +13,7 @@ import pytest
 from overlapscope.analysis import analyze
 from overlapscope.analysis.api import RunAnalysis
 from overlapscope.analysis.findings import Finding, FindingKind
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = ["group", "step", "seq"]

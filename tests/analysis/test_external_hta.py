@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 from overlapscope.analysis import analyze
-from overlapscope.analysis.hta_report import (
+from overlapscope.analysis.hta.report import (
     HtaStatus,
     hta_available,
     run_hta,
     unlaunched,
 )
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 
 EXTERNAL = Path(__file__).resolve().parents[2] / ".." / "shared" / "external-traces"
 
@@ -35,7 +35,7 @@ HTA_TEMPORAL_ALL_STEPS = {
     "tracelens-mi300-Falconsai_nsfw_image_detection__1016002.json.gz": (0, 5305, 1563, 0, 6868),
 }
 # GPU work whose launch the trace lost (614 and 16 ops): traces of two or more steps, where
-# HTA 0.5.0 leaves it out and so do we (trace/unlaunched.py rule 1): (lost, counted).
+# HTA 0.5.0 leaves it out and so do we (trace/recognize/unlaunched.py rule 1): (lost, counted).
 LOST_LAUNCHES = {
     "hta-trace-diff-test-rank1.json.gz": (614, 0),
     "hta-trace-compare-base-rank1.json.gz": (16, 0),

@@ -11,7 +11,7 @@ import pytest
 from overlapscope.analysis import analyze
 from overlapscope.analysis.findings import FindingKind
 from overlapscope.analysis.framework import Framework
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.analysis.gpu_runs import Rank, write_run
 from tests.conftest import REPO
 

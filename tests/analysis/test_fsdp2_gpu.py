@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from overlapscope.analysis import analyze
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.trace.kineto import kernel, launch, step, trace, write, x
 
 AG_STREAM, RS_STREAM, COMPUTE_STREAM = 20, 21, 7

@@ -12,7 +12,7 @@ import pytest
 from overlapscope.analysis import analyze
 from overlapscope.analysis.findings import FindingKind
 from overlapscope.analysis.findings.text import item_line
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.analysis.gpu_runs import Rank, write_run
 
 LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from overlapscope.analysis import analyze
-from overlapscope.analysis.idle import CAUSE_COLUMNS
-from overlapscope.trace.loader import load_run
+from overlapscope.analysis.waiting.idle import CAUSE_COLUMNS
+from overlapscope.trace.run.loader import load_run
 from tests.trace.kineto import kernel, launch, step, trace, write, x
 
 GEMM = "void gemm_kernel<float>()"

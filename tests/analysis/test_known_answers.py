@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from overlapscope.analysis import analyze
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.trace.kineto import (
     BASE_NS,
     GLOO_TID,
@@ -145,7 +145,8 @@ def gpu_events() -> list[dict]:
     compute [10,30) [40,60) [70,80) [91,95); memcpy [0,5)
     nccl all-gather [25,45) (8000 B), reduce-scatter via ncclDevKernel_Generic [80,90)
     a kernel launched before the step is not counted; an NCCL all-reduce [50,55) whose launch
-    the trace lost is counted by its time (a trace of one step: trace/unlaunched.py), under
+    the trace lost is counted by its time (a trace of one step: trace/recognize/unlaunched.py),
+    under
     compute [40,60).
     """
     ag_args = {

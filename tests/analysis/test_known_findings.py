@@ -10,7 +10,7 @@ import pytest
 from overlapscope.analysis import analyze
 from overlapscope.analysis.findings import CAUSES, FindingKind
 from overlapscope.analysis.framework import Framework
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.analysis.gpu_runs import MAIN, Rank, write_run
 from tests.conftest import REPO
 from tests.trace.kineto import kernel, x

@@ -3,7 +3,8 @@ its ranks, the previous step's optimizer kernels run on the compute stream after
 ``ProfilerStep`` began and before its first launched kernel, and the trace holds no launch
 for them (correlation ids below every one the step launched). HTA 0.5.0 counts them in a
 trace of one profiled step and leaves them out of a trace of two: so do we
-(trace/unlaunched.py). Known answers by hand, and HTA's own figures run live beside them."""
+(trace/recognize/unlaunched.py). Known answers by hand, and HTA's own figures run live beside
+them."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from overlapscope.analysis import analyze
-from overlapscope.analysis.hta_report import HtaStatus, hta_available, run_hta
-from overlapscope.trace.loader import load_run
+from overlapscope.analysis.hta.report import HtaStatus, hta_available, run_hta
+from overlapscope.trace.run.loader import load_run
 from tests.analysis.gpu_runs import COMPUTE_STREAM, Rank, write_run
 from tests.trace.kineto import kernel
 

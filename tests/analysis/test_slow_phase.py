@@ -9,7 +9,7 @@ from pathlib import Path
 
 from overlapscope.analysis import analyze
 from overlapscope.analysis.findings import FindingKind
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.analysis.gpu_runs import Rank, write_run
 
 # The idle before each backward kernel (its host launched it late) and its launch calls' µs.

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from overlapscope.analysis.partition import any_of, gpu_step_windows
+from overlapscope.analysis.timeline.partition import any_of, gpu_step_windows
 
 
 def _former(gpu: pd.DataFrame, steps: list[int]) -> pd.DataFrame:

@@ -9,7 +9,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from overlapscope.analysis.syncs import SYNC_COLUMNS, rank_syncs
+from overlapscope.analysis.host.syncs import SYNC_COLUMNS, rank_syncs
 
 
 def _gpu_only_rows() -> pd.DataFrame:

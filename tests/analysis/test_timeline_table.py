@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from overlapscope.analysis.metrics import (
+from overlapscope.analysis.timeline.metrics import (
     TIMELINE_LANES,
     _timeline_lanes,
     comm_exposure,
@@ -19,7 +19,7 @@ from overlapscope.analysis.metrics import (
     counted_rows,
     timeline_table,
 )
-from overlapscope.trace.loader import RunTraces, load_run
+from overlapscope.trace.run.loader import RunTraces, load_run
 from tests.conftest import EXTERNAL_TRACES, REPO
 
 # --- the former implementation (reference) ---

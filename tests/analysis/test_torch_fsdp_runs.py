@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from overlapscope.analysis import analyze
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 
 
 def check_units(path: Path, framework: str, unit_names: set[str]) -> None:

@@ -1,4 +1,4 @@
-"""The units tables built from group ids and arrays (:mod:`overlapscope.analysis.units`)
+"""The units tables built from group ids and arrays (:mod:`overlapscope.analysis.timeline.units`)
 equal, to the bit and the dtype, those the former pandas code built (kept below as the
 reference): on the shipped runs, a shared GPU trace, the same runs with labels and sizes
 knocked out at random (missing units, phases and kinds, unknown sizes, waits), and no
@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from overlapscope.analysis import units
 from overlapscope.analysis.intervals import subtract, union
-from overlapscope.analysis.metrics import (
+from overlapscope.analysis.timeline import units
+from overlapscope.analysis.timeline.metrics import (
     comm_exposure,
     counted_mask,
     counted_rows,
@@ -23,8 +23,8 @@ from overlapscope.analysis.metrics import (
     step_table,
 )
 from overlapscope.phases import Lane, Phase
-from overlapscope.trace.loader import RunTraces, load_run
-from overlapscope.trace.recognize import ComputeSource
+from overlapscope.trace.recognize.table import ComputeSource
+from overlapscope.trace.run.loader import RunTraces, load_run
 from tests.conftest import EXTERNAL_TRACES, REPO
 
 # --- the former implementation (reference) ---

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from overlapscope.trace.loader import RunTraces
+from overlapscope.trace.run.loader import RunTraces
 from overlapscope.trace.schema import EVENT_COLUMNS
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -47,7 +47,7 @@ def four_rank_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def on_separate_hosts(run: RunTraces) -> RunTraces:
     """The run as if each rank had run on its own host (its run.json naming one host per
     rank): what injected clock offsets simulate. A run on one host keeps its clock unless an
-    offset is far beyond end-time noise (overlapscope/analysis/clocks.py::align_run)."""
+    offset is far beyond end-time noise (overlapscope/analysis/clocks/alignment.py::align_run)."""
     if run.manifest is None:
         return run
     hosts = tuple(f"host-{r.rank}" for r in run.ranks)

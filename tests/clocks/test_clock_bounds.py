@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from overlapscope.analysis.clock_bounds import causal_bounds, plausible, uncertainty
-from overlapscope.analysis.clocks import estimate_offsets
+from overlapscope.analysis.clocks.alignment import estimate_offsets
+from overlapscope.analysis.clocks.bounds import causal_bounds, plausible, uncertainty
 from tests.clocks.conftest import table
 
 NAN = float("nan")

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from overlapscope.analysis.api import analyze
-from overlapscope.analysis.clocks import (
+from overlapscope.analysis.clocks.alignment import (
     MAX_DRIFT_PPM,
     MIN_COLLECTIVES,
     align,
@@ -23,8 +23,8 @@ from overlapscope.analysis.clocks import (
     fit_offset,
     offset_at,
 )
-from overlapscope.analysis.matched import matched_ends
-from overlapscope.trace.loader import RunTraces, load_run
+from overlapscope.analysis.collectives.matched import matched_ends
+from overlapscope.trace.run.loader import RunTraces, load_run
 from tests.clocks.conftest import inject, on_separate_hosts
 from tests.conftest import REPO
 
@@ -160,7 +160,7 @@ def test_four_ranks_recover_each_rank(four_rank_run: Path) -> None:
 
 
 def assert_same_host(run: RunTraces) -> None:
-    """One host, one clock: causality (clock_bounds.py) leaves 0 inside every rank's
+    """One host, one clock: causality (analysis/clocks/bounds.py) leaves 0 inside every rank's
     interval, and the estimate inside it too."""
     off = estimate_offsets(run.events)
     used = off[off["aligned"]]
@@ -222,7 +222,7 @@ def test_a_fresh_run_names_each_ranks_host_and_its_bounds_contain_zero(
     four_rank_run: Path,
 ) -> None:
     """run.json names each rank's host; on one host the clocks are one, so causality
-    (clock_bounds.py) must leave 0 inside every rank's interval; every estimate is applied
+    (analysis/clocks/bounds.py) must leave 0 inside every rank's interval; every estimate is applied
     (one rule), and it lies inside its interval."""
     import socket
 
@@ -240,7 +240,8 @@ def test_a_fresh_run_names_each_ranks_host_and_its_bounds_contain_zero(
 
 
 def test_a_queued_point_to_point_collective_bounds_the_clock_from_its_issue() -> None:
-    """The engine's gloo collectives are folded sends and receives (trace/p2p.py): one that
+    """The engine's gloo collectives are folded sends and receives (trace/recognize/p2p.py): one
+    that
     was issued while the one before it on its thread was still in flight starts, in the
     trace, when that one ended, yet its sends left at its issue, and its peer may have
     finished before that start (the quick start's run: 243 µs, so the bounds excluded 0 on

@@ -10,14 +10,14 @@ import pandas as pd
 import pytest
 
 from overlapscope.analysis.api import analyze
-from overlapscope.analysis.clocks import align
-from overlapscope.analysis.critical_path import critical_path
+from overlapscope.analysis.clocks.alignment import align
+from overlapscope.analysis.critical_path.path import critical_path
+from overlapscope.analysis.critical_path.report import path_paragraph
 from overlapscope.analysis.findings import FindingInput, FindingKind
 from overlapscope.analysis.findings import critical_path as path_rule
-from overlapscope.analysis.path_report import path_paragraph
 from overlapscope.analysis.segments import segments
-from overlapscope.trace.loader import RankInfo, RunTraces, load_run
-from overlapscope.trace.recognize import ComputeSource
+from overlapscope.trace.recognize.table import ComputeSource
+from overlapscope.trace.run.loader import RankInfo, RunTraces, load_run
 from tests.clocks.conftest import table
 from tests.conftest import REPO
 

@@ -16,7 +16,7 @@ from dashboards.critical_path import PATH_NAME, ClockMode, add_paths, panel_path
 from dashboards.data import discover_runs
 from dashboards.figures import step_panel, timeline_figure
 from overlapscope.analysis.api import analyze
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.clocks.conftest import on_separate_hosts
 from tests.clocks.test_cli import TWO_HOSTS, shifted_copy
 from tests.conftest import REPO

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from overlapscope.analysis.api import RunAnalysis, analyze
-from overlapscope.trace.loader import RunTraces, load_run
+from overlapscope.trace.run.loader import RunTraces, load_run
 from tests.clocks.conftest import inject
 from tests.conftest import REPO
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from overlapscope.analysis import analyze
-from overlapscope.analysis.path_report import path_paragraph
-from overlapscope.trace.loader import load_run
+from overlapscope.analysis.critical_path.report import path_paragraph
+from overlapscope.trace.run.loader import load_run
 from tests.analysis.gpu_runs import GEMM, Rank, write_run
 
 LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"

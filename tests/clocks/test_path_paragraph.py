@@ -9,8 +9,8 @@ import math
 import pandas as pd
 import pytest
 
-from overlapscope.analysis.critical_path import LINK_COLUMNS, STEP_COLUMNS, CriticalPath
-from overlapscope.analysis.path_report import link_name, path_paragraph
+from overlapscope.analysis.critical_path.path import LINK_COLUMNS, STEP_COLUMNS, CriticalPath
+from overlapscope.analysis.critical_path.report import link_name, path_paragraph
 from overlapscope.analysis.segments import SEGMENT_KINDS
 
 # (kind, unit, phase, group, seq) -> how the paragraph names the link

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from overlapscope.cluster.synth import SHIFT_NS_PER_RANK
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.clocks.test_whatif_batch import check, step_graphs
 from tests.conftest import REPO
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from overlapscope.analysis.critical_path import _windows
-from overlapscope.analysis.graph import Events
+from overlapscope.analysis.critical_path.graph import Events
+from overlapscope.analysis.critical_path.path import _windows
 from overlapscope.analysis.segments import segment_arrays, segment_groups
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.conftest import REPO
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from overlapscope.analysis import critical_path
-from overlapscope.analysis.critical_path import _windows
-from overlapscope.analysis.graph import Events, StepGraph, replay, replay_ends
-from overlapscope.trace.loader import load_run
+from overlapscope.analysis.critical_path import path as critical_path
+from overlapscope.analysis.critical_path.graph import Events, StepGraph, replay, replay_ends
+from overlapscope.analysis.critical_path.path import _windows
+from overlapscope.trace.run.loader import load_run
 from tests.clocks.conftest import table
 from tests.conftest import REPO
 

@@ -116,7 +116,7 @@ EXTERNAL = Path(__file__).resolve().parents[2] / ".." / "shared" / "external-tra
 
 @pytest.mark.filterwarnings("ignore::Warning:hta")
 def test_hta_figures_beside_ours_on_a_gpu_trace(capsys):
-    from overlapscope.analysis.hta_report import hta_available
+    from overlapscope.analysis.hta.report import hta_available
 
     trace_file = EXTERNAL / "hta-timeline-sampled-rank0.json.gz"
     if not trace_file.is_file():

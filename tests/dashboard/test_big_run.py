@@ -25,7 +25,7 @@ from dashboards.critical_path import GAP
 from dashboards.data import CalibrationError, RunRegistry, discover_runs
 from dashboards.tabs.timeline import windowed_timeline
 from overlapscope import table_files
-from overlapscope.analysis.critical_path import CriticalPath
+from overlapscope.analysis.critical_path.path import CriticalPath
 from overlapscope.cli import main
 from overlapscope.cluster import client as cluster_client
 from overlapscope.pipeline.run import Target

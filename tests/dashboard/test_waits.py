@@ -12,7 +12,7 @@ from dashboards import ids
 from dashboards.tabs.ranks import waits_figure
 from dashboards.wait_tables import host_ops_table, unit_split_table
 from overlapscope.analysis import analyze
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.analysis.gpu_runs import write_run
 from tests.clocks.test_host_path import LOADER, OPTIM, host_bound
 

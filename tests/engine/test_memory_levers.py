@@ -116,7 +116,7 @@ def test_dashboard_timeline_legend_shows_the_new_phases(runs: dict[str, Path]) -
     from dashboards.figures import step_panel, timeline_figure
     from dashboards.palette import PHASE_NAMES
     from overlapscope.analysis import analyze
-    from overlapscope.trace.loader import load_run
+    from overlapscope.trace.run.loader import load_run
 
     a = analyze(load_run(runs["levers"]))
     step = int(a.steps["step"].iloc[0])

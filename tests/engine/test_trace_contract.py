@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from overlapscope.phases import COMM_PHASES, Phase
-from overlapscope.trace.names import parse_range
+from overlapscope.trace.naming.ranges import parse_range
 from tests.conftest import make_runs
 
 pytestmark = pytest.mark.multirank

@@ -59,7 +59,7 @@ def test_the_profiler_trace_beside_names_the_units(fsdp2_profiled: Path) -> None
     each slot of a phase one unit in every step; step 0's take their slot's unit; what has
     no phase (the run's last all-reduce and barrier) stays null."""
     from overlapscope.analysis.api import analyze
-    from overlapscope.trace.loader import load_run
+    from overlapscope.trace.run.loader import load_run
 
     traces = analyze(load_run([fsdp2_profiled], progress=False))
     r = report(fsdp2_profiled, trace_collectives=traces.collectives)

@@ -23,7 +23,7 @@ def test_the_sample_carries_a_dump_per_rank_beside_its_traces() -> None:
 
 def test_the_sample_names_the_slowed_rank_and_its_unit() -> None:
     from overlapscope.analysis.api import analyze
-    from overlapscope.trace.loader import load_run
+    from overlapscope.trace.run.loader import load_run
 
     dumps, _ = find_dumps([SAMPLE])
     traces = analyze(load_run([SAMPLE], progress=False))

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from overlapscope.analysis.api import analyze
-from overlapscope.analysis.path_report import report_text
+from overlapscope.analysis.critical_path.report import report_text
 from overlapscope.analysis.report import text
 from overlapscope.cli import main
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.golden.outputs import EXTERNAL, EXTERNAL_DIR, REPO, SHIPPED
 
 RUNS = [*SHIPPED, *(f"{EXTERNAL_DIR}/{n}" for n in EXTERNAL)]

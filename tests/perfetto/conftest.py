@@ -9,7 +9,7 @@ import pytest
 
 from overlapscope.analysis.api import RunAnalysis, analyze
 from overlapscope.perfetto.export import write_perfetto
-from overlapscope.trace.loader import RunTraces, load_run
+from overlapscope.trace.run.loader import RunTraces, load_run
 from tests.conftest import EXTERNAL_TRACES, REPO
 from tests.perfetto.chrome_trace import Trace, read_trace
 

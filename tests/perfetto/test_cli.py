@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from overlapscope.analysis import analyze
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.conftest import REPO, overlapscope_cmd
 from tests.perfetto.chrome_trace import read_trace
 from tests.perfetto.conftest import export

@@ -13,11 +13,11 @@ import pandas as pd
 import pytest
 
 from overlapscope.analysis.api import analyze
-from overlapscope.analysis.clocks import offset_at
+from overlapscope.analysis.clocks.alignment import offset_at
 from overlapscope.analysis.findings import Finding
-from overlapscope.trace.loader import load_run
-from overlapscope.trace.merged import SOURCE_PID, SOURCE_ROW, SOURCE_TID
-from overlapscope.trace.reader import read_bytes
+from overlapscope.trace.read.merged import SOURCE_PID, SOURCE_ROW, SOURCE_TID
+from overlapscope.trace.read.reader import read_bytes
+from overlapscope.trace.run.loader import load_run
 from tests.conftest import EXTERNAL_TRACES, REPO
 from tests.perfetto.conftest import EXTERNAL, NO_EXTERNAL, SHIPPED, Exported, export
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from overlapscope.analysis.api import analyze
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.conftest import RankSet
 from tests.perfetto.conftest import export
 from tests.perfetto.test_export import PARTITION

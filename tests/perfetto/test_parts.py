@@ -24,8 +24,8 @@ from overlapscope.perfetto.deflate import (
 )
 from overlapscope.perfetto.path import hops
 from overlapscope.perfetto.tracks import exposed_pieces, rows
-from overlapscope.trace.loader import load_run
-from overlapscope.trace.merged import is_merged
+from overlapscope.trace.read.merged import is_merged
+from overlapscope.trace.run.loader import load_run
 from tests.conftest import REPO
 from tests.perfetto.conftest import export
 

@@ -8,7 +8,7 @@ import pytest
 from overlapscope.analysis.api import analyze
 from overlapscope.perfetto.numbers import parse_numbers
 from overlapscope.perfetto.select import step_spans
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.conftest import REPO
 from tests.perfetto.conftest import export
 from tests.perfetto.test_export import PARTITION

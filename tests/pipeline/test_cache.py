@@ -22,7 +22,7 @@ from overlapscope.pipeline import executor as executor_mod
 from overlapscope.pipeline import run as pipeline_run
 from overlapscope.pipeline.plan import Inputs
 from overlapscope.pipeline.tasks import parse_to_cache
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.conftest import REPO
 
 SHIPPED = sorted(p for p in (REPO / "traces").iterdir() if (p / "run.json").is_file())

@@ -13,16 +13,21 @@ import pandas as pd
 import pytest
 
 from overlapscope.analysis import registry
-from overlapscope.analysis.clocks import offset_at
-from overlapscope.analysis.metrics import comm_exposure, counted_mask, lane_sets, step_table
-from overlapscope.analysis.waits import wait_tables
+from overlapscope.analysis.clocks.alignment import offset_at
+from overlapscope.analysis.timeline.metrics import (
+    comm_exposure,
+    counted_mask,
+    lane_sets,
+    step_table,
+)
+from overlapscope.analysis.waiting.tables import wait_tables
 from overlapscope.cache import Cache, code_digest, entry_key
 from overlapscope.phases import Lane
 from overlapscope.pipeline import tasks
 from overlapscope.pipeline.executor import LocalExecutor
 from overlapscope.pipeline.plan import Inputs, plan
 from overlapscope.table_files import read_events, write_events
-from overlapscope.trace.loader import RunTraces, load_run
+from overlapscope.trace.run.loader import RunTraces, load_run
 from tests.conftest import EXTERNAL_TRACES, REPO
 
 # --- the former row selections (reference) ---

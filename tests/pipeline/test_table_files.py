@@ -19,7 +19,7 @@ from overlapscope.table_files import (
     write_events,
     write_table,
 )
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.conftest import REPO
 
 SHIPPED = sorted(p for p in (REPO / "traces").iterdir() if (p / "run.json").is_file())

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from overlapscope.analysis import analyze
 from overlapscope.errors import UserError
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.trace.kineto import gloo, kernel, launch, step, trace, x
 
 PARTS = ("compute", "exposed_comm", "exposed_memory", "other", "idle")

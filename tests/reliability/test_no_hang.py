@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from overlapscope.analysis.hta_report import hta_available
+from overlapscope.analysis.hta.report import hta_available
 from overlapscope.cli import main
 from tests.conftest import REPO
 

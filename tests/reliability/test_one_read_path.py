@@ -20,7 +20,7 @@ import pytest
 
 from overlapscope.cli import main
 from overlapscope.errors import UserError
-from overlapscope.trace.files import trace_name
+from overlapscope.trace.naming.files import trace_name
 from tests.conftest import REPO
 
 SAMPLE = REPO / "traces" / "none"

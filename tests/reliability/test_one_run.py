@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from overlapscope.trace.files import RUN_STAMP_KEY, trace_name
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.naming.files import RUN_STAMP_KEY, trace_name
+from overlapscope.trace.run.loader import load_run
 from tests.conftest import REPO, make_runs
 from tests.reliability.helpers import TINY_RUN, assert_one_line_error, cli
 

@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 
 from overlapscope.analysis import RunAnalysis, analyze
-from overlapscope.analysis.hta_report import hta_negative_us
-from overlapscope.trace.loader import RunTraces, load_run
+from overlapscope.analysis.hta.report import hta_negative_us
+from overlapscope.trace.run.loader import RunTraces, load_run
 from tests.analysis.test_external_hta import partition_adds_up
 from tests.conftest import REPO
 

@@ -18,8 +18,8 @@ import pytest
 
 from overlapscope.analysis import RunAnalysis, analyze
 from overlapscope.analysis.findings import FindingKind
-from overlapscope.analysis.hta_report import unlaunched
-from overlapscope.trace.loader import load_run
+from overlapscope.analysis.hta.report import unlaunched
+from overlapscope.trace.run.loader import load_run
 from tests.conftest import REPO
 
 TRACES = REPO / "traces"

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from overlapscope.analysis import analyze
-from overlapscope.analysis.hta_report import HtaStatus, hta_available, run_hta
-from overlapscope.trace.loader import RunTraces, load_run
+from overlapscope.analysis.hta.report import HtaStatus, hta_available, run_hta
+from overlapscope.trace.run.loader import RunTraces, load_run
 from tests.conftest import REPO
 
 TRACES = REPO / "traces"

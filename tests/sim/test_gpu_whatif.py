@@ -23,7 +23,7 @@ import pytest
 from overlapscope.config import Policy
 from overlapscope.sim import Calibration, Scenario, load_calibration, predict_from
 from overlapscope.sim.launches import HostStep
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.conftest import REPO, overlapscope_cmd
 from tests.sim.test_whatif_cli import one_line_error
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from overlapscope.analysis.collectives import collective_tables
-from overlapscope.analysis.comm_causes import PART_COLUMNS
+from overlapscope.analysis.collectives.tables import collective_tables
+from overlapscope.analysis.waiting.comm_causes import PART_COLUMNS
 from overlapscope.sim.contention import fit_contention
 from overlapscope.sim.link import fit_link, lane_time_us
 from overlapscope.sim.rescale import rescale_lane_time

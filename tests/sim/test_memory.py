@@ -12,7 +12,7 @@ from overlapscope.phases import Phase
 from overlapscope.sim import load_calibration, predict_from
 from overlapscope.sim.memory import predicted_peak, window_peaks
 from overlapscope.sim.schedule import Scenario, StepModel, build_program
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 
 SAMPLES = Path(__file__).resolve().parents[2] / "traces"
 MB = 1 << 20

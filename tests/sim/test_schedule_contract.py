@@ -20,7 +20,7 @@ from overlapscope.config import EngineConfig, Policy
 from overlapscope.engine.workloads import ModelConfig, build_model, global_batch, local_rows
 from overlapscope.phases import COMM_PHASES
 from overlapscope.sim.schedule import Scenario, StepModel, build_program
-from overlapscope.trace.names import parse_range
+from overlapscope.trace.naming.ranges import parse_range
 from tests.conftest import spawn
 
 pytestmark = pytest.mark.multirank

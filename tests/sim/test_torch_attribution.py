@@ -16,7 +16,7 @@ import pytest
 from overlapscope.config import Policy
 from overlapscope.sim.schedule import OpKind, Scenario, StepModel, build_program
 from overlapscope.sim.torch_fsdp import AUTOGRAD_NODE, attribute_compute
-from overlapscope.trace.names import OPTIM_UNIT, ROOT_UNIT
+from overlapscope.trace.naming.ranges import OPTIM_UNIT, ROOT_UNIT
 
 UNITS = ("a", "b", "c")
 

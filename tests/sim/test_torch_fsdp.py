@@ -20,7 +20,7 @@ from overlapscope.sim.facts import torch_facts
 from overlapscope.sim.inputs import sim_inputs
 from overlapscope.sim.schedule import build_program
 from overlapscope.sim.torch_fsdp import attribute_compute
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.conftest import overlapscope_cmd
 
 pytestmark = pytest.mark.multirank

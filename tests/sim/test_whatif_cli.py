@@ -14,7 +14,7 @@ from overlapscope.config import Policy
 from overlapscope.errors import UserError
 from overlapscope.lab.netns import check_lab_available
 from overlapscope.sim import Scenario, load_calibration, predict_from
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.conftest import overlapscope_cmd
 
 LAYERS = 2

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from overlapscope.cli import main
 from overlapscope.errors import UserError
-from overlapscope.trace.loader import load_run
-from overlapscope.trace.parse import TraceFileError, read_trace
+from overlapscope.trace.read.parse import TraceFileError, read_trace
+from overlapscope.trace.run.loader import load_run
 from tests.trace.kineto import gloo, step, trace, write, x
 
 GOOD = [
@@ -315,8 +315,8 @@ def kineto_layout(doc: dict) -> bytes:
 
 @pytest.mark.parametrize("gz", [False, True])
 def test_sliced_decoding_gives_the_same_table_as_whole_decoding(tmp_path, monkeypatch, gz):
-    import overlapscope.trace.decode as decode
-    import overlapscope.trace.reader as reader
+    import overlapscope.trace.read.decode as decode
+    import overlapscope.trace.read.reader as reader
     from tests.analysis.test_known_answers import cpu_rank_events, gpu_events
 
     shapes = {"Input Dims": [[4, 4], [4]], "Input type": ["float", "float"]}

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from overlapscope.analysis import analyze
-from overlapscope.trace.comm_args import kernel_dtype_bytes
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.read.comm_args import kernel_dtype_bytes
+from overlapscope.trace.run.loader import load_run
 from tests.trace.kineto import kernel, launch, step, trace, write, x
 
 AG_KERNEL = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"

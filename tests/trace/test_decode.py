@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import overlapscope.trace.columns as columns
-import overlapscope.trace.decode as decode
-import overlapscope.trace.reader as reader
-from overlapscope.trace.parse import RawTrace, TraceFileError, read_trace
+import overlapscope.trace.read.columns as columns
+import overlapscope.trace.read.decode as decode
+import overlapscope.trace.read.reader as reader
+from overlapscope.trace.read.parse import RawTrace, TraceFileError, read_trace
 from tests.analysis.test_known_answers import cpu_rank_events, gpu_events
 from tests.trace.kineto import thread_name, trace, x
 from tests.trace.test_bad_input import kineto_layout
@@ -171,7 +171,7 @@ def test_a_large_compact_document_decoded_in_batches_gives_the_same_table(
 ) -> None:
     """A document not in Kineto's indented layout (one line, e.g. re-saved by a tool) is
     decoded a batch of events at a time once large; odd entries still give their errors."""
-    import overlapscope.trace.decode as decode
+    import overlapscope.trace.read.decode as decode
 
     doc = sample()
     doc["traceEvents"].append(x("odd cat", 61.0, 1.0) | {"cat": None})
@@ -231,7 +231,7 @@ def test_folded_columns_are_the_categoricals_pandas_makes(kept, added) -> None:
     import numpy as np
     from pandas.api.types import union_categoricals
 
-    from overlapscope.trace.p2p import _joined
+    from overlapscope.trace.recognize.p2p import _joined
 
     rows = pd.Categorical(kept)[np.asarray([v is None or "gloo" not in v for v in kept])]
     new = pd.Series(added)  # str, as the folded table infers it
@@ -249,7 +249,7 @@ def test_tensor_sizes_are_numpys_products(dims) -> None:
     """A tensor's element count is numpy's product of its dims, wrap-around included."""
     import numpy as np
 
-    from overlapscope.trace.comm_args import _product
+    from overlapscope.trace.read.comm_args import _product
 
     assert _product(dims) == int(np.prod(dims))
 
@@ -260,7 +260,7 @@ def test_folded_transfers_queue_behind_the_threads_earlier_ones() -> None:
     gave the same rows)."""
     import numpy as np
 
-    from overlapscope.trace.p2p import _transfers
+    from overlapscope.trace.recognize.p2p import _transfers
 
     # rows 0-2: issue ranges (tid 1, 1, 2); 3-8: sends/receives (holder: their range)
     names = ["ovs/a", "ovs/b", "ovs/c", *["gloo:send", "gloo:recv"] * 3]
@@ -292,7 +292,7 @@ def test_category_equality_from_codes_is_the_strings(values) -> None:
     """A categorical's rows equal to a string, from its codes: as its strings compare."""
     import numpy as np
 
-    from overlapscope.trace.recognize import _equals
+    from overlapscope.trace.recognize.table import _equals
 
     column = pd.Series(pd.Categorical(values, categories=["cpu_op", "kernel"]))
     want = column.astype(str).to_numpy() == "cpu_op"
@@ -373,7 +373,7 @@ def _former_comm_frame(rows: dict, idx) -> pd.DataFrame:
 def test_collective_arguments_table_is_the_former_one(numbers) -> None:
     import numpy as np
 
-    from overlapscope.trace.comm_args import COMM_FIELDS, comm_frame
+    from overlapscope.trace.read.comm_args import COMM_FIELDS, comm_frame
 
     n = len(numbers)
     rows = {k: list(numbers) for k in ("in_nelems", "out_nelems", "group_size", "seq_arg")}

@@ -18,8 +18,8 @@ import pytest
 from overlapscope.analysis import analyze
 from overlapscope.analysis.api import RunAnalysis
 from overlapscope.phases import Phase, Row
-from overlapscope.trace.dimensions import dimension, group_dimensions
-from overlapscope.trace.loader import RunTraces, load_run
+from overlapscope.trace.groups.dimensions import dimension, group_dimensions
+from overlapscope.trace.run.loader import RunTraces, load_run
 
 REPO = Path(__file__).resolve().parents[2]
 BLOCKS = ["blocks.0", "blocks.1", "blocks.2", "blocks.3"]

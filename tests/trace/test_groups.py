@@ -20,8 +20,8 @@ import pytest
 
 from overlapscope.analysis import analyze
 from overlapscope.analysis.api import RunAnalysis
-from overlapscope.trace.groups import parse_label, thread_clusters
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.groups.assign import parse_label, thread_clusters
+from overlapscope.trace.run.loader import load_run
 from tests.trace.kineto import GLOO_TID, gloo, kernel, launch, step, thread_name, trace, write, x
 
 REPO = Path(__file__).resolve().parents[2]

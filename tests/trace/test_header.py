@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from overlapscope.cli import main
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.trace.kineto import gloo, kernel, step, trace, write, x
 
 GOOD = [

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from overlapscope.trace.parse import TraceFileError, read_trace
+from overlapscope.trace.read.parse import TraceFileError, read_trace
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "traces" / "none" / "rank-0.pt.trace.json.gz"

@@ -12,9 +12,9 @@ import pytest
 from overlapscope.analysis import analyze
 from overlapscope.cli import main
 from overlapscope.errors import UserError
-from overlapscope.trace.loader import load_run
-from overlapscope.trace.ranks import missing_ranks, rank_ranges
-from overlapscope.trace.reader import BOM_SKIPPED
+from overlapscope.trace.read.reader import BOM_SKIPPED
+from overlapscope.trace.run.loader import load_run
+from overlapscope.trace.run.ranks import missing_ranks, rank_ranges
 from tests.trace.kineto import BASE_NS, gloo, step, trace, write, x
 
 GOOD = [

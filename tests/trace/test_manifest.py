@@ -99,7 +99,7 @@ def test_trace_loader_and_manifest_import_without_the_engine_or_torch() -> None:
         "        if name == 'torch' or name.startswith(('torch.', 'overlapscope.engine')):\n"
         "            raise ImportError('blocked: ' + name)\n"
         "sys.meta_path.insert(0, Block())\n"
-        "import overlapscope.manifest, overlapscope.trace.loader, overlapscope.trace.discover\n"
+        "import overlapscope.manifest, overlapscope.trace.run.loader, overlapscope.trace.run.discover\n"
         "assert not any(m.startswith(('torch', 'overlapscope.engine')) for m in sys.modules)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)

@@ -20,8 +20,8 @@ from overlapscope.arrays import BoolArray, IntArray
 from overlapscope.phases import Lane, Phase
 from overlapscope.trace import producers
 from overlapscope.trace.attribution import Labels, RowContext, holder
-from overlapscope.trace.loader import load_run
 from overlapscope.trace.producers.base import RangeRule
+from overlapscope.trace.run.loader import load_run
 from tests.trace.kineto import GLOO_TID, gloo, step, thread_name, trace, write, x
 
 _NAME = re.compile(r"^zero3::(?P<what>[a-z_]+)\[(?P<module>[^\]]+)\]$")

@@ -1,4 +1,4 @@
-"""Known answers of the checks that traces are one job's (overlapscope/trace/same_run.py) on
+"""Known answers of the checks that traces are one job's (overlapscope/trace/run/same_run.py) on
 hand-built traces: step numbers, start times, collective sequence numbers per group, file
 names; the majority decides which trace is foreign."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from overlapscope.errors import UserError
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.trace.kineto import BASE_NS, step, trace, write, x
 
 S = 10**9  # ns per second

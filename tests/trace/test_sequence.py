@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from overlapscope.trace.comm_args import sequence
+from overlapscope.trace.read.comm_args import sequence
 
 
 def _former(comm_rows, group, step, ts):

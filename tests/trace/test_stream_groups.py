@@ -1,5 +1,5 @@
 """NCCL's per-communicator streams as process groups where ``record_param_comms`` names none
-(issue 44 point 1, the streams' rung; trace/groups.py, trace/streams.py).
+(issue 44 point 1, the streams' rung; trace/groups/assign.py, trace/groups/streams.py).
 
 A hand-built HSDP-like NCCL job of 4 ranks on a (replicate 2, shard 2) mesh: shard groups
 {0, 1} and {2, 3}, replicate groups {0, 2} and {1, 3}. Each rank runs its shard group's
@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 from overlapscope.analysis import analyze
-from overlapscope.trace.groups import nccl_labels, parse_label
-from overlapscope.trace.header import PgEntry
-from overlapscope.trace.loader import load_run
-from overlapscope.trace.streams import signature
+from overlapscope.trace.groups.assign import nccl_labels, parse_label
+from overlapscope.trace.groups.streams import signature
+from overlapscope.trace.read.header import PgEntry
+from overlapscope.trace.run.loader import load_run
 from tests.trace.kineto import kernel, launch, step, trace, write, x
 
 SHARD_STREAM, REPLICATE_STREAM = 20, 24

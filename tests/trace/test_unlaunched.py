@@ -1,4 +1,4 @@
-"""GPU work whose launch the trace lost (trace/unlaunched.py): a known-answer trace that
+"""GPU work whose launch the trace lost (trace/recognize/unlaunched.py): a known-answer trace that
 drops some launches. In a trace of one profiled step each lost kernel, copy or memset counts
 in that step by its time, in compute or communication like any other; in a trace of two or
 more it counts in none, as HTA 0.5.0 counts it. Either way the file gets one warning line
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from overlapscope.analysis import analyze
-from overlapscope.trace.loader import load_run
-from overlapscope.trace.unlaunched import unlaunched_steps
+from overlapscope.trace.recognize.unlaunched import unlaunched_steps
+from overlapscope.trace.run.loader import load_run
 from tests.trace.kineto import kernel, launch, step, trace, write
 
 GEMM = "sm90_xmma_gemm_bf16"

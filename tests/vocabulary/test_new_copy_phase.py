@@ -35,7 +35,7 @@ from overlapscope.phases import COPY_PHASES, Phase
 from overlapscope.sim.engine_cuts import COPY_WAITS, engine_cuts
 from overlapscope.sim.launches import StepWindow
 from overlapscope.sim.schedule import Op, OpKind, Program
-from overlapscope.trace.loader import load_run
+from overlapscope.trace.run.loader import load_run
 from tests.trace.kineto import step, trace, write, x
 
 run = Path(sys.argv[1])

@@ -23,8 +23,8 @@ from pathlib import Path
 from dashboards import palette
 from dashboards.figures import step_panel, timeline_figure
 from overlapscope.analysis import analyze
-from overlapscope.analysis.path_report import link_name
-from overlapscope.trace.loader import load_run
+from overlapscope.analysis.critical_path.report import link_name
+from overlapscope.trace.run.loader import load_run
 from tests.trace.kineto import GLOO_TID, gloo, step, thread_name, trace, write, x
 
 run = Path(sys.argv[1])

@@ -28,7 +28,7 @@ from overlapscope.analysis.framework import Framework
 from overlapscope.manifest import RunManifest
 
 if TYPE_CHECKING:
-    from overlapscope.analysis.critical_path import CriticalPath
+    from overlapscope.analysis.critical_path.path import CriticalPath
 
 # A finding needs more than this share of the mean step time at stake (the one threshold).
 MIN_STAKE_FRACTION = 0.01

@@ -1,4 +1,4 @@
-"""The compute work longest on the critical path (analysis/critical_path.py), in at least half
+"""The compute work longest on the critical path (analysis/critical_path/path.py), in at least half
 of the steps -> speed it up. Stake: what a 10% faster piece of work wins back at most, 10% of
 its time on the path per step."""
 
@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from overlapscope.analysis.critical_path import SHORTEN
+from overlapscope.analysis.critical_path.path import SHORTEN
+from overlapscope.analysis.critical_path.report import link_name, path_groups
 from overlapscope.analysis.findings import (
     Evidence,
     Finding,
@@ -18,7 +19,6 @@ from overlapscope.analysis.findings import (
     Lever,
 )
 from overlapscope.analysis.findings.evidence import MAX_ITEMS
-from overlapscope.analysis.path_report import link_name, path_groups
 from overlapscope.phases import step_part
 
 # A path finding needs its work on the path in at least this share of the steps.

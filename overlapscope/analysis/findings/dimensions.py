@@ -1,11 +1,11 @@
 """Findings per parallel dimension: the gradients' reductions and tensor parallel.
 
-Each finding's stake is the exposed transfer of its phase's collectives (comm_causes.py: the
+Each finding's stake is the exposed transfer of its phase's collectives (waiting/comm_causes.py: the
 part the compute meant to hide it does not cover, issued on time, not waiting for the last
 rank), per step, mean over the ranks that run them, and it is ranked with the others by it:
 
 * ``rs`` (FSDP's reduce-scatter of the gradients) and ``ar_rep`` (HSDP's all-reduce across
-  replicas; trace/dimensions.py): reduce in a narrower dtype, all-reduce across fewer
+  replicas; trace/groups/dimensions.py): reduce in a narrower dtype, all-reduce across fewer
   replicas (HSDP), and with gradient accumulation reduce only on the last micro-batch;
 * ``tp_fwd`` / ``tp_bwd`` (a block's tensor-parallel collectives): sequence parallel where
   TP still all-reduces, and async TP.
@@ -29,7 +29,7 @@ from overlapscope.analysis.findings import (
     Lever,
 )
 from overlapscope.phases import CollectiveKind, Phase
-from overlapscope.trace.groups import parse_label
+from overlapscope.trace.groups.assign import parse_label
 
 _TP = (Phase.TP_FWD.value, Phase.TP_BWD.value)
 

@@ -1,7 +1,7 @@
 """What the all-gather findings share: a phase's exposed transfer and its parts.
 
 Prefetching and a faster link are recommended only for the exposed transfer of a collective
-issued on time (comm_causes.py): the parts issued late by the host and spent waiting for the
+issued on time (waiting/comm_causes.py): the parts issued late by the host and spent waiting for the
 last rank are the host finding's and the straggler's.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from overlapscope.analysis.comm_causes import PARTS as EXPOSED_PARTS
+from overlapscope.analysis.waiting.comm_causes import PARTS as EXPOSED_PARTS
 from overlapscope.phases import Phase
 
 
@@ -17,7 +17,7 @@ def phase_exposure(
     units: pd.DataFrame, ranks: pd.DataFrame, phase: Phase
 ) -> tuple[float, pd.DataFrame, dict[str, float]]:
     """The stake of a prefetch or a faster link for ``phase``'s collectives: their exposed
-    transfer (the part longer than the compute meant to hide it; comm_causes.py), per step,
+    transfer (the part longer than the compute meant to hide it; waiting/comm_causes.py), per step,
     mean over ranks; the units most at stake; each part's share, mean over ranks."""
     rows = units[units["phase"] == phase.value]
     columns = [f"exposed_{p}_per_step_us" for p in EXPOSED_PARTS]

@@ -2,15 +2,15 @@
 
 Its stake, per step and mean over ranks, is the time the GPU lost to its host: idle gaps
 that the host caused (``host_bound``: the next op was launched after the GPU ran dry;
-``sync``: the host had blocked in a sync; idle.py) and communication it issued late
-(``host_late``; comm_causes.py). It is ranked with the other findings by that stake.
+``sync``: the host had blocked in a sync; waiting/idle.py) and communication it issued late
+(``host_late``; waiting/comm_causes.py). It is ranked with the other findings by that stake.
 
 Evidence: its share of the step (and the worst rank's); over the idle part of it (the same
 gaps: one population per sentence), what the launching thread was doing (sync, data
 loading, optimizer, hooks, other work) and, within each, the CPU ranges it was in, each
 stretch named by the innermost range covering most of it (a DataLoader's ``__next__``, a
 module's forward, ``Optimizer.step``, ``AccumulateGrad``, an FSDP hook, a user annotation;
-an op inside only where it covers most of the stretch; host.py); the GPU ops per step and
+an op inside only where it covers most of the stretch; host/calls.py); the GPU ops per step and
 how fast they were launched. Levers, the ones the
 evidence points at first: no host syncs in the step; more data-loader workers and pinned
 memory; CUDA graphs / ``torch.compile(mode="reduce-overhead")``; fewer and larger units or
@@ -32,7 +32,7 @@ from overlapscope.analysis.findings import (
 )
 from overlapscope.analysis.findings.evidence import MAX_ITEMS, steps_at
 from overlapscope.analysis.findings.framework_levers import hooks, more_work_per_launch
-from overlapscope.analysis.host import Activity
+from overlapscope.analysis.host.calls import Activity
 
 HOST_CAUSES = ("host_bound", "sync")
 # What each activity points at, in the order a tie is broken.
@@ -167,14 +167,14 @@ def _levers(inp: FindingInput, shares: pd.Series, stake_us: float) -> tuple[Leve
 
 def _chain(chain: object, op: object) -> tuple[str, ...]:
     """A stretch's CPU ranges, outermost first, ending at the one covering most of it
-    (host_path.py's ``host_chain``; a table without it: that range alone)."""
+    (waiting/host_path.py's ``host_chain``; a table without it: that range alone)."""
     if isinstance(chain, str) and chain:
         return tuple(chain.split(" > "))
     return (op,) if isinstance(op, str) and op != _NO_RANGE else ()
 
 
 def _items(inp: FindingInput) -> tuple[tuple[Evidence, ...], tuple[int, ...]]:
-    """The host-caused stretches without GPU work (host_path.py), longest first, each with
+    """The host-caused stretches without GPU work (waiting/host_path.py), longest first, each with
     the CPU ranges the launching thread was in (outermost first) and the GPU op that ended
     it; and their steps."""
     gaps = inp.table("host_gaps")

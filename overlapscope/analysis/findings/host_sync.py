@@ -1,4 +1,4 @@
-"""Blocking host syncs (analysis/syncs.py: stream and device syncs, synchronous and pageable
+"""Blocking host syncs (analysis/host/syncs.py: stream and device syncs, synchronous and pageable
 copies, ``.item()``, ``.tolist()``, ``nonzero``) -> the op and its fix. Stake: what they cost
 the GPU, per step, mean over ranks: the blocked time it did not compute and the launch latency
 of the drained queue after. Where a collective was in flight during them, a peer's lateness

@@ -28,7 +28,7 @@ def find(inp: FindingInput) -> Sequence[Finding]:
         return []
     exposed = float(big["exposed_transfer_us"].sum()) / inp.num_steps
     items, steps, at = collective_items(big, inp.table("collective_ranks"), "exposed_transfer_us")
-    # a faster link wins back only exposed transfer (comm_causes.py), at most this share
+    # a faster link wins back only exposed transfer (waiting/comm_causes.py), at most this share
     stake = exposed * (1.0 - busbw_gbit / link)
     if not inp.at_stake(stake):
         return []

@@ -1,5 +1,5 @@
 """Why slow ranks grew late inside the step: a part of it (forward, backward, optimizer) takes
-longer on them than on the other ranks, and which measure differs (analysis/phase_work.py):
+longer on them than on the other ranks, and which measure differs (analysis/host/phase_work.py):
 
 * ``GPU op time``: the same ops run longer on their GPU (clocks, throttling, another process);
 * ``median launch call``: their host takes longer to launch each op (CPU contention);
@@ -20,7 +20,7 @@ import pandas as pd
 
 from overlapscope.analysis.findings import Evidence
 from overlapscope.analysis.findings.evidence import MAX_ITEMS
-from overlapscope.analysis.phase_work import STEP
+from overlapscope.analysis.host.phase_work import STEP
 from overlapscope.phases import STEP_PARTS
 
 # (column, words) of each measure, in the order they are named.

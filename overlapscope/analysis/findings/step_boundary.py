@@ -1,4 +1,4 @@
-"""The step boundary (analysis/step_boundary.py): GPU idle from one step's last GPU op to the
+"""The step boundary (analysis/host/step_boundary.py): GPU idle from one step's last GPU op to the
 next step's first, and, for the first counted step, from its ``ProfilerStep`` start to its first
 GPU op -> what the host did there. Stake: that idle per step, mean over ranks.
 
@@ -24,7 +24,7 @@ from overlapscope.analysis.findings import (
 )
 from overlapscope.analysis.findings.evidence import MAX_ITEMS
 from overlapscope.analysis.framework import Framework
-from overlapscope.analysis.host import Activity
+from overlapscope.analysis.host.calls import Activity
 from overlapscope.analysis.registry import BOUNDARIES
 
 LEVERS = {

@@ -24,7 +24,7 @@ from overlapscope.analysis.findings import (
 )
 from overlapscope.analysis.findings.evidence import MAX_ITEMS, main_part
 from overlapscope.analysis.findings.slow_phase import SlowPart, slow_parts
-from overlapscope.analysis.phase_work import STEP
+from overlapscope.analysis.host.phase_work import STEP
 from overlapscope.analysis.registry import PHASE_WORK
 from overlapscope.phases import step_part
 

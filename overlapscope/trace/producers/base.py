@@ -58,7 +58,7 @@ class Producer(Protocol):
 
     def rule(self, name: str) -> RangeRule | None:
         """The lane (and phase, unit) of CPU rows of this name; None: the generic rules
-        (``trace/labels.py``) decide."""
+        (``trace/naming/generic.py``) decide."""
         ...
 
     def label(

@@ -14,14 +14,14 @@ import pandas as pd
 from overlapscope.arrays import BoolArray, IntArray, ObjArray
 from overlapscope.phases import Lane, Phase
 from overlapscope.trace.attribution import Labels, RowContext, holder
-from overlapscope.trace.compute_units import (
+from overlapscope.trace.producers.base import LabelRole, RangeRule, cpu_only
+from overlapscope.trace.producers.compute_units import (
     CLOSE_BWD,
     CLOSE_FWD,
     OPEN_BWD,
     OPEN_FWD,
     label_compute,
 )
-from overlapscope.trace.producers.base import LabelRole, RangeRule, cpu_only
 
 FSDP1_HOOKS = {
     "_pre_forward": OPEN_FWD,

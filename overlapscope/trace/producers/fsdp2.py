@@ -3,7 +3,7 @@
 Collectives: the ``FSDP::all_gather (<fqn>)`` / ``FSDP::post_backward_reduce (<fqn>)``
 range holding the collective gives unit and phase (forward vs backward from the context
 range around it). Compute: between ``pre_forward`` / ``post_forward`` and ``pre_backward`` /
-``post_backward_*`` of the unit (:mod:`overlapscope.trace.compute_units`).
+``post_backward_*`` of the unit (:mod:`overlapscope.trace.producers.compute_units`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ import pandas as pd
 from overlapscope.arrays import BoolArray, IntArray, ObjArray
 from overlapscope.phases import Lane, Phase
 from overlapscope.trace.attribution import Labels, RowContext, holder, innermost_containing
-from overlapscope.trace.compute_units import (
+from overlapscope.trace.naming.ranges import ROOT_UNIT
+from overlapscope.trace.producers.base import LabelRole, RangeRule, cpu_only
+from overlapscope.trace.producers.compute_units import (
     CLOSE_BWD,
     CLOSE_FWD,
     OPEN_BWD,
@@ -24,8 +26,6 @@ from overlapscope.trace.compute_units import (
     label_compute,
     regions_frame,
 )
-from overlapscope.trace.names import ROOT_UNIT
-from overlapscope.trace.producers.base import LabelRole, RangeRule, cpu_only
 
 FSDP2_HOOKS = {
     "pre_forward": OPEN_FWD,

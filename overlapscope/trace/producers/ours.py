@@ -1,4 +1,4 @@
-"""overlapscope's own engine: ``ovs/<phase>/<unit>`` ranges (``trace/names.py``).
+"""overlapscope's own engine: ``ovs/<phase>/<unit>`` ranges (``trace/naming/ranges.py``).
 
 GPU kernels belong to the ``ovs`` range holding their launch (compute kernels get its unit
 too); the engine's folded gloo transfers to the issue range they came from; gloo's own
@@ -13,7 +13,7 @@ import numpy as np
 from overlapscope.arrays import BoolArray, IntArray
 from overlapscope.phases import COMM_PHASES, COPY_PHASES, CollectiveKind, Lane, Phase
 from overlapscope.trace.attribution import Labels, RowContext, innermost_containing
-from overlapscope.trace.names import parse_range
+from overlapscope.trace.naming.ranges import parse_range
 from overlapscope.trace.producers.base import RangeRule
 
 OVS_COMM_GROUP = "ovs-comm"
@@ -99,7 +99,8 @@ def label_overlapscope(
 
 
 def _label_folded(ctx: RowContext, out: Labels) -> IntArray:
-    """The engine's gloo transfers, folded on the thread that issued them (trace/p2p.py), take
+    """The engine's gloo transfers, folded on the thread that issued them (trace/recognize/p2p.py),
+    take
     their issue range's phase and unit (forward and backward issue from different threads on
     CUDA); returns the CPU comm rows left (gloo's own collectives)."""
     cpu_comm = ctx.comm_rows[~ctx.on_gpu[ctx.comm_rows]]
