@@ -80,3 +80,37 @@ def test_tp_levers_are_tps_alone() -> None:
     for f in _run("fsdp-tp").findings:
         if f.kind is not FindingKind.TP_EXPOSED:
             assert "SequenceParallel" not in f.change and "micro_pipeline" not in f.change
+
+
+@pytest.mark.parametrize(
+    ("layout", "kind", "phases", "part"),
+    [
+        ("hsdp", FindingKind.REDUCE_SCATTER_EXPOSED, {"rs"}, "backward"),
+        ("hsdp", FindingKind.REPLICA_ALL_REDUCE_EXPOSED, {"ar_rep"}, "backward"),
+        ("fsdp-tp", FindingKind.TP_EXPOSED, {"tp_fwd", "tp_bwd"}, None),
+    ],
+)
+def test_evidence_is_the_phases_collectives(
+    layout: str, kind: FindingKind, phases: set[str], part: str | None
+) -> None:
+    """Each item is one rank's collective of the finding's phases, most exposed first; the
+    finding's ranks and steps are those of every exposed one, and its phase is the part of
+    the step holding most of the exposed transfer (computed here for TP, which has both)."""
+    a, f = _run(layout), _finding(layout, kind)
+    rows = a.collective_ranks.merge(a.collectives[[*KEY, "phase", "kind", "unit"]], on=KEY)
+    mine = rows[rows["phase"].astype(object).isin(phases) & (rows["exposed_transfer_us"] > 0)]
+    assert f.ranks == tuple(sorted(mine["rank"].unique()))
+    assert f.steps == tuple(sorted(mine["step"].unique()))
+    top = mine.sort_values("exposed_transfer_us", ascending=False, kind="stable").iloc[0]
+    first = f.evidence[0]
+    assert (first.rank, first.step) == (top["rank"], top["step"])
+    assert first.dur_us == pytest.approx(top["exposed_transfer_us"])
+    assert first.gpu_op == f"{top['kind']} of {top['unit']}"
+    durs = [e.dur_us for e in f.evidence]
+    assert durs == sorted(durs, reverse=True)
+    if part is None:
+        by = mine.assign(
+            part=mine["phase"].astype(object).map({"tp_fwd": "forward", "tp_bwd": "backward"})
+        )
+        part = str(by.groupby("part")["exposed_transfer_us"].sum().idxmax())
+    assert f.phase == part

@@ -17,6 +17,7 @@ none of these (they have no such switches).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import pandas as pd
@@ -28,6 +29,7 @@ from overlapscope.analysis.findings import (
     FindingRule,
     Lever,
 )
+from overlapscope.analysis.findings.evidence import collective_items, main_part
 from overlapscope.phases import CollectiveKind, Phase
 from overlapscope.trace.groups.assign import parse_label
 
@@ -54,6 +56,21 @@ def _replicas(collectives: pd.DataFrame) -> int | None:
     rows = collectives[collectives["phase"].astype(object) == Phase.AR_REP.value]
     sizes = {len(p[1]) for g in rows["group"].unique() if (p := parse_label(g))}
     return max(sizes) if sizes else None
+
+
+def _placed(inp: FindingInput, phases: tuple[str, ...], finding: Finding) -> Finding:
+    """``finding`` with its structured evidence: the collectives of ``phases`` on each rank,
+    most exposed transfer first, their ranks and steps, and the part of the step most of it
+    lies in."""
+    mine = inp.collectives[inp.collectives["phase"].astype(object).isin(phases)]
+    per_rank = inp.table("collective_ranks")
+    items, steps, at = collective_items(mine, per_rank, "exposed_transfer_us")
+    keys = ["group", "step", "seq"]
+    part = None
+    if items:
+        exposed = mine[[*keys, "phase"]].merge(per_rank[[*keys, "exposed_transfer_us"]], on=keys)
+        part = main_part(exposed["phase"], exposed["exposed_transfer_us"])
+    return dataclasses.replace(finding, ranks=at, steps=steps, evidence=items, phase=part)
 
 
 def _reduce_change(framework: str, replicate: bool, replicas: int | None) -> str:
@@ -119,17 +136,19 @@ def dimension_findings(inp: FindingInput) -> list[Finding]:
             )
             why = f"{stake:,.0f} µs/step of {phase.words} exposed"
             levers = (Lever(change, why),)
-            out.append(Finding(kind, stake, title, evidence, levers, cause="exposed_transfer"))
+            found = Finding(kind, stake, title, evidence, levers, cause="exposed_transfer")
+            out.append(_placed(inp, (phase.value,), found))
     stake, per_unit = _exposure(units, _TP)
     if inp.at_stake(stake):
         evidence = (
             f"{stake:,.0f} µs/step of tensor-parallel collectives (forward and backward) "
             f"runs uncovered by compute; most exposed blocks: {_top(per_unit)}"
         )
-        out.append(Finding(FindingKind.TP_EXPOSED, stake, "tensor-parallel communication "
-                           "is exposed", evidence,
-                           (Lever(_tp_change(units), f"{stake:,.0f} µs/step of TP exposed"),),
-                           cause="exposed_transfer"))  # fmt: skip
+        found = Finding(FindingKind.TP_EXPOSED, stake, "tensor-parallel communication is exposed",
+                        evidence,
+                        (Lever(_tp_change(units), f"{stake:,.0f} µs/step of TP exposed"),),
+                        cause="exposed_transfer")  # fmt: skip
+        out.append(_placed(inp, _TP, found))
     return out
 
 
